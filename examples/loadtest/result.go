@@ -1,0 +1,112 @@
+package main
+
+import (
+	"fmt"
+	"slices"
+	"time"
+)
+
+// Kind says what a mode measures: sending messages, or processing received ones.
+type Kind int
+
+const (
+	// KindSend measures the send path: latency is from the send call to its outcome.
+	KindSend Kind = iota
+	// KindProcess measures the processor: latency is from handler start to settlement.
+	KindProcess
+)
+
+// Result is the measurement of one mode.
+type Result struct {
+	Mode     string        // "sequential", "goroutines", "pipelined", "batched", "processor"
+	Param    int           // window (pipelined) or concurrency (processor); 0 when the mode has none
+	Kind     Kind          // what Latencies measure
+	Messages int           // messages that succeeded
+	Errors   int           // messages that failed
+	Elapsed  time.Duration // wall time of the measured phase
+	P50, P99 time.Duration // latency percentiles (see Kind)
+	// PeakInFlightBytes is the largest number of message-body bytes inside send or
+	// batch requests at the same instant, measured on the client side.
+	PeakInFlightBytes int64
+}
+
+// Name is the row label: the mode and its parameter, e.g. "pipelined w=16".
+func (r Result) Name() string {
+	switch {
+	case r.Mode == "pipelined":
+		return fmt.Sprintf("pipelined w=%d", r.Param)
+	case r.Mode == "processor":
+		return fmt.Sprintf("processor c=%d", r.Param)
+	case r.Param != 0:
+		return fmt.Sprintf("%s %d", r.Mode, r.Param)
+	}
+	return r.Mode
+}
+
+// Throughput returns successful messages per second, 0 when nothing was measured.
+func (r Result) Throughput() float64 {
+	if r.Elapsed <= 0 {
+		return 0
+	}
+	return float64(r.Messages) / r.Elapsed.Seconds()
+}
+
+// isBaseline reports whether r is the row the others of its kind are compared with:
+// sequential for sends, the processor with concurrency 1 for processing.
+func (r Result) isBaseline() bool {
+	return (r.Kind == KindSend && r.Mode == "sequential") ||
+		(r.Kind == KindProcess && r.Mode == "processor" && r.Param == 1)
+}
+
+// SpeedUps returns, for each result, its throughput divided by its baseline's (see
+// isBaseline); 0 where the baseline was not run or measured nothing.
+func SpeedUps(results []Result) []float64 {
+	base := map[Kind]float64{}
+	for _, r := range results {
+		if r.isBaseline() {
+			base[r.Kind] = r.Throughput()
+		}
+	}
+	out := make([]float64, len(results))
+	for i, r := range results {
+		if b := base[r.Kind]; b > 0 {
+			out[i] = r.Throughput() / b
+		}
+	}
+	return out
+}
+
+// Percentile returns the p-th percentile (0 <= p <= 100) of samples by the nearest-rank
+// method: the smallest sample such that at least p% of the samples are <= it. It returns
+// 0 for no samples. samples is not modified.
+func Percentile(samples []time.Duration, p float64) time.Duration {
+	if len(samples) == 0 {
+		return 0
+	}
+	sorted := slices.Clone(samples)
+	slices.Sort(sorted)
+	return percentileSorted(sorted, p)
+}
+
+func percentileSorted(sorted []time.Duration, p float64) time.Duration {
+	n := len(sorted)
+	if n == 0 {
+		return 0
+	}
+	p = min(max(p, 0), 100)
+	// rank = ceil(p/100 * n), at least 1.
+	rank := int(p * float64(n) / 100)
+	if float64(rank)*100 < p*float64(n) {
+		rank++
+	}
+	rank = max(rank, 1)
+	return sorted[rank-1]
+}
+
+// summarize fills r's percentiles from the latency samples.
+func summarize(r *Result, samples []time.Duration) {
+	sorted := slices.Clone(samples)
+	slices.Sort(sorted)
+	r.P50 = percentileSorted(sorted, 50)
+	r.P99 = percentileSorted(sorted, 99)
+}
