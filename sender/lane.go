@@ -1,0 +1,124 @@
+package sender
+
+import "time"
+
+// A lane holds the messages of one key (SessionID, PartitionKey, or "" for neither)
+// that are not on the wire yet: the open linger batch, and, when ordering is on, the
+// sealed groups waiting for the lane's single in-flight request. All fields are guarded
+// by Sender.mu.
+type lane struct {
+	key       string
+	open      []*Result   // the linger batch being filled (batching only)
+	openBytes int64       // estimated size of open
+	timer     *time.Timer // linger timer of open; nil when open is empty
+	gen       uint64      // invalidates a linger timer that fired after its batch was sealed
+	queue     [][]*Result // sealed groups waiting (ordering only)
+	busy      bool        // a goroutine is sending this lane's queue (ordering only)
+}
+
+func (s *Sender) laneLocked(key string) *lane {
+	l := s.lanes[key]
+	if l == nil {
+		l = &lane{key: key}
+		s.lanes[key] = l
+	}
+	return l
+}
+
+// dropLaneLocked forgets l when it holds nothing.
+func (s *Sender) dropLaneLocked(l *lane) {
+	if len(l.open) == 0 && len(l.queue) == 0 && !l.busy && s.lanes[l.key] == l {
+		delete(s.lanes, l.key)
+	}
+}
+
+func (s *Sender) maxBatchBytes() int64 {
+	if s.opts.MaxBatchBytes > 0 {
+		return int64(s.opts.MaxBatchBytes)
+	}
+	return DefaultMaxBatchBytes
+}
+
+// addToBatchLocked puts r in the open batch of its lane, sealing batches that are full.
+func (s *Sender) addToBatchLocked(r *Result) {
+	l := s.laneLocked(r.key)
+	maxBytes := s.maxBatchBytes()
+	if len(l.open) > 0 && l.openBytes+r.size > maxBytes {
+		s.sealLocked(l)
+	}
+	l.open = append(l.open, r)
+	l.openBytes += r.size
+	switch {
+	case len(l.open) >= s.opts.MaxBatchMessages || l.openBytes >= maxBytes:
+		s.sealLocked(l)
+	case len(l.open) == 1:
+		l.gen++
+		gen := l.gen
+		l.timer = time.AfterFunc(s.opts.Linger, func() { s.lingerExpired(l, gen) })
+	}
+}
+
+func (s *Sender) lingerExpired(l *lane, gen uint64) {
+	s.mu.Lock()
+	if l.gen == gen && len(l.open) > 0 {
+		s.sealLocked(l)
+	}
+	s.mu.Unlock()
+}
+
+// sealLocked closes l's open batch and sends it, or queues it behind the lane's
+// in-flight request when ordering is on.
+func (s *Sender) sealLocked(l *lane) {
+	if l.timer != nil {
+		l.timer.Stop()
+		l.timer = nil
+	}
+	l.gen++
+	group := l.open
+	l.open, l.openBytes = nil, 0
+	if len(group) == 0 {
+		return
+	}
+	if s.opts.Ordered && l.key != "" {
+		s.enqueueLocked(l, group)
+		return
+	}
+	s.dropLaneLocked(l)
+	go s.sendGroup(group)
+}
+
+func (s *Sender) sealAllLocked() {
+	for _, l := range s.lanes {
+		if len(l.open) > 0 {
+			s.sealLocked(l)
+		}
+	}
+}
+
+// enqueueLocked queues a sealed group on an ordered lane and starts the lane's sending
+// goroutine when none runs.
+func (s *Sender) enqueueLocked(l *lane, group []*Result) {
+	l.queue = append(l.queue, group)
+	if !l.busy {
+		l.busy = true
+		go s.runLane(l)
+	}
+}
+
+// runLane sends an ordered lane's groups one after the other.
+func (s *Sender) runLane(l *lane) {
+	for {
+		s.mu.Lock()
+		if len(l.queue) == 0 {
+			l.busy = false
+			s.dropLaneLocked(l)
+			s.mu.Unlock()
+			return
+		}
+		group := l.queue[0]
+		l.queue[0] = nil
+		l.queue = l.queue[1:]
+		s.mu.Unlock()
+		s.sendGroup(group)
+	}
+}

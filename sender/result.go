@@ -1,0 +1,64 @@
+package sender
+
+import (
+	"context"
+	"sync/atomic"
+
+	"github.com/Azure/azure-sdk-for-go/sdk/messaging/azservicebus"
+)
+
+// Result is the future outcome of one accepted message. It is completed exactly once.
+// Its methods are safe for concurrent use.
+type Result struct {
+	msg      *azservicebus.Message
+	ctx      context.Context
+	id       string
+	key      string // ordering and batching key; "" for none
+	size     int64  // estimated size (Size)
+	weight   int64  // bytes taken from the byte window
+	attempts int    // written only by the goroutine that sends the message
+	finished atomic.Bool
+	err      error
+	done     chan struct{}
+}
+
+// Message returns the message.
+func (r *Result) Message() *azservicebus.Message { return r.msg }
+
+// MessageID returns the message's ID, set before the first attempt.
+func (r *Result) MessageID() string { return r.id }
+
+// Done returns a channel closed once the outcome is known.
+func (r *Result) Done() <-chan struct{} { return r.done }
+
+// Err returns the outcome once Done is closed: nil when the broker accepted the message,
+// a *SendError otherwise. Before that it returns ErrPending.
+func (r *Result) Err() error {
+	select {
+	case <-r.done:
+		return r.err
+	default:
+		return ErrPending
+	}
+}
+
+// Wait waits for the outcome and returns it as Err does. If ctx ends first it returns
+// ctx.Err(); the message is still in flight and its outcome can be awaited again.
+func (r *Result) Wait(ctx context.Context) error {
+	select {
+	case <-r.done:
+		return r.err
+	case <-ctx.Done():
+		return ctx.Err()
+	}
+}
+
+// Attempts returns how many requests carried the message, once Done is closed.
+func (r *Result) Attempts() int {
+	select {
+	case <-r.done:
+		return r.attempts
+	default:
+		return 0
+	}
+}

@@ -1,0 +1,248 @@
+package sender
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"time"
+
+	"github.com/Azure/azure-sdk-for-go/sdk/messaging/azservicebus"
+	"github.com/cenkalti/backoff/v4"
+	"github.com/sbkit/sbkit"
+)
+
+// sendGroup sends a sealed group: as batches when batching is on, else one by one.
+func (s *Sender) sendGroup(group []*Result) {
+	if s.batch == nil {
+		for _, r := range group {
+			s.sendSingle(r)
+		}
+		return
+	}
+	for len(group) > 0 {
+		group = s.sendBatch(group)
+	}
+}
+
+// sendSingle sends r with SendMessage, retrying transient failures, and completes it.
+func (s *Sender) sendSingle(r *Result) {
+	ctx, stop := s.messageContext(r.ctx)
+	defer stop()
+	var bo *backoff.ExponentialBackOff
+	for {
+		if err := ctx.Err(); err != nil {
+			s.finish(r, s.stopCause(ctx, err, nil))
+			return
+		}
+		r.attempts++
+		actx, cancel := s.attemptContext(ctx)
+		err := s.dst.SendMessage(actx, r.msg, nil)
+		err = s.attemptError(ctx, actx, err)
+		cancel()
+		if err == nil {
+			s.finish(r, nil)
+			return
+		}
+		if bo == nil {
+			bo = s.newBackOff()
+		}
+		if err := s.backoff(ctx, bo, 1, r.attempts, err); err != nil {
+			s.finish(r, err)
+			return
+		}
+	}
+}
+
+// sendBatch sends a prefix of group as one batch, retrying transient failures, completes
+// the messages of that prefix and returns the rest of group.
+func (s *Sender) sendBatch(group []*Result) (rest []*Result) {
+	var bo *backoff.ExponentialBackOff
+	var lastErr error
+	for {
+		group = s.dropEnded(group, lastErr)
+		if len(group) == 0 {
+			return rest
+		}
+		if err := s.life.Err(); err != nil {
+			for _, r := range group {
+				s.finish(r, s.stopCause(s.life, err, lastErr))
+			}
+			return rest
+		}
+		batch, n, buildErr := s.build(group)
+		chunk := group
+		switch {
+		case buildErr != nil && batch == nil:
+			// NewBatch failed: the attempt failed for every message of the group.
+		case n == 0:
+			// group[0] cannot travel even alone.
+			s.finish(group[0], buildErr)
+			return append(group[1:len(group):len(group)], rest...)
+		case n < len(group):
+			rest = append(append([]*Result(nil), group[n:]...), rest...)
+			chunk = group[:n:n]
+		}
+		for _, r := range chunk {
+			r.attempts++
+		}
+		err := buildErr
+		if batch != nil {
+			err = s.sendBatchOnce(batch, len(chunk))
+		}
+		if err == nil {
+			s.stats.batches.Add(1)
+			for _, r := range chunk {
+				s.finish(r, nil)
+			}
+			return rest
+		}
+		if bo == nil {
+			bo = s.newBackOff()
+		}
+		if berr := s.backoff(s.life, bo, len(chunk), chunk[0].attempts, err); berr != nil {
+			for _, r := range chunk {
+				s.finish(r, berr)
+			}
+			return rest
+		}
+		group, lastErr = chunk, err
+	}
+}
+
+// build makes an SDK batch holding the longest prefix of group that fits. It returns the
+// batch (nil when NewBatch failed), the prefix length and the error that ended it.
+func (s *Sender) build(group []*Result) (sbkit.Batch, int, error) {
+	var opts *azservicebus.MessageBatchOptions
+	if s.opts.MaxBatchBytes > 0 {
+		opts = &azservicebus.MessageBatchOptions{MaxBytes: s.opts.MaxBatchBytes}
+	}
+	ctx, cancel := s.attemptContext(s.life)
+	defer cancel()
+	batch, err := s.batch.NewBatch(ctx, opts)
+	if err != nil {
+		return nil, 0, s.attemptError(s.life, ctx, err)
+	}
+	for i, r := range group {
+		if err := batch.AddMessage(r.msg, nil); err != nil {
+			return batch, i, err
+		}
+	}
+	return batch, len(group), nil
+}
+
+func (s *Sender) sendBatchOnce(batch sbkit.Batch, n int) error {
+	ctx, cancel := s.attemptContext(s.life)
+	defer cancel()
+	start := time.Now()
+	err := s.batch.SendBatch(ctx, batch, nil)
+	err = s.attemptError(s.life, ctx, err)
+	if len(s.batchHooks) > 0 {
+		elapsed := time.Since(start)
+		for _, h := range s.batchHooks {
+			s.safely("BatchHook", func() { h.OnBatch(n, batch.NumBytes(), err, elapsed) })
+		}
+	}
+	return err
+}
+
+// dropEnded completes the messages of group whose context has ended and returns the others.
+func (s *Sender) dropEnded(group []*Result, lastErr error) []*Result {
+	var keep []*Result
+	for i, r := range group {
+		if err := r.ctx.Err(); err != nil {
+			if keep == nil {
+				keep = append(make([]*Result, 0, len(group)), group[:i]...)
+			}
+			s.finish(r, s.stopCause(r.ctx, err, lastErr))
+		} else if keep != nil {
+			keep = append(keep, r)
+		}
+	}
+	if keep == nil {
+		return group
+	}
+	return keep
+}
+
+// backoff decides whether a failed attempt is retried and waits before the retry. It
+// returns nil to retry, or the error to report.
+func (s *Sender) backoff(ctx context.Context, bo *backoff.ExponentialBackOff, messages, attempt int, err error) error {
+	if !sbkit.IsTransient(err) || attempt > s.opts.Retry.MaxRetries {
+		return err
+	}
+	wait := bo.NextBackOff()
+	if wait == backoff.Stop {
+		return err
+	}
+	s.stats.retried.Add(int64(messages))
+	s.log.Debug("sender: retrying", "messages", messages, "attempt", attempt, "wait", wait, "error", err)
+	for _, h := range s.retryHooks {
+		s.safely("RetryHook", func() { h.OnSendRetry(messages, attempt, err, wait) })
+	}
+	t := time.NewTimer(wait)
+	defer t.Stop()
+	select {
+	case <-t.C:
+		return nil
+	case <-ctx.Done():
+		return s.stopCause(ctx, ctx.Err(), err)
+	}
+}
+
+func (s *Sender) newBackOff() *backoff.ExponentialBackOff {
+	r := s.opts.Retry
+	return backoff.NewExponentialBackOff(
+		backoff.WithInitialInterval(r.InitialInterval),
+		backoff.WithMaxInterval(r.MaxInterval),
+		backoff.WithMultiplier(r.Multiplier),
+		backoff.WithRandomizationFactor(r.RandomizationFactor),
+		backoff.WithMaxElapsedTime(r.MaxElapsedTime),
+	)
+}
+
+// messageContext returns a context that ends when ctx ends or when Close gives up.
+func (s *Sender) messageContext(ctx context.Context) (context.Context, func()) {
+	if ctx.Done() == nil {
+		return s.life, func() {}
+	}
+	mctx, cancel := context.WithCancelCause(ctx)
+	stop := context.AfterFunc(s.life, func() { cancel(ErrClosed) })
+	return mctx, func() { stop(); cancel(nil) }
+}
+
+// attemptContext bounds one request by Options.AttemptTimeout.
+func (s *Sender) attemptContext(ctx context.Context) (context.Context, context.CancelFunc) {
+	if s.opts.AttemptTimeout <= 0 {
+		return ctx, func() {}
+	}
+	return context.WithTimeout(ctx, s.opts.AttemptTimeout)
+}
+
+// attemptError turns the timeout of one attempt (its context ended, the outer one did
+// not) into a transient error.
+func (s *Sender) attemptError(outer, attempt context.Context, err error) error {
+	if err != nil && outer.Err() == nil && attempt.Err() != nil {
+		return &attemptTimeoutError{err: err}
+	}
+	return err
+}
+
+// stopCause is the error of a message abandoned because ctx ended: ctx's cause, with the
+// last attempt's error when there was one.
+func (s *Sender) stopCause(ctx context.Context, err, last error) error {
+	if cause := context.Cause(ctx); cause != nil && !errors.Is(cause, err) {
+		err = fmt.Errorf("%w: %w", cause, err)
+	}
+	if last != nil {
+		return fmt.Errorf("%w (last attempt: %w)", err, last)
+	}
+	return err
+}
+
+// attemptTimeoutError is the transient error of an attempt that ran out of
+// Options.AttemptTimeout. It does not unwrap to context.DeadlineExceeded, which
+// sbkit.IsTransient would call permanent.
+type attemptTimeoutError struct{ err error }
+
+func (e *attemptTimeoutError) Error() string { return "sender: attempt timed out: " + e.err.Error() }
+func (e *attemptTimeoutError) Timeout() bool { return true }
