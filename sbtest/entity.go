@@ -1,0 +1,335 @@
+package sbtest
+
+import (
+	"sync"
+	"time"
+
+	"github.com/Azure/azure-sdk-for-go/sdk/messaging/azservicebus"
+	"github.com/sbkit/sbkit"
+)
+
+// Entity is a queue or a topic subscription: the thing receivers read from. It holds the
+// active, locked, deferred and scheduled messages and a dead-letter queue, and offers
+// inspection and fault injection. Create queues with Namespace.NewQueue and
+// subscriptions with Topic.NewSubscription. All methods are safe for concurrent use.
+//
+// Time-driven changes (lock expiry, TTL expiry, scheduled messages becoming active) are
+// applied lazily against time.Now() at the start of every operation and inspection.
+type Entity struct {
+	ns         *Namespace
+	path       string
+	topic      *Topic // nil for a queue
+	opts       EntityOptions
+	defaultTTL time.Duration
+	faults     faultSet
+	stats      counters
+
+	mu      sync.Mutex
+	main    subqueue
+	dlq     subqueue
+	nextSeq int64 // queues only; a topic numbers the messages of its subscriptions
+	dup     dupDetector
+}
+
+// subqueue is the main queue or the dead-letter queue of an entity, guarded by the
+// entity's mutex. bySeq holds every message of the subqueue whatever its state; the heaps
+// index them by state.
+type subqueue struct {
+	dlq     bool
+	heaps   [numHeaps]msgHeap
+	bySeq   map[int64]*message
+	byToken map[[16]byte]*message
+	wait    chan struct{} // closed when a message becomes available; nil if nobody waits
+}
+
+func (sq *subqueue) init(dlq bool) {
+	sq.dlq = dlq
+	for k := range sq.heaps {
+		sq.heaps[k].kind = heapKind(k)
+	}
+	sq.bySeq = make(map[int64]*message)
+	sq.byToken = make(map[[16]byte]*message)
+}
+
+func newEntity(ns *Namespace, path string, topic *Topic, opts EntityOptions, defaultTTL time.Duration) *Entity {
+	e := &Entity{ns: ns, path: path, topic: topic, opts: opts, defaultTTL: defaultTTL}
+	e.main.init(false)
+	e.dlq.init(true)
+	e.dup.window = opts.DuplicateDetectionWindow
+	return e
+}
+
+// signal wakes every ReceiveMessages waiting on sq.
+func (sq *subqueue) signal() {
+	if sq.wait != nil {
+		close(sq.wait)
+		sq.wait = nil
+	}
+}
+
+func (sq *subqueue) waitChan() <-chan struct{} {
+	if sq.wait == nil {
+		sq.wait = make(chan struct{})
+	}
+	return sq.wait
+}
+
+// nextDue returns the next instant at which time alone can make a message of sq
+// available: a lock expiring or a scheduled message becoming active.
+func (sq *subqueue) nextDue() (time.Time, bool) {
+	var due time.Time
+	ok := false
+	if m := sq.heaps[hLock].top(); m != nil {
+		due, ok = m.lockedUntil, true
+	}
+	if m := sq.heaps[hSched].top(); m != nil && (!ok || m.scheduledAt.Before(due)) {
+		due, ok = m.scheduledAt, true
+	}
+	return due, ok
+}
+
+// tick applies everything that became due by now: lock expiries, scheduled messages
+// becoming active, TTL expiries. It costs O(1) when nothing is due.
+func (e *Entity) tick(now time.Time) {
+	for _, sq := range []*subqueue{&e.main, &e.dlq} {
+		for m := sq.heaps[hLock].top(); m != nil && !now.Before(m.lockedUntil); m = sq.heaps[hLock].top() {
+			e.unlock(sq, m)
+			e.stats.lockExpired.Add(1)
+			e.release(sq, m)
+		}
+	}
+	sched := &e.main.heaps[hSched]
+	for m := sched.top(); m != nil && !now.Before(m.scheduledAt); m = sched.top() {
+		sched.del(m)
+		e.makeAvailable(&e.main, m)
+	}
+	exp := &e.main.heaps[hExp]
+	for m := exp.top(); m != nil && !now.Before(m.expiresAt); m = exp.top() {
+		e.detach(&e.main, m)
+		e.stats.expired.Add(1)
+		if e.opts.DeadLetterOnExpiration {
+			e.toDLQ(m, sbkit.TTLExpiredReason, "message expired before it was delivered", nil)
+		}
+	}
+}
+
+// insert stores a new message with sequence number seq, sent at now, scheduled for sched
+// (zero or not after now means at once).
+func (e *Entity) insert(p *payload, seq int64, now, sched time.Time) {
+	ttl := sbkit.EffectiveTTL(p.ttl, e.defaultTTL)
+	m := &message{p: p, seq: seq, ttl: ttl, expires: ttl < sbkit.MaxTTL}
+	for k := range m.idx {
+		m.idx[k] = -1
+	}
+	m.enqueued = now
+	if sched.After(now) {
+		m.enqueued, m.scheduledAt = sched, sched
+	}
+	m.expiresAt = sbkit.ExpiresAt(m.enqueued, ttl)
+	e.main.bySeq[seq] = m
+	e.stats.sent.Add(1)
+	if !m.scheduledAt.IsZero() {
+		m.state = stScheduled
+		e.main.heaps[hSched].add(m)
+		e.stats.scheduled.Add(1)
+		return
+	}
+	e.makeAvailable(&e.main, m)
+}
+
+func (e *Entity) makeAvailable(sq *subqueue, m *message) {
+	m.state = stAvailable
+	m.wasDeferred = false
+	sq.heaps[hAvail].add(m)
+	if m.expires && !sq.dlq {
+		sq.heaps[hExp].add(m)
+	}
+	sq.signal()
+}
+
+func (e *Entity) makeDeferred(sq *subqueue, m *message) {
+	m.state = stDeferred
+	m.wasDeferred = false
+	if m.expires && !sq.dlq {
+		sq.heaps[hExp].add(m)
+	}
+}
+
+// lock gives m (already out of the available/expiry heaps) to r under a new lock.
+func (e *Entity) lock(sq *subqueue, m *message, r *Receiver, now time.Time) {
+	m.state = stLocked
+	m.token = newLockToken()
+	m.lockedUntil = now.Add(e.opts.LockDuration)
+	m.holder = r
+	sq.byToken[m.token] = m
+	r.held[m.token] = m
+	sq.heaps[hLock].add(m)
+}
+
+// unlock drops m's lock; the caller decides where m goes next.
+func (e *Entity) unlock(sq *subqueue, m *message) {
+	sq.heaps[hLock].del(m)
+	delete(sq.byToken, m.token)
+	if m.holder != nil {
+		delete(m.holder.held, m.token)
+		m.holder = nil
+	}
+	m.token = [16]byte{}
+}
+
+// detach removes m from sq entirely.
+func (e *Entity) detach(sq *subqueue, m *message) {
+	if m.state == stLocked {
+		e.unlock(sq, m)
+	}
+	for k := range sq.heaps {
+		sq.heaps[k].del(m)
+	}
+	delete(sq.bySeq, m.seq)
+}
+
+// release returns an unlocked message after a counted delivery (abandon, lock expiry):
+// to the dead-letter queue once it has had MaxDeliveryCount deliveries, else back to
+// where it came from.
+func (e *Entity) release(sq *subqueue, m *message) {
+	if !sq.dlq && m.deliveries >= uint32(e.opts.MaxDeliveryCount) {
+		e.detach(sq, m)
+		e.toDLQ(m, MaxDeliveryCountExceededReason, "message exceeded the maximum delivery count", nil)
+		return
+	}
+	e.requeue(sq, m)
+}
+
+func (e *Entity) requeue(sq *subqueue, m *message) {
+	if m.wasDeferred {
+		e.makeDeferred(sq, m)
+		return
+	}
+	e.makeAvailable(sq, m)
+}
+
+// toDLQ puts a message already detached from the main queue into the dead-letter queue.
+func (e *Entity) toDLQ(m *message, reason, desc string, props map[string]any) {
+	m.p = m.p.withProps(props)
+	m.dlReason, m.dlDesc = &reason, &desc
+	e.dlq.bySeq[m.seq] = m
+	e.makeAvailable(&e.dlq, m)
+	e.stats.deadLettered.Add(1)
+}
+
+// dropHolder releases every lock r holds, as a closed connection does: the messages come
+// back without their delivery being counted.
+func (e *Entity) dropHolder(r *Receiver) {
+	for _, m := range r.held {
+		e.unlock(r.sq, m)
+		if m.deliveries > 0 {
+			m.deliveries--
+		}
+		e.requeue(r.sq, m)
+	}
+}
+
+// Name returns the entity's path: the queue name, or "topic/Subscriptions/sub".
+func (e *Entity) Name() string { return e.path }
+
+// Options returns the entity's options with defaults filled in.
+func (e *Entity) Options() EntityOptions { return e.opts }
+
+// Stats returns a snapshot of the entity's counters.
+func (e *Entity) Stats() EntityStats { return e.stats.snapshot() }
+
+// InjectFault adds a fault; faults for the same Op apply in the order injected. Faults
+// for OpSend on a subscription never fire: inject them on the Topic.
+func (e *Entity) InjectFault(f Fault) { e.faults.inject(f) }
+
+// ClearFaults removes every injected fault.
+func (e *Entity) ClearFaults() { e.faults.clear() }
+
+// ExpireLock makes the lock with the given token lost now, as if it had expired: the
+// message returns to the entity with its delivery counted (or goes to the dead-letter
+// queue after MaxDeliveryCount deliveries). It reports whether the lock was held.
+func (e *Entity) ExpireLock(lockToken [16]byte) bool {
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	e.tick(time.Now())
+	for _, sq := range []*subqueue{&e.main, &e.dlq} {
+		if m := sq.byToken[lockToken]; m != nil {
+			e.unlock(sq, m)
+			e.stats.lockExpired.Add(1)
+			e.release(sq, m)
+			return true
+		}
+	}
+	return false
+}
+
+// snapshot returns received-message copies of the messages of sq that pass keep, in
+// sequence-number order, after applying what is due.
+func (e *Entity) snapshot(dlq bool, keep func(*message) bool) []*azservicebus.ReceivedMessage {
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	e.tick(time.Now())
+	sq := &e.main
+	if dlq {
+		sq = &e.dlq
+	}
+	return collect(sq, 0, -1, keep)
+}
+
+func (e *Entity) count(f func() int) int {
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	e.tick(time.Now())
+	return f()
+}
+
+// ActiveCount returns how many messages are available for delivery now (not locked, not
+// deferred, not scheduled).
+func (e *Entity) ActiveCount() int { return e.count(func() int { return e.main.heaps[hAvail].Len() }) }
+
+// LockedCount returns how many messages of the main queue are locked by receivers.
+func (e *Entity) LockedCount() int { return e.count(func() int { return len(e.main.byToken) }) }
+
+// ScheduledCount returns how many scheduled messages wait for their enqueue time.
+func (e *Entity) ScheduledCount() int {
+	return e.count(func() int { return e.main.heaps[hSched].Len() })
+}
+
+// DeferredCount returns how many messages are deferred (and not currently locked).
+func (e *Entity) DeferredCount() int {
+	return e.count(func() int {
+		sq := &e.main
+		return len(sq.bySeq) - sq.heaps[hAvail].Len() - len(sq.byToken) - sq.heaps[hSched].Len()
+	})
+}
+
+// DeadLetterCount returns how many messages the dead-letter queue holds, locked ones
+// included.
+func (e *Entity) DeadLetterCount() int { return e.count(func() int { return len(e.dlq.bySeq) }) }
+
+// Active returns copies of the available messages, by sequence number.
+func (e *Entity) Active() []*azservicebus.ReceivedMessage {
+	return e.snapshot(false, func(m *message) bool { return m.state == stAvailable })
+}
+
+// Locked returns copies of the locked messages of the main queue, by sequence number.
+func (e *Entity) Locked() []*azservicebus.ReceivedMessage {
+	return e.snapshot(false, func(m *message) bool { return m.state == stLocked })
+}
+
+// Deferred returns copies of the deferred messages not currently locked, by sequence
+// number.
+func (e *Entity) Deferred() []*azservicebus.ReceivedMessage {
+	return e.snapshot(false, func(m *message) bool { return m.state == stDeferred })
+}
+
+// Scheduled returns copies of the scheduled messages, by sequence number.
+func (e *Entity) Scheduled() []*azservicebus.ReceivedMessage {
+	return e.snapshot(false, func(m *message) bool { return m.state == stScheduled })
+}
+
+// DeadLetters returns copies of every message in the dead-letter queue, by sequence
+// number, with DeadLetterReason and DeadLetterErrorDescription set.
+func (e *Entity) DeadLetters() []*azservicebus.ReceivedMessage {
+	return e.snapshot(true, func(*message) bool { return true })
+}

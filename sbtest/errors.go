@@ -1,0 +1,33 @@
+package sbtest
+
+import (
+	"errors"
+
+	"github.com/Azure/azure-sdk-for-go/sdk/messaging/azservicebus"
+)
+
+var (
+	// ErrInvalidOptions is returned by NewQueue, NewTopic and NewSubscription for options
+	// out of range (a negative duration, a LockDuration above 5 minutes, a negative
+	// MaxDeliveryCount) and for an empty name.
+	ErrInvalidOptions = errors.New("sbtest: invalid options")
+	// ErrExists is returned when creating an entity whose name is taken.
+	ErrExists = errors.New("sbtest: entity already exists")
+	// ErrInvalidArgument is returned for a bad argument to an operation, such as
+	// maxMessages <= 0 in ReceiveMessages.
+	ErrInvalidArgument = errors.New("sbtest: invalid argument")
+	// ErrNotSettleable is returned when dead-lettering a message that is already in a
+	// dead-letter queue.
+	ErrNotSettleable = errors.New("sbtest: operation not allowed on this message")
+)
+
+// TransientError is the error an injected Fault returns when its Err is nil: a lost
+// connection, which sbkit.IsTransient reports as retryable.
+var TransientError = &azservicebus.Error{Code: azservicebus.CodeConnectionLost}
+
+// PermanentError is a ready-made non-retryable error for faults: unauthorized access.
+var PermanentError = &azservicebus.Error{Code: azservicebus.CodeUnauthorizedAccess}
+
+func errLockLost() error { return &azservicebus.Error{Code: azservicebus.CodeLockLost} }
+func errClosed() error   { return &azservicebus.Error{Code: azservicebus.CodeClosed} }
+func errNotFound() error { return &azservicebus.Error{Code: azservicebus.CodeNotFound} }

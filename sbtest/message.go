@@ -1,0 +1,217 @@
+package sbtest
+
+import (
+	"maps"
+	"math/rand/v2"
+	"time"
+
+	"github.com/Azure/azure-sdk-for-go/sdk/messaging/azservicebus"
+)
+
+// MessageOverhead is the fixed number of bytes MessageSize adds to every message for its
+// system properties and framing. It is an estimate: the real AMQP encoding differs.
+const MessageOverhead = 64
+
+// MessageSize returns the size sbtest charges a message against MaxMessageSize and
+// against a batch's MaxBytes: len(Body), plus the length of every string property
+// (MessageID, ContentType, CorrelationID, PartitionKey, ReplyTo, ReplyToSessionID,
+// SessionID, Subject, To), plus for every application property the length of its key and
+// of its value (len for string and []byte values, 8 for anything else), plus
+// MessageOverhead. A nil message has size 0.
+func MessageSize(m *azservicebus.Message) int {
+	if m == nil {
+		return 0
+	}
+	n := MessageOverhead + len(m.Body)
+	for _, s := range []*string{m.MessageID, m.ContentType, m.CorrelationID, m.PartitionKey,
+		m.ReplyTo, m.ReplyToSessionID, m.SessionID, m.Subject, m.To} {
+		if s != nil {
+			n += len(*s)
+		}
+	}
+	for k, v := range m.ApplicationProperties {
+		n += len(k)
+		switch v := v.(type) {
+		case string:
+			n += len(v)
+		case []byte:
+			n += len(v)
+		default:
+			n += 8
+		}
+	}
+	return n
+}
+
+// payload is the immutable user part of a stored message. It is deep-copied from the
+// sender's message, shared by the copies a topic fans out, and copied again into every
+// ReceivedMessage handed out, so neither side's mutations reach the other.
+type payload struct {
+	body                                              []byte
+	props                                             map[string]any
+	messageID                                         string
+	contentType, correlationID, partitionKey, replyTo *string
+	replyToSessionID, sessionID, subject, to          *string
+	ttl                                               *time.Duration
+	size                                              int
+}
+
+func newPayload(m *azservicebus.Message) *payload {
+	p := &payload{
+		body:             cloneBytes(m.Body),
+		props:            cloneProps(m.ApplicationProperties),
+		contentType:      cloneStr(m.ContentType),
+		correlationID:    cloneStr(m.CorrelationID),
+		partitionKey:     cloneStr(m.PartitionKey),
+		replyTo:          cloneStr(m.ReplyTo),
+		replyToSessionID: cloneStr(m.ReplyToSessionID),
+		sessionID:        cloneStr(m.SessionID),
+		subject:          cloneStr(m.Subject),
+		to:               cloneStr(m.To),
+		size:             MessageSize(m),
+	}
+	if m.MessageID != nil {
+		p.messageID = *m.MessageID
+	}
+	if m.TimeToLive != nil {
+		ttl := *m.TimeToLive
+		p.ttl = &ttl
+	}
+	return p
+}
+
+// withProps returns a copy of p whose application properties are p's with mods applied.
+func (p *payload) withProps(mods map[string]any) *payload {
+	if len(mods) == 0 {
+		return p
+	}
+	q := *p
+	q.props = cloneProps(p.props)
+	if q.props == nil {
+		q.props = make(map[string]any, len(mods))
+	}
+	for k, v := range cloneProps(mods) {
+		q.props[k] = v
+	}
+	return &q
+}
+
+func cloneBytes(b []byte) []byte {
+	if b == nil {
+		return nil
+	}
+	return append([]byte(nil), b...)
+}
+
+func cloneStr(s *string) *string {
+	if s == nil {
+		return nil
+	}
+	v := *s
+	return &v
+}
+
+func cloneTime(t time.Time) *time.Time {
+	t = t.UTC()
+	return &t
+}
+
+// cloneProps copies a property map; []byte values are copied too, other values are
+// immutable in practice (numbers, strings, times).
+func cloneProps(m map[string]any) map[string]any {
+	if m == nil {
+		return nil
+	}
+	c := maps.Clone(m)
+	for k, v := range c {
+		if b, ok := v.([]byte); ok {
+			c[k] = cloneBytes(b)
+		}
+	}
+	return c
+}
+
+// msgState is where a stored message is.
+type msgState uint8
+
+const (
+	stAvailable msgState = iota
+	stLocked
+	stDeferred
+	stScheduled
+)
+
+// message is one stored message of one subqueue. It is guarded by its entity's mutex.
+type message struct {
+	p           *payload
+	seq         int64
+	enqueued    time.Time // for a scheduled message: its scheduled time
+	scheduledAt time.Time // zero unless it was scheduled
+	ttl         time.Duration
+	expiresAt   time.Time
+	expires     bool // ttl is finite: the message is in the expiry heap while available/deferred
+	deliveries  uint32
+	state       msgState
+	wasDeferred bool // locked via ReceiveDeferredMessages: an abandon returns it to deferred
+	token       [16]byte
+	lockedUntil time.Time
+	holder      *Receiver
+	idx         [numHeaps]int
+	dlReason    *string
+	dlDesc      *string
+}
+
+func newLockToken() [16]byte {
+	var t [16]byte
+	a, b := rand.Uint64(), rand.Uint64()
+	for i := range 8 {
+		t[i] = byte(a >> (8 * i))
+		t[8+i] = byte(b >> (8 * i))
+	}
+	t[6] = t[6]&0x0f | 0x40 // looks like a version 4 UUID, as the service's tokens do
+	t[8] = t[8]&0x3f | 0x80
+	return t
+}
+
+// received builds the ReceivedMessage handed to a client: a fresh deep copy.
+func (m *message) received() *azservicebus.ReceivedMessage {
+	p := m.p
+	seq := m.seq
+	ttl := m.ttl
+	rm := &azservicebus.ReceivedMessage{
+		ApplicationProperties:      cloneProps(p.props),
+		Body:                       cloneBytes(p.body),
+		ContentType:                cloneStr(p.contentType),
+		CorrelationID:              cloneStr(p.correlationID),
+		DeadLetterErrorDescription: cloneStr(m.dlDesc),
+		DeadLetterReason:           cloneStr(m.dlReason),
+		DeliveryCount:              m.deliveries,
+		EnqueuedTime:               cloneTime(m.enqueued),
+		ExpiresAt:                  cloneTime(m.expiresAt),
+		MessageID:                  p.messageID,
+		PartitionKey:               cloneStr(p.partitionKey),
+		ReplyTo:                    cloneStr(p.replyTo),
+		ReplyToSessionID:           cloneStr(p.replyToSessionID),
+		SequenceNumber:             &seq,
+		SessionID:                  cloneStr(p.sessionID),
+		Subject:                    cloneStr(p.subject),
+		TimeToLive:                 &ttl,
+		To:                         cloneStr(p.to),
+	}
+	if !m.scheduledAt.IsZero() {
+		rm.ScheduledEnqueueTime = cloneTime(m.scheduledAt)
+	}
+	switch {
+	case m.state == stScheduled:
+		rm.State = azservicebus.MessageStateScheduled
+	case m.state == stDeferred || m.wasDeferred:
+		rm.State = azservicebus.MessageStateDeferred
+	default:
+		rm.State = azservicebus.MessageStateActive
+	}
+	if m.state == stLocked {
+		rm.LockToken = m.token
+		rm.LockedUntil = cloneTime(m.lockedUntil)
+	}
+	return rm
+}

@@ -1,0 +1,124 @@
+package sbtest
+
+import (
+	"fmt"
+	"strings"
+	"sync"
+)
+
+// NamespaceOptions configures a Namespace. The zero value (and nil) means defaults.
+type NamespaceOptions struct {
+	// Latency is the initial latency model; the zero value means no latency.
+	Latency Latency
+	// MaxMessageSize is the largest message (MessageSize) and the largest batch a send
+	// accepts, in bytes; default DefaultMaxMessageSize (256 KiB).
+	MaxMessageSize int
+}
+
+// Namespace is an in-memory Service Bus namespace: a set of queues and topics with their
+// subscriptions, and the latency model of talking to them. It plays the part of
+// *azservicebus.Client. The zero value is not usable; call NewNamespace. Safe for
+// concurrent use. A Namespace owns no goroutines and needs no Close.
+type Namespace struct {
+	latency latencyModel
+	maxSize int
+
+	mu       sync.Mutex
+	entities map[string]*Entity // queues and subscriptions by path
+	topics   map[string]*Topic
+}
+
+// NewNamespace returns an empty namespace. nil options mean defaults.
+func NewNamespace(opts *NamespaceOptions) *Namespace {
+	var o NamespaceOptions
+	if opts != nil {
+		o = *opts
+	}
+	if o.MaxMessageSize <= 0 {
+		o.MaxMessageSize = DefaultMaxMessageSize
+	}
+	ns := &Namespace{
+		maxSize:  o.MaxMessageSize,
+		entities: make(map[string]*Entity),
+		topics:   make(map[string]*Topic),
+	}
+	ns.SetLatency(o.Latency)
+	return ns
+}
+
+// SetLatency replaces the latency model. Operations already sleeping finish with the model
+// they started with. Negative durations count as zero.
+func (ns *Namespace) SetLatency(l Latency) { ns.latency.p.Store(newLatencyState(l)) }
+
+// Latency returns the current latency model.
+func (ns *Namespace) Latency() Latency { return ns.latency.get().Latency }
+
+// MaxMessageSize returns the namespace's message and batch size limit in bytes.
+func (ns *Namespace) MaxMessageSize() int { return ns.maxSize }
+
+func validName(name string) error {
+	if name == "" || strings.Contains(name, "/Subscriptions/") {
+		return fmt.Errorf("%w: bad entity name %q", ErrInvalidOptions, name)
+	}
+	return nil
+}
+
+// NewQueue creates a queue. nil options mean defaults. It returns ErrInvalidOptions for
+// bad options or an empty name and ErrExists when a queue or topic has that name.
+func (ns *Namespace) NewQueue(name string, opts *EntityOptions) (*Entity, error) {
+	if err := validName(name); err != nil {
+		return nil, err
+	}
+	o, err := opts.normalize()
+	if err != nil {
+		return nil, err
+	}
+	ns.mu.Lock()
+	defer ns.mu.Unlock()
+	if ns.entities[name] != nil || ns.topics[name] != nil {
+		return nil, fmt.Errorf("%w: %q", ErrExists, name)
+	}
+	e := newEntity(ns, name, nil, o, o.DefaultTTL)
+	ns.entities[name] = e
+	return e, nil
+}
+
+// NewTopic creates a topic. nil options mean defaults; only DefaultTTL and
+// DuplicateDetectionWindow matter on a topic. Errors as for NewQueue.
+func (ns *Namespace) NewTopic(name string, opts *EntityOptions) (*Topic, error) {
+	if err := validName(name); err != nil {
+		return nil, err
+	}
+	o, err := opts.normalize()
+	if err != nil {
+		return nil, err
+	}
+	ns.mu.Lock()
+	defer ns.mu.Unlock()
+	if ns.entities[name] != nil || ns.topics[name] != nil {
+		return nil, fmt.Errorf("%w: %q", ErrExists, name)
+	}
+	t := &Topic{ns: ns, name: name, opts: o}
+	t.dup.window = o.DuplicateDetectionWindow
+	ns.topics[name] = t
+	return t, nil
+}
+
+// Entity returns the queue or subscription at path: "queue" or
+// "topic/Subscriptions/sub".
+func (ns *Namespace) Entity(path string) (*Entity, bool) {
+	ns.mu.Lock()
+	defer ns.mu.Unlock()
+	e, ok := ns.entities[path]
+	return e, ok
+}
+
+// Topic returns the topic with the given name.
+func (ns *Namespace) Topic(name string) (*Topic, bool) {
+	ns.mu.Lock()
+	defer ns.mu.Unlock()
+	t, ok := ns.topics[name]
+	return t, ok
+}
+
+func subscriptionPath(topic, sub string) string { return topic + "/Subscriptions/" + sub }

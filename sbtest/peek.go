@@ -1,0 +1,62 @@
+package sbtest
+
+import (
+	"context"
+	"fmt"
+	"slices"
+	"time"
+
+	"github.com/Azure/azure-sdk-for-go/sdk/messaging/azservicebus"
+)
+
+// PeekMessages returns up to maxMessageCount messages without locking them, in
+// sequence-number order, from options.FromSequenceNumber or else from just after the last
+// message this receiver peeked (as the SDK does). It sees every message of the subqueue
+// whatever its state: available, locked, deferred, scheduled. Peeked messages carry no
+// lock token. Cost is O(n log n) in the subqueue's size: peek is for tests, not hot
+// paths. maxMessageCount <= 0 returns ErrInvalidArgument.
+func (r *Receiver) PeekMessages(ctx context.Context, maxMessageCount int, options *azservicebus.PeekMessagesOptions) ([]*azservicebus.ReceivedMessage, error) {
+	if maxMessageCount <= 0 {
+		return nil, fmt.Errorf("%w: maxMessageCount %d", ErrInvalidArgument, maxMessageCount)
+	}
+	if _, err := r.begin(ctx, OpReceive); err != nil {
+		return nil, err
+	}
+	e := r.e
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	e.tick(time.Now())
+	from, cursor := r.lastPeeked+1, true
+	if options != nil && options.FromSequenceNumber != nil {
+		from, cursor = *options.FromSequenceNumber, false
+	}
+	out := collect(r.sq, from, maxMessageCount, func(*message) bool { return true })
+	for _, rm := range out {
+		rm.LockToken = [16]byte{}
+		rm.LockedUntil = nil
+	}
+	if cursor && len(out) > 0 {
+		r.lastPeeked = *out[len(out)-1].SequenceNumber
+	}
+	return out, nil
+}
+
+// collect returns copies of the messages of sq with seq >= from that pass keep, by
+// sequence number, at most max of them (all when max < 0). Called with the entity's lock.
+func collect(sq *subqueue, from int64, max int, keep func(*message) bool) []*azservicebus.ReceivedMessage {
+	var ms []*message
+	for seq, m := range sq.bySeq {
+		if seq >= from && keep(m) {
+			ms = append(ms, m)
+		}
+	}
+	slices.SortFunc(ms, func(a, b *message) int { return int(a.seq - b.seq) })
+	if max >= 0 && len(ms) > max {
+		ms = ms[:max]
+	}
+	out := make([]*azservicebus.ReceivedMessage, len(ms))
+	for i, m := range ms {
+		out[i] = m.received()
+	}
+	return out
+}

@@ -1,0 +1,116 @@
+package sbtest
+
+import (
+	"fmt"
+	"sync"
+	"time"
+
+	"github.com/sbkit/sbkit"
+)
+
+// Topic is a topic: every message sent to it is copied into each of its subscriptions
+// (created before the send), with the same sequence number. Safe for concurrent use.
+type Topic struct {
+	ns     *Namespace
+	name   string
+	opts   EntityOptions
+	faults faultSet
+	stats  counters
+
+	mu      sync.Mutex
+	subs    []*Entity
+	nextSeq int64
+	dup     dupDetector
+}
+
+// Name returns the topic's name.
+func (t *Topic) Name() string { return t.name }
+
+// NewSubscription creates a subscription of t. nil options mean defaults. Its messages'
+// default TTL is sbkit.SubscriptionDefaultTTL(topic's, subscription's). Errors as for
+// Namespace.NewQueue.
+func (t *Topic) NewSubscription(name string, opts *EntityOptions) (*Entity, error) {
+	if err := validName(name); err != nil {
+		return nil, err
+	}
+	o, err := opts.normalize()
+	if err != nil {
+		return nil, err
+	}
+	o.DuplicateDetectionWindow = 0
+	path := subscriptionPath(t.name, name)
+	t.ns.mu.Lock()
+	defer t.ns.mu.Unlock()
+	if t.ns.entities[path] != nil {
+		return nil, fmt.Errorf("%w: %q", ErrExists, path)
+	}
+	e := newEntity(t.ns, path, t, o, sbkit.SubscriptionDefaultTTL(t.opts.DefaultTTL, o.DefaultTTL))
+	t.ns.entities[path] = e
+	t.mu.Lock()
+	t.subs = append(t.subs, e)
+	t.mu.Unlock()
+	return e, nil
+}
+
+// Subscriptions returns the topic's subscriptions in creation order.
+func (t *Topic) Subscriptions() []*Entity {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	return append([]*Entity(nil), t.subs...)
+}
+
+// Stats returns a snapshot of the topic's send counters.
+func (t *Topic) Stats() EntityStats { return t.stats.snapshot() }
+
+// InjectFault adds a fault to the topic; only OpSend faults apply to a topic.
+func (t *Topic) InjectFault(f Fault) { t.faults.inject(f) }
+
+// ClearFaults removes every fault injected into the topic.
+func (t *Topic) ClearFaults() { t.faults.clear() }
+
+func (t *Topic) sendFaults() *faultSet { return &t.faults }
+func (t *Topic) sendStats() *counters  { return &t.stats }
+
+func (t *Topic) store(now time.Time, out []outgoing) []int64 {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	seqs := make([]int64, len(out))
+	kept := out[:0:0]
+	for i, o := range out {
+		if !t.dup.accept(o.p.messageID, now) {
+			t.stats.duplicates.Add(1)
+			continue
+		}
+		t.nextSeq++
+		seqs[i] = t.nextSeq
+		o.seq = t.nextSeq
+		kept = append(kept, o)
+		t.stats.sent.Add(1)
+		if o.sched.After(now) {
+			t.stats.scheduled.Add(1)
+		}
+	}
+	for _, s := range t.subs {
+		s.mu.Lock()
+		s.tick(now)
+		for _, o := range kept {
+			s.insert(o.p, o.seq, now, o.sched)
+		}
+		s.mu.Unlock()
+	}
+	return seqs
+}
+
+func (t *Topic) cancel(now time.Time, seqs []int64) {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	found := make(map[int64]bool)
+	for _, s := range t.subs {
+		s.mu.Lock()
+		for _, seq := range s.cancelLocked(now, seqs) {
+			found[seq] = true
+		}
+		s.mu.Unlock()
+	}
+	t.stats.cancelled.Add(int64(len(found)))
+}
