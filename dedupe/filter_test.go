@@ -1,0 +1,402 @@
+package dedupe_test
+
+import (
+	"context"
+	"errors"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"testing/synctest"
+	"time"
+
+	"github.com/Azure/azure-sdk-for-go/sdk/messaging/azservicebus"
+	"github.com/sbkit/sbkit"
+	"github.com/sbkit/sbkit/dedupe"
+)
+
+// faultyStore is a MemoryStore whose calls fail on demand.
+type faultyStore struct {
+	*dedupe.MemoryStore
+	mu                          sync.Mutex
+	acquireErr, markErr, relErr error
+	releases                    int
+}
+
+func newFaulty(t *testing.T) *faultyStore {
+	t.Helper()
+	m, err := dedupe.NewMemoryStore(nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return &faultyStore{MemoryStore: m}
+}
+
+func (f *faultyStore) set(acquire, mark, rel error) {
+	f.mu.Lock()
+	f.acquireErr, f.markErr, f.relErr = acquire, mark, rel
+	f.mu.Unlock()
+}
+
+func (f *faultyStore) Acquire(ctx context.Context, key, owner string, lease time.Duration) (dedupe.State, error) {
+	f.mu.Lock()
+	err := f.acquireErr
+	f.mu.Unlock()
+	if err != nil {
+		return 0, err
+	}
+	return f.MemoryStore.Acquire(ctx, key, owner, lease)
+}
+
+func (f *faultyStore) MarkDone(ctx context.Context, key, owner string, window time.Duration) error {
+	f.mu.Lock()
+	err := f.markErr
+	f.mu.Unlock()
+	if err != nil {
+		return err
+	}
+	return f.MemoryStore.MarkDone(ctx, key, owner, window)
+}
+
+func (f *faultyStore) Release(ctx context.Context, key, owner string) error {
+	f.mu.Lock()
+	err := f.relErr
+	f.releases++
+	f.mu.Unlock()
+	if err != nil {
+		return err
+	}
+	return f.MemoryStore.Release(ctx, key, owner)
+}
+
+func msg(id string) *azservicebus.ReceivedMessage {
+	return &azservicebus.ReceivedMessage{MessageID: id}
+}
+
+// counting returns a handler that counts its runs and returns result.
+func counting(runs *atomic.Int64, result error) sbkit.Handler {
+	return func(context.Context, *azservicebus.ReceivedMessage) error {
+		runs.Add(1)
+		return result
+	}
+}
+
+func mustNew(t *testing.T, s dedupe.Store, o *dedupe.Options) *dedupe.Filter {
+	t.Helper()
+	f, err := dedupe.New(s, o)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return f
+}
+
+func TestNewOptions(t *testing.T) {
+	cases := []struct {
+		name string
+		opts *dedupe.Options
+		ok   bool
+	}{
+		{"nil", nil, true},
+		{"zero", &dedupe.Options{}, true},
+		{"entity path", &dedupe.Options{Entity: "topic/Subscriptions/sub"}, true},
+		{"entity with colon", &dedupe.Options{Entity: "a:b"}, false},
+		{"negative lease", &dedupe.Options{LeaseTTL: -1}, false},
+		{"negative window", &dedupe.Options{Window: -time.Second}, false},
+		{"negative wait", &dedupe.Options{LeaseWait: -1}, false},
+		{"negative poll", &dedupe.Options{LeasePoll: -1}, false},
+		{"negative store timeout", &dedupe.Options{StoreTimeout: -1}, false},
+		{"unknown missing-key policy", &dedupe.Options{MissingKey: 7}, false},
+		{"unknown contended policy", &dedupe.Options{Contended: 7}, false},
+		{"unknown failure policy", &dedupe.Options{StoreFailure: 7}, false},
+	}
+	for _, c := range cases {
+		t.Run(c.name, func(t *testing.T) {
+			f, err := dedupe.New(nil, c.opts)
+			if c.ok != (err == nil) || c.ok != (f != nil) {
+				t.Fatalf("New = %v, %v; want ok=%v", f, err, c.ok)
+			}
+			if !c.ok && !errors.Is(err, dedupe.ErrInvalidOptions) {
+				t.Fatalf("error %v does not wrap ErrInvalidOptions", err)
+			}
+		})
+	}
+}
+
+// TestHandlerResults: only a nil result marks the key done; every other result releases
+// the lease so that the next delivery runs the handler again, and is returned unchanged.
+func TestHandlerResults(t *testing.T) {
+	boom := errors.New("boom")
+	cases := []struct {
+		name     string
+		result   error
+		wantDone bool
+	}{
+		{"nil", nil, true},
+		{"error", boom, false},
+		{"skip", sbkit.Skip("expired"), false},
+		{"dead-letter", sbkit.DeadLetter("r", "d", nil), false},
+		{"defer", sbkit.Defer(nil), false},
+	}
+	for _, c := range cases {
+		t.Run(c.name, func(t *testing.T) {
+			f := mustNew(t, nil, nil)
+			var runs atomic.Int64
+			h := f.Wrap(counting(&runs, c.result))
+			if err := h(context.Background(), msg("m1")); err != c.result {
+				t.Fatalf("first delivery = %v, want the handler's %v", err, c.result)
+			}
+			second := h(context.Background(), msg("m1"))
+			wantRuns := int64(2)
+			if c.wantDone {
+				wantRuns = 1
+				if a, se := sbkit.SettlementOf(second); a != sbkit.ActionComplete || se == nil || se.Reason != dedupe.DuplicateReason {
+					t.Fatalf("second delivery = %v, want sbkit.Skip(%q)", second, dedupe.DuplicateReason)
+				}
+			} else if second != c.result {
+				t.Fatalf("second delivery = %v, want the handler's %v", second, c.result)
+			}
+			if runs.Load() != wantRuns {
+				t.Fatalf("handler ran %d times, want %d", runs.Load(), wantRuns)
+			}
+			st := f.Stats()
+			if st.Checked != 2 || st.Processed != wantRuns || st.Duplicates != 2-wantRuns {
+				t.Fatalf("stats = %+v", st)
+			}
+		})
+	}
+}
+
+func TestPanicReleasesLease(t *testing.T) {
+	f := mustNew(t, nil, nil)
+	var runs atomic.Int64
+	panicking := f.Wrap(func(context.Context, *azservicebus.ReceivedMessage) error {
+		runs.Add(1)
+		panic("handler bug")
+	})
+	func() {
+		defer func() {
+			if r := recover(); r != "handler bug" {
+				t.Fatalf("recovered %v, want the handler's panic to continue", r)
+			}
+		}()
+		_ = panicking(context.Background(), msg("m1"))
+	}()
+	if err := f.Wrap(counting(&runs, nil))(context.Background(), msg("m1")); err != nil {
+		t.Fatalf("redelivery after panic = %v, want processed", err)
+	}
+	if runs.Load() != 2 {
+		t.Fatalf("runs = %d, want 2", runs.Load())
+	}
+}
+
+func TestKeys(t *testing.T) {
+	cases := []struct {
+		name        string
+		opts        dedupe.Options
+		a, b        *azservicebus.ReceivedMessage
+		wantSkipped bool
+	}{
+		{"same id", dedupe.Options{Entity: "q"}, msg("x"), msg("x"), true},
+		{"different ids", dedupe.Options{Entity: "q"}, msg("x"), msg("y"), false},
+		{"custom key", dedupe.Options{Key: func(m *azservicebus.ReceivedMessage) string {
+			return *m.CorrelationID
+		}}, &azservicebus.ReceivedMessage{MessageID: "x", CorrelationID: new("c")},
+			&azservicebus.ReceivedMessage{MessageID: "y", CorrelationID: new("c")}, true},
+	}
+	for _, c := range cases {
+		t.Run(c.name, func(t *testing.T) {
+			f := mustNew(t, nil, &c.opts)
+			var runs atomic.Int64
+			h := f.Wrap(counting(&runs, nil))
+			if err := h(context.Background(), c.a); err != nil {
+				t.Fatal(err)
+			}
+			err := h(context.Background(), c.b)
+			if a, _ := sbkit.SettlementOf(err); c.wantSkipped != (err != nil && a == sbkit.ActionComplete) {
+				t.Fatalf("second = %v, want skipped=%v", err, c.wantSkipped)
+			}
+		})
+	}
+}
+
+// TestEntitiesDoNotCollide: one store shared by two entities keeps their keys apart.
+func TestEntitiesDoNotCollide(t *testing.T) {
+	s, _ := dedupe.NewMemoryStore(nil)
+	var runs atomic.Int64
+	for _, entity := range []string{"orders", "topic/Subscriptions/audit"} {
+		if err := mustNew(t, s, &dedupe.Options{Entity: entity}).Wrap(counting(&runs, nil))(context.Background(), msg("m1")); err != nil {
+			t.Fatalf("%s: %v", entity, err)
+		}
+	}
+	if runs.Load() != 2 {
+		t.Fatalf("runs = %d, want 2", runs.Load())
+	}
+}
+
+func TestMissingKey(t *testing.T) {
+	cases := []struct {
+		name     string
+		policy   dedupe.MissingKeyPolicy
+		wantRuns int64
+		want     sbkit.Action
+	}{
+		{"process", dedupe.MissingKeyProcess, 2, sbkit.ActionComplete},
+		{"dead-letter", dedupe.MissingKeyDeadLetter, 0, sbkit.ActionDeadLetter},
+	}
+	for _, c := range cases {
+		t.Run(c.name, func(t *testing.T) {
+			f := mustNew(t, nil, &dedupe.Options{MissingKey: c.policy})
+			var runs atomic.Int64
+			h := f.Wrap(counting(&runs, nil))
+			for range 2 {
+				err := h(context.Background(), msg(""))
+				a, se := sbkit.SettlementOf(err)
+				if a != c.want {
+					t.Fatalf("result %v asks for %v, want %v", err, a, c.want)
+				}
+				if a == sbkit.ActionDeadLetter && (se.Reason != dedupe.MissingKeyReason || !errors.Is(err, dedupe.ErrMissingKey)) {
+					t.Fatalf("dead-letter %+v, want reason %q wrapping ErrMissingKey", se, dedupe.MissingKeyReason)
+				}
+			}
+			st := f.Stats()
+			if runs.Load() != c.wantRuns || st.MissingKey != 2 || st.Unprotected != c.wantRuns || st.Checked != 0 {
+				t.Fatalf("runs = %d, stats = %+v", runs.Load(), st)
+			}
+		})
+	}
+}
+
+func TestBadInput(t *testing.T) {
+	f := mustNew(t, nil, nil)
+	var runs atomic.Int64
+	if err := f.Wrap(counting(&runs, nil))(context.Background(), nil); !errors.Is(err, sbkit.ErrNilMessage) {
+		t.Fatalf("nil message: %v, want ErrNilMessage", err)
+	}
+	if err := f.Wrap(nil)(context.Background(), msg("m")); !errors.Is(err, dedupe.ErrNilHandler) {
+		t.Fatalf("nil handler: %v, want ErrNilHandler", err)
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	cancel()
+	err := f.Wrap(counting(&runs, nil))(ctx, msg("m"))
+	if !errors.Is(err, context.Canceled) || runs.Load() != 0 {
+		t.Fatalf("cancelled context: %v (runs %d), want context.Canceled without running", err, runs.Load())
+	}
+	var se *dedupe.StoreError
+	if errors.As(err, &se) || f.Stats().StoreErrors != 0 {
+		t.Fatalf("a cancelled context was counted as a store error: %v", err)
+	}
+	if a, _ := sbkit.SettlementOf(err); a != sbkit.ActionAbandon {
+		t.Fatalf("cancelled context asks for %v, want abandon", a)
+	}
+}
+
+func TestStoreFailurePolicy(t *testing.T) {
+	down := errors.New("connection refused")
+	cases := []struct {
+		name     string
+		policy   dedupe.FailurePolicy
+		wantRuns int64
+	}{
+		{"fail closed", dedupe.FailClosed, 0},
+		{"fail open", dedupe.FailOpen, 1},
+	}
+	for _, c := range cases {
+		t.Run(c.name, func(t *testing.T) {
+			s := newFaulty(t)
+			s.set(down, nil, nil)
+			var hooked []*dedupe.StoreError
+			f := mustNew(t, s, &dedupe.Options{StoreFailure: c.policy, Hooks: dedupe.Hooks{
+				OnStoreError: func(_ context.Context, err *dedupe.StoreError) { hooked = append(hooked, err) },
+			}})
+			var runs atomic.Int64
+			err := f.Wrap(counting(&runs, nil))(context.Background(), msg("m"))
+			if runs.Load() != c.wantRuns {
+				t.Fatalf("runs = %d, want %d", runs.Load(), c.wantRuns)
+			}
+			if c.policy == dedupe.FailClosed {
+				var se *dedupe.StoreError
+				if !errors.As(err, &se) || se.Op != dedupe.OpAcquire || !errors.Is(err, down) {
+					t.Fatalf("result = %v, want a *StoreError for acquire wrapping the cause", err)
+				}
+				if a, _ := sbkit.SettlementOf(err); a != sbkit.ActionAbandon {
+					t.Fatalf("fail-closed result asks for %v, want abandon", a)
+				}
+			} else if err != nil {
+				t.Fatalf("fail-open result = %v, want the handler's nil", err)
+			}
+			st := f.Stats()
+			if len(hooked) != 1 || st.StoreErrors != 1 || st.Unprotected != c.wantRuns {
+				t.Fatalf("hooked %v, stats %+v", hooked, st)
+			}
+		})
+	}
+}
+
+// TestMarkDoneFailure: the handler succeeded, so the delivery is still completed; the
+// failure is reported; the lease stays until it expires.
+func TestMarkDoneFailure(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		s := newFaulty(t)
+		s.set(nil, errors.New("redis: timeout"), nil)
+		var hooked atomic.Int64
+		f := mustNew(t, s, &dedupe.Options{LeaseTTL: time.Minute, Contended: dedupe.ContendedAbandon, Hooks: dedupe.Hooks{
+			OnStoreError: func(_ context.Context, err *dedupe.StoreError) {
+				if err.Op == dedupe.OpMarkDone {
+					hooked.Add(1)
+				}
+			},
+		}})
+		var runs atomic.Int64
+		h := f.Wrap(counting(&runs, nil))
+		if err := h(context.Background(), msg("m")); err != nil {
+			t.Fatalf("result = %v, want nil (completed despite the failed mark)", err)
+		}
+		if st := f.Stats(); hooked.Load() != 1 || st.MarkFailures != 1 || st.StoreErrors != 1 || st.Succeeded != 1 {
+			t.Fatalf("hooked %d, stats %+v", hooked.Load(), st)
+		}
+		s.set(nil, nil, nil)
+		if err := h(context.Background(), msg("m")); !errors.Is(err, dedupe.ErrLeaseHeld) {
+			t.Fatalf("redelivery within the lease = %v, want ErrLeaseHeld", err)
+		}
+		time.Sleep(time.Minute + time.Second)
+		if err := h(context.Background(), msg("m")); err != nil || runs.Load() != 2 {
+			t.Fatalf("redelivery after the lease = %v, runs %d; want processed again", err, runs.Load())
+		}
+	})
+}
+
+func TestReleaseFailureKeepsHandlerResult(t *testing.T) {
+	s := newFaulty(t)
+	s.set(nil, nil, errors.New("redis: timeout"))
+	f := mustNew(t, s, nil)
+	boom := errors.New("boom")
+	var runs atomic.Int64
+	if err := f.Wrap(counting(&runs, boom))(context.Background(), msg("m")); err != boom {
+		t.Fatalf("result = %v, want the handler's error", err)
+	}
+	if st := f.Stats(); st.StoreErrors != 1 || s.releases != 1 {
+		t.Fatalf("stats %+v, releases %d", st, s.releases)
+	}
+}
+
+// TestLockLostDuringHandler: the handler's context is cancelled (lock lost) but the
+// handler finished its work: the done mark is still written, so the redelivery that
+// follows the lost lock is skipped.
+func TestLockLostDuringHandler(t *testing.T) {
+	f := mustNew(t, nil, nil)
+	ctx, cancel := context.WithCancelCause(context.Background())
+	var runs atomic.Int64
+	h := f.Wrap(func(context.Context, *azservicebus.ReceivedMessage) error {
+		runs.Add(1)
+		cancel(sbkit.ErrLockLost)
+		return nil
+	})
+	if err := h(ctx, msg("m")); err != nil {
+		t.Fatal(err)
+	}
+	if err := h(context.Background(), msg("m")); err == nil || runs.Load() != 1 {
+		t.Fatalf("redelivery = %v, runs %d; want skipped", err, runs.Load())
+	}
+	if f.Stats().Duplicates != 1 {
+		t.Fatalf("stats %+v", f.Stats())
+	}
+}
