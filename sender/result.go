@@ -7,6 +7,12 @@ import (
 	"github.com/Azure/azure-sdk-for-go/sdk/messaging/azservicebus"
 )
 
+const (
+	statePending uint32 = iota
+	stateFinishing
+	stateKnown
+)
+
 // Result is the future outcome of one accepted message. It is completed exactly once.
 // Its methods are safe for concurrent use.
 type Result struct {
@@ -17,7 +23,7 @@ type Result struct {
 	size     int64  // estimated size (Size)
 	weight   int64  // bytes taken from the byte window
 	attempts int    // written only by the goroutine that sends the message
-	finished atomic.Bool
+	state    atomic.Uint32 // statePending, stateFinishing, stateKnown
 	err      error
 	done     chan struct{}
 }
@@ -31,15 +37,14 @@ func (r *Result) MessageID() string { return r.id }
 // Done returns a channel closed once the outcome is known.
 func (r *Result) Done() <-chan struct{} { return r.done }
 
-// Err returns the outcome once Done is closed: nil when the broker accepted the message,
-// a *SendError otherwise. Before that it returns ErrPending.
+// Err returns the outcome once it is known (from within Options.OnResult and hooks, and
+// once Done is closed): nil when the broker accepted the message, a *SendError otherwise.
+// Before that it returns ErrPending.
 func (r *Result) Err() error {
-	select {
-	case <-r.done:
-		return r.err
-	default:
+	if r.state.Load() != stateKnown {
 		return ErrPending
 	}
+	return r.err
 }
 
 // Wait waits for the outcome and returns it as Err does. If ctx ends first it returns
@@ -53,12 +58,11 @@ func (r *Result) Wait(ctx context.Context) error {
 	}
 }
 
-// Attempts returns how many requests carried the message, once Done is closed.
+// Attempts returns how many requests carried the message once the outcome is known,
+// 0 before.
 func (r *Result) Attempts() int {
-	select {
-	case <-r.done:
-		return r.attempts
-	default:
+	if r.state.Load() != stateKnown {
 		return 0
 	}
+	return r.attempts
 }

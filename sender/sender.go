@@ -263,7 +263,7 @@ func (s *Sender) admit(ctx context.Context, m *azservicebus.Message, block bool)
 
 // finish completes r with err, exactly once.
 func (s *Sender) finish(r *Result, err error) {
-	if !r.finished.CompareAndSwap(false, true) {
+	if !r.state.CompareAndSwap(statePending, stateFinishing) {
 		s.log.Error("sender: internal error: message completed twice", "messageID", r.id)
 		return
 	}
@@ -276,6 +276,7 @@ func (s *Sender) finish(r *Result, err error) {
 		s.stats.bytes.Add(r.size)
 	}
 	r.err = err
+	r.state.Store(stateKnown)
 	for _, h := range s.resultHooks {
 		s.safely("ResultHook", func() { h.OnSendResult(r, err) })
 	}
