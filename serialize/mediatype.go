@@ -20,8 +20,8 @@ type MediaType struct {
 }
 
 // ParseMediaType parses an RFC 2045 content type such as "Application/JSON; charset=utf-8"
-// with mime.ParseMediaType. A content type whose parameters are malformed is still
-// accepted, without parameters (as mime.ParseMediaType allows); one without a
+// with mime.ParseMediaType. A content type whose parameters are malformed (a duplicate
+// name, bad quoting) is still accepted, without parameters; one without a
 // "type/subtype" or with an empty type fails with an error wrapping
 // ErrInvalidContentType.
 func ParseMediaType(contentType string) (MediaType, error) {
@@ -31,7 +31,15 @@ func ParseMediaType(contentType string) (MediaType, error) {
 	}
 	typ, params, err := mime.ParseMediaType(s)
 	if err != nil && !errors.Is(err, mime.ErrInvalidMediaParameter) {
-		return MediaType{}, fmt.Errorf("%w %q: %w", ErrInvalidContentType, contentType, err)
+		// Malformed parameters (a duplicate name, bad quoting): keep the type alone.
+		head, _, hasParams := strings.Cut(s, ";")
+		if !hasParams {
+			return MediaType{}, fmt.Errorf("%w %q: %w", ErrInvalidContentType, contentType, err)
+		}
+		if typ, _, err = mime.ParseMediaType(head); err != nil {
+			return MediaType{}, fmt.Errorf("%w %q: %w", ErrInvalidContentType, contentType, err)
+		}
+		params = nil
 	}
 	major, sub, ok := strings.Cut(typ, "/")
 	if !ok || major == "" || sub == "" {
