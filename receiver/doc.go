@@ -1,0 +1,28 @@
+// Package receiver runs a handler on every message of a Service Bus queue or
+// subscription: a processor in the manner of the .NET ServiceBusProcessor, built on the
+// narrow interfaces of package sbkit so that it runs on *azservicebus.Receiver and on
+// sbtest's in-memory receiver alike.
+//
+// One goroutine calls ReceiveMessages (the SDK forbids concurrent calls), asking each time
+// for as many messages as there are free places (MaxConcurrency handlers plus
+// PrefetchCount waiting messages). Handlers run on at most MaxConcurrency goroutines.
+// Settlement happens on a separate bounded pool, so a handler goroutine is free as soon
+// as its handler returns.
+//
+// Settlement follows the handler's result (see sbkit.Handler): nil completes (unless
+// auto-complete is off, when the handler settles through SettlerFrom); sbkit.DeadLetter
+// and sbkit.Defer do what they say; sbkit.Skip completes and counts the message skipped;
+// any other error, and a recovered panic, abandons (optionally after holding the message
+// for Options.AbandonDelay).
+//
+// In peek-lock mode the locks of received messages, handled or waiting, are renewed by a
+// locks.Engine until they are settled or Options.MaxAutoLockRenewalDuration passes. When a
+// lock is lost the handler's context is cancelled with a cause for which sbkit.IsLockLost
+// is true, the loss is reported once (Options.OnError, source SourceRenew), and the
+// message is not settled: it counts as LockLost.
+//
+// Handlers must not read message.LockedUntil while they run (renewals write it); use
+// LockedUntil(ctx).
+//
+// Sessions are not supported yet.
+package receiver

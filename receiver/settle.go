@@ -1,0 +1,165 @@
+package receiver
+
+import (
+	"context"
+	"fmt"
+	"runtime/debug"
+	"time"
+
+	"github.com/Azure/azure-sdk-for-go/sdk/messaging/azservicebus"
+	"github.com/cenkalti/backoff/v4"
+
+	"github.com/sbkit/sbkit"
+)
+
+// settleJob is one settlement to make; its delivery is already claimed.
+type settleJob struct {
+	d      *delivery
+	action sbkit.Action
+	skip   bool               // complete because the handler returned sbkit.Skip
+	marker *sbkit.SettleError // the handler's marker, for dead-letter and defer
+
+	// Options given to a handler's Settler.
+	abandon    *azservicebus.AbandonMessageOptions
+	deadLetter *azservicebus.DeadLetterOptions
+	deferOpts  *azservicebus.DeferMessageOptions
+}
+
+// settleWorker makes queued settlements until the queue is closed.
+func (r *run) settleWorker() {
+	defer r.settler.Done()
+	for job := range r.settles {
+		_ = r.settle(context.Background(), job)
+	}
+}
+
+// settle stops the renewal of job's message and settles it, retrying transient failures
+// for up to SettleTimeout. It accounts for the outcome: the action's counter on success,
+// LockLost otherwise. ctx gives values only: its cancellation does not stop a settlement.
+func (r *run) settle(ctx context.Context, job settleJob) error {
+	d := job.d
+	if d.lock != nil {
+		if lostErr := d.lock.Release(); lostErr != nil {
+			r.finishLost(d, SourceRenew, job.action, lostErr)
+			return fmt.Errorf("%w: %w", ErrAlreadySettled, lostErr)
+		}
+	}
+	ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), r.cfg.SettleTimeout)
+	defer cancel()
+	var bo backoff.BackOff
+	for {
+		err := r.call(ctx, job)
+		if err == nil {
+			r.count(job)
+			r.forget(d)
+			r.cfg.Logger.Debug("receiver: settled", "messageID", d.msg.MessageID, "action", job.action.String())
+			return nil
+		}
+		r.p.counters.settleErrors.Add(1)
+		if !sbkit.IsTransient(err) || ctx.Err() != nil {
+			r.finishLost(d, SourceSettle, job.action, err)
+			return err
+		}
+		r.report(&Error{Source: SourceSettle, Action: job.action, Message: d.msg, Err: err})
+		if bo == nil {
+			bo = r.cfg.SettleBackOff()
+		}
+		wait := bo.NextBackOff()
+		if wait == backoff.Stop {
+			r.finishLost(d, SourceSettle, job.action, err)
+			return err
+		}
+		t := time.NewTimer(wait)
+		select {
+		case <-t.C:
+		case <-ctx.Done():
+			t.Stop()
+			r.finishLost(d, SourceSettle, job.action, fmt.Errorf("%w (last error: %w)", ctx.Err(), err))
+			return err
+		}
+	}
+}
+
+func (r *run) call(ctx context.Context, job settleJob) error {
+	src, m := r.p.src, job.d.msg
+	var props map[string]any
+	if job.marker != nil {
+		props = job.marker.Properties
+	}
+	switch job.action {
+	case sbkit.ActionComplete:
+		return src.CompleteMessage(ctx, m, nil)
+	case sbkit.ActionDeadLetter:
+		o := job.deadLetter
+		if o == nil {
+			o = &azservicebus.DeadLetterOptions{PropertiesToModify: props}
+			if job.marker != nil {
+				o.Reason = &job.marker.Reason
+				o.ErrorDescription = &job.marker.Description
+			}
+		}
+		return src.DeadLetterMessage(ctx, m, o)
+	case sbkit.ActionDefer:
+		o := job.deferOpts
+		if o == nil && props != nil {
+			o = &azservicebus.DeferMessageOptions{PropertiesToModify: props}
+		}
+		return src.DeferMessage(ctx, m, o)
+	}
+	return src.AbandonMessage(ctx, m, job.abandon)
+}
+
+func (r *run) count(job settleJob) {
+	c := &r.p.counters
+	switch job.action {
+	case sbkit.ActionComplete:
+		c.completed.Add(1)
+		if job.skip {
+			c.skipped.Add(1)
+		}
+	case sbkit.ActionDeadLetter:
+		c.deadLettered.Add(1)
+	case sbkit.ActionDefer:
+		c.deferred.Add(1)
+	default:
+		c.abandoned.Add(1)
+	}
+}
+
+// hold keeps job's message locked (its lock still renewed) for delay, then queues its
+// abandonment. It returns false during a shutdown, when the caller must queue it now.
+func (r *run) hold(job settleJob, delay time.Duration) bool {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	if r.draining {
+		return false
+	}
+	r.holdWG.Add(1)
+	r.holds[job.d] = time.AfterFunc(delay, func() {
+		r.mu.Lock()
+		delete(r.holds, job.d)
+		r.mu.Unlock()
+		r.settles <- job
+		r.holdWG.Done()
+	})
+	return true
+}
+
+// flushHolds abandons every held message now. Called once draining is set.
+func (r *run) flushHolds() {
+	var jobs []settleJob
+	r.mu.Lock()
+	for d, t := range r.holds {
+		if t.Stop() {
+			delete(r.holds, d)
+			jobs = append(jobs, settleJob{d: d, action: sbkit.ActionAbandon})
+		}
+	}
+	r.mu.Unlock()
+	for _, job := range jobs {
+		r.settles <- job
+		r.holdWG.Done()
+	}
+}
+
+func stack() []byte { return debug.Stack() }
