@@ -1,0 +1,172 @@
+package serialize_test
+
+import (
+	"bytes"
+	"context"
+	"errors"
+	"log/slog"
+	"strings"
+	"testing"
+
+	"github.com/Azure/azure-sdk-for-go/sdk/messaging/azservicebus"
+
+	"github.com/sbkit/sbkit"
+	"github.com/sbkit/sbkit/serialize"
+)
+
+func TestHandlerSettlements(t *testing.T) {
+	reg := mustNew(t, &serialize.Options{MaxBodySize: 64})
+	errBusiness := errors.New("business failure")
+	tests := []struct {
+		name       string
+		msg        *azservicebus.ReceivedMessage
+		opts       []serialize.HandlerOption
+		handlerErr error
+		wantAction sbkit.Action
+		wantReason string
+		wantCalled bool
+		wantHook   bool
+		wantDesc   string // substring
+	}{
+		{"good message completes", received("application/json", []byte(`{"id":"a"}`)), nil, nil, sbkit.ActionComplete, "", true, false, ""},
+		{"handler error abandons", received("application/json", []byte(`{"id":"a"}`)), nil, errBusiness, sbkit.ActionAbandon, "", true, false, ""},
+		{"handler marker passes through", received("application/json", []byte(`{"id":"a"}`)), nil, sbkit.Defer(nil), sbkit.ActionDefer, "", true, false, ""},
+		{"garbage dead-letters", received("application/json", []byte(`garbage`)), nil, nil, sbkit.ActionDeadLetter, "DeserializationFailed", false, true, `content-type "application/json" (json): invalid character`},
+		{"unknown type dead-letters", received("application/msgpack", []byte{0x80}), nil, nil, sbkit.ActionDeadLetter, "DeserializationFailed", false, true, `no codec for content type "application/msgpack"`},
+		{"custom reason", received("", []byte(`garbage`)), []serialize.HandlerOption{serialize.WithDeadLetterReason("BadPayload")}, nil, sbkit.ActionDeadLetter, "BadPayload", false, true, "content-type: serialize: no content type"},
+		{"too large", received("application/json", bytes.Repeat([]byte(" "), 65)), nil, nil, sbkit.ActionDeadLetter, "BodyTooLarge", false, true, "65 bytes, limit 64"},
+		{"too large custom reason", received("application/json", bytes.Repeat([]byte(" "), 65)), []serialize.HandlerOption{serialize.WithBodyTooLargeReason("Huge")}, nil, sbkit.ActionDeadLetter, "Huge", false, true, "limit 64"},
+		{"unsupported AMQP body", &azservicebus.ReceivedMessage{RawAMQPMessage: &azservicebus.AMQPAnnotatedMessage{Body: azservicebus.AMQPAnnotatedMessageBody{Value: 3.5}}}, nil, nil, sbkit.ActionDeadLetter, "DeserializationFailed", false, true, "amqp-value of type float64"},
+		{"nil message is not dead-lettered", nil, nil, nil, sbkit.ActionAbandon, "", false, false, ""},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			called, hooked := false, false
+			var hookErr error
+			opts := append(tt.opts, serialize.OnDecodeError(func(_ context.Context, _ *azservicebus.ReceivedMessage, err error) {
+				hooked, hookErr = true, err
+			}))
+			h := serialize.Handler(reg, func(_ context.Context, o order, _ *azservicebus.ReceivedMessage) error {
+				called = true
+				if o.ID != "a" {
+					t.Errorf("handler got %+v", o)
+				}
+				return tt.handlerErr
+			}, opts...)
+			err := h(context.Background(), tt.msg)
+			action, se := sbkit.SettlementOf(err)
+			if action != tt.wantAction {
+				t.Fatalf("action %v (err %v), want %v", action, err, tt.wantAction)
+			}
+			if called != tt.wantCalled || hooked != tt.wantHook {
+				t.Fatalf("handler called %v, hook called %v; want %v, %v", called, hooked, tt.wantCalled, tt.wantHook)
+			}
+			if tt.wantReason == "" {
+				return
+			}
+			if se.Reason != tt.wantReason || !strings.Contains(se.Description, tt.wantDesc) {
+				t.Fatalf("reason %q description %q; want %q containing %q", se.Reason, se.Description, tt.wantReason, tt.wantDesc)
+			}
+			if !errors.Is(err, hookErr) || hookErr == nil {
+				t.Fatalf("the hook's error %v is not the dead-letter cause %v", hookErr, err)
+			}
+		})
+	}
+}
+
+func TestHandlerDescriptionTruncated(t *testing.T) {
+	reg := mustNew(t, nil)
+	// Many failing fallbacks with long errors make a long description.
+	long := strings.Repeat("é", 3000) // a 2-byte rune, so truncation must respect UTF-8
+	if err := reg.Register("application/long", failing{msg: long}); err != nil {
+		t.Fatal(err)
+	}
+	for _, tt := range []struct {
+		opts []serialize.HandlerOption
+		max  int
+	}{
+		{nil, serialize.DefaultMaxDescriptionLength},
+		{[]serialize.HandlerOption{serialize.WithMaxDescriptionLength(100)}, 100},
+		{[]serialize.HandlerOption{serialize.WithMaxDescriptionLength(-5)}, serialize.DefaultMaxDescriptionLength},
+	} {
+		h := serialize.Handler(reg, func(context.Context, order, *azservicebus.ReceivedMessage) error { return nil }, tt.opts...)
+		_, se := sbkit.SettlementOf(h(context.Background(), received("application/long", []byte("x"))))
+		if se == nil || len(se.Description) > tt.max || len(se.Description) < tt.max-4 {
+			t.Fatalf("description of %d bytes, want at most %d and close to it", len(se.Description), tt.max)
+		}
+		if !strings.HasSuffix(se.Description, "...") || !strings.HasPrefix(se.Description, `2 attempt(s) failed: content-type "application/long" (long): éé`) {
+			t.Fatalf("description %q", se.Description[:60])
+		}
+		var derr *serialize.DecodeError
+		if !errors.As(se, &derr) || len(derr.Attempts[0].Err.Error()) != len(long) {
+			t.Fatal("the cause must keep the full, untruncated errors")
+		}
+	}
+}
+
+type failing struct{ msg string }
+
+func (f failing) Name() string                { return "long" }
+func (f failing) Marshal(any) ([]byte, error) { return nil, errors.New(f.msg) }
+func (f failing) Unmarshal([]byte, any) error { return errors.New(f.msg) }
+
+func TestHandlerNilArguments(t *testing.T) {
+	reg := mustNew(t, nil)
+	msg := received("application/json", []byte(`{}`))
+	if err := serialize.Handler[order](reg, nil)(context.Background(), msg); !errors.Is(err, serialize.ErrNilHandler) {
+		t.Fatalf("nil func: %v", err)
+	}
+	h := serialize.Handler(nil, func(context.Context, order, *azservicebus.ReceivedMessage) error { return nil })
+	err := h(context.Background(), msg)
+	if !errors.Is(err, serialize.ErrNilRegistry) {
+		t.Fatalf("nil registry: %v", err)
+	}
+	if a, _ := sbkit.SettlementOf(err); a != sbkit.ActionAbandon {
+		t.Fatalf("a configuration error must not dead-letter the message, got %v", a)
+	}
+	if err := serialize.Middleware[order](reg)(nil)(context.Background(), msg); !errors.Is(err, serialize.ErrNilHandler) {
+		t.Fatalf("middleware nil next: %v", err)
+	}
+	// nil options and a panicking hook are harmless.
+	h = serialize.Handler(reg, func(context.Context, order, *azservicebus.ReceivedMessage) error { return nil },
+		nil, serialize.WithLogger(nil), serialize.OnDecodeError(func(context.Context, *azservicebus.ReceivedMessage, error) { panic("hook") }))
+	if a, _ := sbkit.SettlementOf(h(context.Background(), received("application/json", []byte("x")))); a != sbkit.ActionDeadLetter {
+		t.Fatalf("got %v", a)
+	}
+}
+
+func TestHandlerLogsWithoutBody(t *testing.T) {
+	var buf bytes.Buffer
+	logger := slog.New(slog.NewTextHandler(&buf, nil))
+	reg := mustNew(t, &serialize.Options{Fallbacks: []string{}})
+	h := serialize.Handler(reg, func(context.Context, string, *azservicebus.ReceivedMessage) error { return nil }, serialize.WithLogger(logger))
+	_ = h(context.Background(), received("application/unknown", []byte("SECRET-PAYLOAD")))
+	if !strings.Contains(buf.String(), "DeserializationFailed") || !strings.Contains(buf.String(), "messageID=m1") {
+		t.Fatalf("log: %s", buf.String())
+	}
+	if strings.Contains(buf.String(), "SECRET-PAYLOAD") {
+		t.Fatal("the body was logged")
+	}
+}
+
+func TestMiddleware(t *testing.T) {
+	reg := mustNew(t, nil)
+	var got order
+	var ok bool
+	next := func(ctx context.Context, msg *azservicebus.ReceivedMessage) error {
+		got, ok = serialize.FromContext[order](ctx)
+		return nil
+	}
+	h := sbkit.Chain(next, serialize.Middleware[order](reg))
+	if err := h(context.Background(), received("application/json", []byte(`{"id":"mw"}`))); err != nil || !ok || got.ID != "mw" {
+		t.Fatalf("got %+v %v %v", got, ok, err)
+	}
+	ok = false
+	err := h(context.Background(), received("application/json", []byte(`{`)))
+	if a, se := sbkit.SettlementOf(err); a != sbkit.ActionDeadLetter || se.Reason != serialize.DefaultDeadLetterReason || ok {
+		t.Fatalf("garbage: action %v, next ran %v", a, ok)
+	}
+	if _, found := serialize.FromContext[string](context.Background()); found {
+		t.Fatal("FromContext found a value in an empty context")
+	}
+}
