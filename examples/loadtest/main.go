@@ -30,17 +30,3 @@ func main() {
 		os.Exit(1)
 	}
 }
-
-// run is the whole program: it parses args, runs the selected modes, prints the table to
-// stdout and writes the optional CSV and SVG files. progress receives the live status
-// line; nil keeps it quiet. getenv reads the environment.
-func run(ctx context.Context, args []string, stdout, progress io.Writer, getenv func(string) string) error {
-	cfg, err := parseFlags(args, stdout)
-	if err != nil {
-		return err
-	}
-	_ = ctx
-	_ = progress
-	_ = getenv
-	return fmt.Errorf("modes %v: not wired yet", cfg.modes)
-}

@@ -28,6 +28,8 @@ type Result struct {
 	// PeakInFlightBytes is the largest number of message-body bytes inside send or
 	// batch requests at the same instant, measured on the client side.
 	PeakInFlightBytes int64
+	// FirstErr is the first error among Errors, for the report; nil when none.
+	FirstErr error
 }
 
 // Name is the row label: the mode and its parameter, e.g. "pipelined w=16".

@@ -1,0 +1,122 @@
+package main
+
+import (
+	"context"
+	"fmt"
+	"io"
+	"os"
+
+	"github.com/sbkit/sbkit/examples/internal/sbenv"
+	"github.com/sbkit/sbkit/sbtest"
+)
+
+// run is the whole program: it parses args, runs the selected modes, prints the table to
+// stdout and writes the optional CSV and SVG files. progress receives the live status
+// line; nil keeps it quiet. getenv reads the environment.
+func run(ctx context.Context, args []string, stdout, progress io.Writer, getenv func(string) string) error {
+	cfg, err := parseFlags(args, stdout)
+	if err != nil {
+		return err
+	}
+	conn, err := sbenv.Open(&sbenv.Options{
+		Getenv:  getenv,
+		Latency: sbtest.Latency{RoundTrip: cfg.rtt, StoreTime: cfg.store, StoreConcurrency: cfg.storePar},
+	})
+	if err != nil {
+		return err
+	}
+	defer conn.Close(context.WithoutCancel(ctx))
+	fmt.Fprintf(stdout, "%s\n", describe(cfg, conn))
+
+	var p *Progress
+	if progress != nil {
+		p = NewProgress(progress, cfg.progress)
+	}
+	r := newRunner(cfg, conn, p)
+	results, err := r.runAll(ctx)
+	fmt.Fprintln(stdout)
+	if werr := WriteTable(stdout, results); werr != nil && err == nil {
+		err = werr
+	}
+	for _, res := range results {
+		if res.FirstErr != nil {
+			fmt.Fprintf(stdout, "%s: %d errors, the first: %v\n", res.Name(), res.Errors, res.FirstErr)
+		}
+	}
+	if cfg.csvPath != "" {
+		if werr := writeFile(cfg.csvPath, func(w io.Writer) error { return WriteCSV(w, results) }); werr != nil && err == nil {
+			err = werr
+		}
+	}
+	if cfg.svgPath != "" {
+		title := fmt.Sprintf("sbkit pipelined send throughput, %d messages of %d bytes", cfg.n, cfg.size)
+		if conn.InMemory() {
+			title += fmt.Sprintf(", rtt %v, store %v", cfg.rtt, cfg.store)
+		}
+		if werr := writeFile(cfg.svgPath, func(w io.Writer) error { return WriteSVG(w, title, results) }); werr != nil && err == nil {
+			err = werr
+		}
+	}
+	return err
+}
+
+func describe(cfg *config, conn *sbenv.Conn) string {
+	s := fmt.Sprintf("loadtest: %d messages of %d bytes per mode on the %s", cfg.n, cfg.size, conn)
+	if conn.InMemory() {
+		s += fmt.Sprintf(" (rtt %v, store %v)", cfg.rtt, cfg.store)
+	}
+	return s + fmt.Sprintf(", handler %v", cfg.handler)
+}
+
+// runAll runs the selected modes in order and returns the results so far when one fails
+// or ctx ends.
+func (r *runner) runAll(ctx context.Context) ([]Result, error) {
+	var results []Result
+	add := func(res Result, err error) error {
+		if err != nil {
+			return fmt.Errorf("%s: %w", res.Name(), err)
+		}
+		results = append(results, res)
+		return nil
+	}
+	for _, mode := range r.cfg.modes {
+		var err error
+		switch mode {
+		case "sequential":
+			err = add(r.sequential(ctx))
+		case "goroutines":
+			err = add(r.goroutines(ctx))
+		case "pipelined":
+			for _, w := range r.cfg.windows {
+				if err = add(r.pipelined(ctx, w)); err != nil {
+					break
+				}
+			}
+		case "batched":
+			err = add(r.batched(ctx))
+		case "processor":
+			for _, c := range r.cfg.concurrencies {
+				if err = add(r.processor(ctx, c)); err != nil {
+					break
+				}
+			}
+		}
+		if err != nil {
+			return results, err
+		}
+	}
+	return results, nil
+}
+
+// writeFile creates path and writes it with write, reporting the first error.
+func writeFile(path string, write func(io.Writer) error) error {
+	f, err := os.Create(path)
+	if err != nil {
+		return err
+	}
+	if err := write(f); err != nil {
+		f.Close()
+		return fmt.Errorf("%s: %w", path, err)
+	}
+	return f.Close()
+}

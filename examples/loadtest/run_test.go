@@ -1,0 +1,76 @@
+package main
+
+import (
+	"bytes"
+	"encoding/csv"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+)
+
+// TestRunSmoke runs the whole load test in-process, every mode, with tiny N and no
+// latency, and checks the table, the CSV and the SVG it produces.
+func TestRunSmoke(t *testing.T) {
+	dir := t.TempDir()
+	csvPath, svgPath := filepath.Join(dir, "out.csv"), filepath.Join(dir, "out.svg")
+	var out bytes.Buffer
+	args := []string{"-n", "30", "-rtt", "0", "-store", "0", "-handler", "0",
+		"-windows", "1,4,16", "-concurrency", "1,4", "-csv", csvPath, "-svg", svgPath}
+	if err := run(t.Context(), args, &out, nil, func(string) string { return "" }); err != nil {
+		t.Fatalf("run: %v\n%s", err, out.String())
+	}
+	rows := []string{"sequential", "goroutines", "pipelined w=1", "pipelined w=4", "pipelined w=16",
+		"batched", "processor c=1", "processor c=4"}
+	for _, want := range append(rows, "msgs/s", "in-memory broker") {
+		if !strings.Contains(out.String(), want) {
+			t.Errorf("output lacks %q:\n%s", want, out.String())
+		}
+	}
+	if strings.Contains(out.String(), "errors, the first") || strings.Contains(out.String(), "\r") {
+		t.Errorf("errors or progress output in a quiet run:\n%s", out.String())
+	}
+
+	f, err := os.Open(csvPath)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer f.Close()
+	records, err := csv.NewReader(f).ReadAll()
+	if err != nil || len(records) != len(rows)+1 {
+		t.Fatalf("CSV: %d records, %v", len(records), err)
+	}
+	for _, rec := range records[1:] {
+		if rec[3] != "30" || rec[4] != "0" { // messages, errors
+			t.Errorf("CSV row %v: want 30 messages and no errors", rec)
+		}
+	}
+	svg, err := os.ReadFile(svgPath)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if count := parseSVG(t, svg); count["circle"] != 3 {
+		t.Errorf("SVG has %d points, want 3 (one per window)", count["circle"])
+	}
+}
+
+func TestRunBadFlags(t *testing.T) {
+	err := run(t.Context(), []string{"-modes", "nope"}, &bytes.Buffer{}, nil, func(string) string { return "" })
+	if err == nil || !strings.Contains(err.Error(), "unknown mode") {
+		t.Errorf("err = %v", err)
+	}
+}
+
+func TestRunSubsetAndProgress(t *testing.T) {
+	var out, progress bytes.Buffer
+	args := []string{"-n", "10", "-rtt", "0", "-store", "0", "-modes", "sequential,batched", "-progress", "1ms"}
+	if err := run(t.Context(), args, &out, &progress, func(string) string { return "" }); err != nil {
+		t.Fatal(err)
+	}
+	if strings.Contains(out.String(), "pipelined") || strings.Contains(out.String(), "processor") {
+		t.Errorf("modes not selected were run:\n%s", out.String())
+	}
+	if strings.Contains(progress.String(), "\n") {
+		t.Errorf("progress wrote a newline: %q", progress.String())
+	}
+}
