@@ -19,10 +19,10 @@ type Result struct {
 	msg      *azservicebus.Message
 	ctx      context.Context
 	id       string
-	key      string // ordering and batching key; "" for none
-	size     int64  // estimated size (Size)
-	weight   int64  // bytes taken from the byte window
-	attempts int    // written only by the goroutine that sends the message
+	key      string        // ordering and batching key; "" for none
+	size     int64         // estimated size (Size)
+	weight   int64         // bytes taken from the byte window
+	attempts int           // written only by the goroutine that sends the message
 	state    atomic.Uint32 // statePending, stateFinishing, stateKnown
 	err      error
 	done     chan struct{}

@@ -43,6 +43,10 @@ func (s *Sender) sendSingle(r *Result) {
 			s.finish(r, nil)
 			return
 		}
+		if ctx.Err() != nil {
+			s.finish(r, s.endedCause(ctx, err))
+			return
+		}
 		if bo == nil {
 			bo = s.newBackOff()
 		}
@@ -95,6 +99,9 @@ func (s *Sender) sendBatch(group []*Result) (rest []*Result) {
 				s.finish(r, nil)
 			}
 			return rest
+		}
+		if s.life.Err() != nil {
+			err = s.endedCause(s.life, err)
 		}
 		if bo == nil {
 			bo = s.newBackOff()
@@ -242,6 +249,15 @@ func (s *Sender) stopCause(ctx context.Context, err, last error) error {
 // attemptTimeoutError is the transient error of an attempt that ran out of
 // Options.AttemptTimeout. It does not unwrap to context.DeadlineExceeded, which
 // sbkit.IsTransient would call permanent.
+// endedCause is the error of an attempt that failed after ctx ended: ctx's cause, with
+// the attempt's own error when it says more than ctx's.
+func (s *Sender) endedCause(ctx context.Context, err error) error {
+	if errors.Is(err, ctx.Err()) {
+		return s.stopCause(ctx, ctx.Err(), nil)
+	}
+	return s.stopCause(ctx, ctx.Err(), err)
+}
+
 type attemptTimeoutError struct{ err error }
 
 func (e *attemptTimeoutError) Error() string { return "sender: attempt timed out: " + e.err.Error() }

@@ -1,0 +1,93 @@
+package sender_test
+
+import (
+	"fmt"
+	"slices"
+	"testing"
+	"testing/synctest"
+	"time"
+
+	"github.com/Azure/azure-sdk-for-go/sdk/messaging/azservicebus"
+	"github.com/sbkit/sbkit/sbtest"
+	"github.com/sbkit/sbkit/sender"
+)
+
+// storedOrder returns the message IDs of each session in the order the broker stored them.
+func storedOrder(q *sbtest.Entity) map[string][]string {
+	active := q.Active()
+	slices.SortFunc(active, func(a, b *azservicebus.ReceivedMessage) int {
+		return int(*a.SequenceNumber - *b.SequenceNumber)
+	})
+	got := map[string][]string{}
+	for _, m := range active {
+		key := ""
+		if m.SessionID != nil {
+			key = *m.SessionID
+		} else if m.PartitionKey != nil {
+			key = *m.PartitionKey
+		}
+		got[key] = append(got[key], m.MessageID)
+	}
+	return got
+}
+
+// TestOrderingPerKey: the first requests fail transiently and are retried after a
+// backoff. With Ordered, nothing of the same key overtakes them; without, later messages
+// overtake (which shows that the test can see reordering).
+func TestOrderingPerKey(t *testing.T) {
+	tests := []struct {
+		name        string
+		opts        sender.Options
+		wantOrdered bool
+	}{
+		{"ordered single", sender.Options{Ordered: true, DisableBatching: true}, true},
+		{"ordered batched", sender.Options{Ordered: true, MaxBatchMessages: 3}, true},
+		{"unordered single", sender.Options{DisableBatching: true}, false},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			synctest.Test(t, func(t *testing.T) {
+				b := newBroker(t, sbtest.Latency{RoundTrip: 2 * time.Millisecond}, nil)
+				s := newSender(t, b.s, &tt.opts)
+				b.q.InjectFault(sbtest.Fault{Count: 3})
+				want := map[string][]string{}
+				var rs []*sender.Result
+				for i := range 60 {
+					var m *azservicebus.Message
+					key := fmt.Sprintf("k%d", i%3)
+					if i%2 == 0 {
+						key = "session-" + key
+						m = sessionMsg(key, i)
+					} else {
+						key = "partition-" + key
+						m = msg(i)
+						m.PartitionKey = &key
+					}
+					want[key] = append(want[key], *m.MessageID)
+					rs = append(rs, sendAsync(t, t.Context(), s, m)...)
+				}
+				for _, r := range rs {
+					if err := r.Wait(t.Context()); err != nil {
+						t.Fatal(err)
+					}
+				}
+				got := storedOrder(b.q)
+				ordered := true
+				for key := range want {
+					if !slices.Equal(got[key], want[key]) {
+						ordered = false
+						if tt.wantOrdered {
+							t.Errorf("key %s stored as %v, sent as %v", key, got[key], want[key])
+						}
+					}
+				}
+				if !tt.wantOrdered && ordered {
+					t.Error("no reordering without Ordered: the test cannot see reordering")
+				}
+				if s.Stats().Retried == 0 {
+					t.Error("no retries happened")
+				}
+			})
+		})
+	}
+}
