@@ -108,7 +108,7 @@ func (e *Entity) tick(now time.Time) {
 		e.detach(&e.main, m)
 		e.stats.expired.Add(1)
 		if e.opts.DeadLetterOnExpiration {
-			e.toDLQ(m, sbkit.TTLExpiredReason, "message expired before it was delivered", nil)
+			e.toDLQ(m, ptr(sbkit.TTLExpiredReason), ptr("message expired before it was delivered"), nil)
 		}
 	}
 }
@@ -194,7 +194,7 @@ func (e *Entity) detach(sq *subqueue, m *message) {
 func (e *Entity) release(sq *subqueue, m *message) {
 	if !sq.dlq && m.deliveries >= uint32(e.opts.MaxDeliveryCount) {
 		e.detach(sq, m)
-		e.toDLQ(m, MaxDeliveryCountExceededReason, "message exceeded the maximum delivery count", nil)
+		e.toDLQ(m, ptr(MaxDeliveryCountExceededReason), ptr("message exceeded the maximum delivery count"), nil)
 		return
 	}
 	e.requeue(sq, m)
@@ -209,9 +209,10 @@ func (e *Entity) requeue(sq *subqueue, m *message) {
 }
 
 // toDLQ puts a message already detached from the main queue into the dead-letter queue.
-func (e *Entity) toDLQ(m *message, reason, desc string, props map[string]any) {
+// reason and description may be nil (not set).
+func (e *Entity) toDLQ(m *message, reason, desc *string, props map[string]any) {
 	m.p = m.p.withProps(props)
-	m.dlReason, m.dlDesc = &reason, &desc
+	m.dlReason, m.dlDesc = cloneStr(reason), cloneStr(desc)
 	e.dlq.bySeq[m.seq] = m
 	e.makeAvailable(&e.dlq, m)
 	e.stats.deadLettered.Add(1)
@@ -333,3 +334,5 @@ func (e *Entity) Scheduled() []*azservicebus.ReceivedMessage {
 func (e *Entity) DeadLetters() []*azservicebus.ReceivedMessage {
 	return e.snapshot(true, func(*message) bool { return true })
 }
+
+func ptr[T any](v T) *T { return &v }

@@ -299,16 +299,10 @@ func (r *Receiver) DeadLetterMessage(ctx context.Context, msg *azservicebus.Rece
 		if r.sq.dlq {
 			return fmt.Errorf("%w: message %d is already dead-lettered", ErrNotSettleable, m.seq)
 		}
-		var reason, desc string
+		var reason, desc *string
 		var props map[string]any
 		if options != nil {
-			if options.Reason != nil {
-				reason = *options.Reason
-			}
-			if options.ErrorDescription != nil {
-				desc = *options.ErrorDescription
-			}
-			props = options.PropertiesToModify
+			reason, desc, props = options.Reason, options.ErrorDescription, options.PropertiesToModify
 		}
 		r.e.detach(r.sq, m)
 		r.e.toDLQ(m, reason, desc, props)
