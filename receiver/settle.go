@@ -10,6 +10,7 @@ import (
 	"github.com/cenkalti/backoff/v4"
 
 	"github.com/sbkit/sbkit"
+	"github.com/sbkit/sbkit/locks"
 )
 
 // settleJob is one settlement to make; its delivery is already claimed.
@@ -43,6 +44,11 @@ func (r *run) settle(ctx context.Context, job settleJob) error {
 			r.finishLost(d, SourceRenew, job.action, lostErr)
 			return fmt.Errorf("%w: %w", ErrAlreadySettled, lostErr)
 		}
+	} else if !d.expires.IsZero() && !time.Now().Before(d.expires) {
+		// Not renewed, and its lock ran out: the broker would only answer CodeLockLost.
+		lostErr := &locks.LostError{Reason: locks.ReasonLimit, LockedUntil: d.expires}
+		r.finishLost(d, SourceRenew, job.action, lostErr)
+		return fmt.Errorf("%w: %w", ErrAlreadySettled, lostErr)
 	}
 	ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), r.cfg.SettleTimeout)
 	defer cancel()

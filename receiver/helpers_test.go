@@ -1,0 +1,119 @@
+package receiver_test
+
+import (
+	"context"
+	"fmt"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/Azure/azure-sdk-for-go/sdk/messaging/azservicebus"
+
+	"github.com/sbkit/sbkit"
+	"github.com/sbkit/sbkit/receiver"
+	"github.com/sbkit/sbkit/sbtest"
+)
+
+// env is an in-memory namespace with one queue, its sender and a peek-lock receiver.
+type env struct {
+	ns *sbtest.Namespace
+	q  *sbtest.Entity
+	s  *sbtest.Sender
+	r  *sbtest.Receiver
+}
+
+func newEnv(t *testing.T, opts *sbtest.EntityOptions) *env {
+	t.Helper()
+	ns := sbtest.NewNamespace(nil)
+	q, err := ns.NewQueue("q", opts)
+	if err != nil {
+		t.Fatal(err)
+	}
+	s, err := ns.NewSender("q")
+	if err != nil {
+		t.Fatal(err)
+	}
+	r, err := ns.NewReceiverForQueue("q", nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return &env{ns: ns, q: q, s: s, r: r}
+}
+
+// send sends n messages with MessageIDs m0, m1, ...
+func (e *env) send(t *testing.T, n int) {
+	t.Helper()
+	for i := range n {
+		id := fmt.Sprintf("m%d", i)
+		if err := e.s.SendMessage(context.Background(), &azservicebus.Message{MessageID: &id, Body: []byte(id)}, nil); err != nil {
+			t.Fatal(err)
+		}
+	}
+}
+
+// start runs p in a goroutine; the returned function waits for Run's result.
+func start(t *testing.T, p *receiver.Processor, ctx context.Context) func() error {
+	t.Helper()
+	res := make(chan error, 1)
+	go func() { res <- p.Run(ctx) }()
+	return func() error { return <-res }
+}
+
+// newProcessor makes a processor over e.r, failing the test on error.
+func newProcessor(t *testing.T, src sbkit.MessageReceiver, h sbkit.Handler, o *receiver.Options) *receiver.Processor {
+	t.Helper()
+	p, err := receiver.New(src, h, o)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() {
+		ctx, cancel := context.WithCancel(context.Background())
+		cancel()
+		_ = p.Close(ctx)
+	})
+	return p
+}
+
+// errorLog collects what OnError receives.
+type errorLog struct {
+	mu   sync.Mutex
+	errs []*receiver.Error
+}
+
+func (l *errorLog) add(e *receiver.Error) {
+	l.mu.Lock()
+	l.errs = append(l.errs, e)
+	l.mu.Unlock()
+}
+
+func (l *errorLog) count(src receiver.ErrorSource) int {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	n := 0
+	for _, e := range l.errs {
+		if e.Source == src {
+			n++
+		}
+	}
+	return n
+}
+
+func (l *errorLog) all() []*receiver.Error {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return append([]*receiver.Error(nil), l.errs...)
+}
+
+// checkReconciled asserts that every received message ended in exactly one outcome.
+func checkReconciled(t *testing.T, s receiver.Stats) {
+	t.Helper()
+	if sum := s.Completed + s.Abandoned + s.DeadLettered + s.Deferred + s.LockLost; sum != s.Received {
+		t.Errorf("received %d != completed %d + abandoned %d + dead-lettered %d + deferred %d + lock-lost %d = %d",
+			s.Received, s.Completed, s.Abandoned, s.DeadLettered, s.Deferred, s.LockLost, sum)
+	}
+}
+
+func dur(d time.Duration) *time.Duration { return &d }
+
+// noRenew hides the receiver's RenewMessageLock.
+type noRenew struct{ sbkit.MessageReceiver }
