@@ -1,0 +1,103 @@
+package main
+
+import (
+	"bytes"
+	"context"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/sbkit/sbkit/examples/internal/sbenv"
+)
+
+func noEnv(string) string { return "" }
+
+// TestWorkerProcessesBacklog runs the worker on the in-memory backlog, fast, and checks
+// that every message ended where it should: good orders fulfilled, the duplicate
+// skipped, the malformed and the invalid ones dead-lettered, the expired one
+// dead-lettered by the broker.
+func TestWorkerProcessesBacklog(t *testing.T) {
+	var out bytes.Buffer
+	if err := run(t.Context(), []string{"-unit", "1ms", "-idle", "200ms"}, &out, noEnv); err != nil {
+		t.Fatalf("run: %v\n%s", err, out.String())
+	}
+	text := out.String()
+	for _, want := range []string{
+		"worker: 14 messages", "completed 12 (duplicates skipped 1), dead-lettered 2, abandoned 0, locks lost 0",
+		"fulfilled  order-2001", "fulfilled  order-2011 for margaret: 150 units",
+		"skipped    order-2003: already fulfilled",
+		"dead-letter queue: order-2014  reason DeserializationFailed",
+		"dead-letter queue: order-2012  reason InvalidOrder",
+		"dead-letter queue: order-2013  reason TTLExpiredException",
+	} {
+		if !strings.Contains(text, want) {
+			t.Errorf("output lacks %q:\n%s", want, text)
+		}
+	}
+	if n := strings.Count(text, "fulfilled  order-2003"); n != 1 {
+		t.Errorf("order-2003 fulfilled %d times, want once", n)
+	}
+}
+
+// TestWorkerRenewsLockOfBulkOrder: with the default pace the bulk order takes 1.5s, more
+// than the 1s lock, so its lock must be renewed and the order completed on its first
+// delivery.
+func TestWorkerRenewsLockOfBulkOrder(t *testing.T) {
+	if testing.Short() {
+		t.Skip("takes 2 seconds")
+	}
+	var out bytes.Buffer
+	if err := run(t.Context(), []string{"-concurrency", "16", "-idle", "100ms"}, &out, noEnv); err != nil {
+		t.Fatalf("run: %v\n%s", err, out.String())
+	}
+	if !strings.Contains(out.String(), "order-2011 for margaret: 150 units, $1948.50, delivery 1") ||
+		strings.Contains(out.String(), "lock renewals 0") || !strings.Contains(out.String(), "locks lost 0") {
+		t.Errorf("bulk order's lock not renewed:\n%s", out.String())
+	}
+}
+
+// TestWorkerGracefulShutdown cancels the context (as SIGINT does) while the bulk order is
+// in progress: the worker stops receiving and lets it finish within -grace.
+func TestWorkerGracefulShutdown(t *testing.T) {
+	ctx, cancel := context.WithTimeout(t.Context(), 300*time.Millisecond)
+	defer cancel()
+	var out bytes.Buffer
+	if err := run(ctx, []string{"-idle", "0"}, &out, noEnv); err != nil {
+		t.Fatalf("run: %v\n%s", err, out.String())
+	}
+	if !strings.Contains(out.String(), "fulfilled  order-2011") || !strings.Contains(out.String(), "abandoned 0") {
+		t.Errorf("order in progress not finished on shutdown:\n%s", out.String())
+	}
+}
+
+func TestWorkerStopsAfterDuration(t *testing.T) {
+	var out bytes.Buffer
+	start := time.Now()
+	if err := run(t.Context(), []string{"-unit", "1ms", "-idle", "0", "-duration", "300ms"}, &out, noEnv); err != nil {
+		t.Fatalf("run: %v\n%s", err, out.String())
+	}
+	if elapsed := time.Since(start); elapsed > 5*time.Second {
+		t.Errorf("ran %v with -duration 300ms", elapsed)
+	}
+}
+
+func TestWorkerBadInput(t *testing.T) {
+	tests := []struct {
+		name string
+		args []string
+		env  map[string]string
+		want string
+	}{
+		{"zero concurrency", []string{"-concurrency", "0"}, nil, "must be positive"},
+		{"negative idle", []string{"-idle", "-1s"}, nil, "not negative"},
+		{"bad connection string", nil, map[string]string{sbenv.ConnectionStringEnv: "garbage"}, sbenv.ConnectionStringEnv},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			err := run(t.Context(), tc.args, &bytes.Buffer{}, func(k string) string { return tc.env[k] })
+			if err == nil || !strings.Contains(err.Error(), tc.want) {
+				t.Errorf("err = %v, want %q", err, tc.want)
+			}
+		})
+	}
+}
