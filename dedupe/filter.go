@@ -91,7 +91,7 @@ func (f *Filter) handle(ctx context.Context, m *azservicebus.ReceivedMessage, ne
 	state, err := f.acquire(ctx, m, key, owner)
 	if err != nil {
 		if ctx.Err() != nil { // our context ended: not the store's fault
-			return fmt.Errorf("dedupe: key %q: %w", key, err)
+			return fmt.Errorf("dedupe: key %q: %w", key, context.Cause(ctx))
 		}
 		serr := f.storeError(ctx, OpAcquire, key, err)
 		if f.o.StoreFailure == FailOpen {
