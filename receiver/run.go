@@ -3,6 +3,7 @@ package receiver
 import (
 	"context"
 	"errors"
+	"fmt"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -78,7 +79,9 @@ func newRun(ctx context.Context, p *Processor) (*run, error) {
 		r.engine = e
 	}
 	r.recvCtx, r.stopRecv = context.WithCancel(context.WithoutCancel(ctx))
-	r.handlerBase, r.cancelHandlers = context.WithCancelCause(ctx)
+	// Handlers see Run's values but not its cancellation: shutdown cancels them only
+	// after receiving stopped, so that an abandoned message is not received again.
+	r.handlerBase, r.cancelHandlers = context.WithCancelCause(context.WithoutCancel(ctx))
 	r.stopRunCtx = context.AfterFunc(ctx, func() { r.stop(ctx, context.Cause(ctx)) })
 	return r, nil
 }
@@ -210,7 +213,11 @@ func (r *run) shutdown() {
 	case <-handlersDone:
 	case <-r.grace.Done():
 		r.cancelledHandlers.Store(true)
-		r.cancelHandlers(ErrClosed)
+		cause := ErrClosed
+		if r.reason != nil {
+			cause = fmt.Errorf("%w: %w", ErrClosed, r.reason)
+		}
+		r.cancelHandlers(cause)
 		r.mu.Lock()
 		running := make([]*delivery, 0, len(r.live))
 		for d := range r.live {
