@@ -42,10 +42,12 @@
 // Contexts. The context given to Send, SendAsync and SendAll bounds waiting for room in the
 // windows, waiting in a linger batch or behind an earlier message of the same key (a
 // message whose context has ended by then is not sent; its outcome is the context's
-// error), and every backoff between retries. A message sent on its own (batching off) is
-// sent with that context, so cancelling it aborts the request. A message that is already
-// on the wire inside a batch shared with other messages is not aborted by its own context
-// (that would fail the others); its outcome is the batch's.
+// error), and retries. A message sent on its own (batching off) is sent with that context,
+// so cancelling it aborts the request or the backoff. A message that is already on the
+// wire inside a batch shared with other messages is not aborted by its own context (that
+// would fail the others); its outcome is the batch's, except that a batch about to be
+// retried leaves out the messages whose context has ended (their outcome is the context's
+// error, wrapping the last attempt's error).
 //
 // Scheduled messages and TTL. A message whose ScheduledEnqueueTime is set (sbkit.SetSchedule,
 // or Sender.Schedule) is sent like any other, through SendMessage or a batch: the broker

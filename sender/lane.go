@@ -122,3 +122,34 @@ func (s *Sender) runLane(l *lane) {
 		s.sendGroup(group)
 	}
 }
+
+// dispatchLocked hands an unordered single message to a worker, starting one when every
+// worker is taken. Workers keep taking messages while there are any, so a steady stream
+// reuses goroutines (and their grown stacks) instead of starting one per message; there
+// are never more workers than messages in flight.
+func (s *Sender) dispatchLocked(r *Result) {
+	s.work = append(s.work, r)
+	s.jobs++
+	if s.workers < s.jobs {
+		s.workers++
+		go s.worker()
+	}
+}
+
+func (s *Sender) worker() {
+	s.mu.Lock()
+	for len(s.work) > 0 {
+		r := s.work[0]
+		s.work[0] = nil
+		s.work = s.work[1:]
+		s.mu.Unlock()
+		err := s.trySingle(r)
+		s.mu.Lock()
+		s.jobs-- // before finish frees room, so that the next message finds this worker
+		s.mu.Unlock()
+		s.finish(r, err)
+		s.mu.Lock()
+	}
+	s.workers--
+	s.mu.Unlock()
+}

@@ -25,14 +25,17 @@ func (s *Sender) sendGroup(group []*Result) {
 }
 
 // sendSingle sends r with SendMessage, retrying transient failures, and completes it.
-func (s *Sender) sendSingle(r *Result) {
+func (s *Sender) sendSingle(r *Result) { s.finish(r, s.trySingle(r)) }
+
+// trySingle sends r with SendMessage, retrying transient failures, and returns its
+// outcome.
+func (s *Sender) trySingle(r *Result) error {
 	ctx, stop := s.messageContext(r.ctx)
 	defer stop()
 	var bo *backoff.ExponentialBackOff
 	for {
 		if err := ctx.Err(); err != nil {
-			s.finish(r, s.stopCause(ctx, err, nil))
-			return
+			return s.stopCause(ctx, err, nil)
 		}
 		r.attempts++
 		actx, cancel := s.attemptContext(ctx)
@@ -40,19 +43,16 @@ func (s *Sender) sendSingle(r *Result) {
 		err = s.attemptError(ctx, actx, err)
 		cancel()
 		if err == nil {
-			s.finish(r, nil)
-			return
+			return nil
 		}
 		if ctx.Err() != nil {
-			s.finish(r, s.endedCause(ctx, err))
-			return
+			return s.endedCause(ctx, err)
 		}
 		if bo == nil {
 			bo = s.newBackOff()
 		}
 		if err := s.backoff(ctx, bo, 1, r.attempts, err); err != nil {
-			s.finish(r, err)
-			return
+			return err
 		}
 	}
 }

@@ -40,6 +40,9 @@ type Sender struct {
 	pending int           // accepted messages without an outcome
 	idle    chan struct{} // closed when pending drops to 0; nil when nobody waits
 	lanes   map[string]*lane
+	work    []*Result // unordered single messages waiting for a worker
+	jobs    int       // len(work) + single messages being sent by workers
+	workers int       // running workers; kept >= jobs
 }
 
 // New returns a Sender that sends to dst. Batching is on when dst implements
@@ -255,7 +258,7 @@ func (s *Sender) admit(ctx context.Context, m *azservicebus.Message, block bool)
 	case s.opts.Ordered && r.key != "":
 		s.enqueueLocked(s.laneLocked(r.key), []*Result{r})
 	default:
-		go s.sendSingle(r)
+		s.dispatchLocked(r)
 	}
 	s.mu.Unlock()
 	return r, nil
