@@ -70,7 +70,8 @@ type Options struct {
 
 	// OnResult, when set, is called once with the outcome of every accepted message,
 	// before its Result's Done channel is closed, on the goroutine that learnt the
-	// outcome. It must be fast and must not block; a panic in it is recovered and logged.
+	// outcome. It must be fast and must not block, and must not call Flush or Close (they
+	// wait for the message being reported); a panic in it is recovered and logged.
 	OnResult func(*Result)
 
 	// Hooks receive events; each may implement any of ResultHook, RetryHook and

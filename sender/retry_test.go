@@ -212,3 +212,24 @@ func TestExactlyOnceUnderMixedFaults(t *testing.T) {
 		})
 	}
 }
+
+// TestAttemptTimeoutIsRetried: a request that hangs past AttemptTimeout counts as a
+// transient failure and is retried.
+func TestAttemptTimeoutIsRetried(t *testing.T) {
+	for _, batching := range []bool{false, true} {
+		t.Run(fmt.Sprintf("batching=%v", batching), func(t *testing.T) {
+			synctest.Test(t, func(t *testing.T) {
+				b := newBroker(t, sbtest.Latency{}, nil)
+				s := newSender(t, b.s, &sender.Options{DisableBatching: !batching, AttemptTimeout: 50 * time.Millisecond})
+				b.q.InjectFault(sbtest.Fault{Count: 1, Hang: true})
+				r := sendAsync(t, t.Context(), s, msg(0))[0]
+				if err := r.Wait(t.Context()); err != nil {
+					t.Fatal(err)
+				}
+				if r.Attempts() != 2 || b.q.ActiveCount() != 1 {
+					t.Errorf("attempts %d, stored %d; want 2 and 1", r.Attempts(), b.q.ActiveCount())
+				}
+			})
+		})
+	}
+}

@@ -12,6 +12,8 @@ type Stats struct {
 	Sent, Failed, Retried int64
 	// InFlightMessages and InFlightBytes are the accepted messages without an outcome and
 	// their estimated size (Size); PeakInFlightBytes is the largest InFlightBytes seen.
+	// InFlightBytes stays within Options.MaxInFlightBytes, except while a single message
+	// larger than the window travels alone.
 	InFlightMessages, InFlightBytes, PeakInFlightBytes int64
 	// Batches counts batch requests that succeeded; Bytes is the estimated size of the
 	// messages sent.
