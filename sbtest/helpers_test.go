@@ -15,6 +15,9 @@ type fixture struct {
 	q  *Entity
 	s  *Sender
 	r  *Receiver
+
+	other *Receiver                     // a second receiver, when a test needs one
+	held  *azservicebus.ReceivedMessage // a message a test holds a lock on
 }
 
 func newFixture(t *testing.T, opts *EntityOptions) *fixture {

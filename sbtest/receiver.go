@@ -159,12 +159,15 @@ func (r *Receiver) isClosed() bool {
 // maxMessages of them at once (after one RoundTrip of latency), locked in peek-lock mode
 // and removed in receive-and-delete mode. When ctx ends first it returns ctx.Err() and
 // no message is locked or lost. maxMessages <= 0 returns ErrInvalidArgument. options
-// (TimeAfterFirstMessage) is ignored: what is available is returned at once.
+// (TimeAfterFirstMessage) is ignored: what is available is returned at once. An OpReceive
+// fault with After set locks the messages and then returns the fault's error instead of
+// them, as when a reply is lost: they come back once their locks expire.
 func (r *Receiver) ReceiveMessages(ctx context.Context, maxMessages int, options *azservicebus.ReceiveMessagesOptions) ([]*azservicebus.ReceivedMessage, error) {
 	if maxMessages <= 0 {
 		return nil, fmt.Errorf("%w: maxMessages %d", ErrInvalidArgument, maxMessages)
 	}
-	if _, err := r.begin(ctx, OpReceive); err != nil {
+	after, err := r.begin(ctx, OpReceive)
+	if err != nil {
 		return nil, err
 	}
 	e := r.e
@@ -184,6 +187,9 @@ func (r *Receiver) ReceiveMessages(ctx context.Context, maxMessages int, options
 		e.tick(now)
 		if out := r.take(now, maxMessages); len(out) > 0 {
 			e.mu.Unlock()
+			if after != nil {
+				return nil, after // locked at the broker, lost on the way: redelivered after the lock expires
+			}
 			return out, nil
 		}
 		wake := r.sq.waitChan()

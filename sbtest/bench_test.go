@@ -1,0 +1,52 @@
+package sbtest
+
+import (
+	"context"
+	"testing"
+	"time"
+
+	"github.com/Azure/azure-sdk-for-go/sdk/messaging/azservicebus"
+)
+
+// BenchmarkSendReceive measures one send, receive and complete with no latency, on a queue
+// that holds a backlog of 100k messages, to show the operations cost O(log n).
+func BenchmarkSendReceive(b *testing.B) {
+	ctx := context.Background()
+	f := newFixture(&testing.T{}, nil)
+	body := make([]byte, 100)
+	for range 100_000 {
+		_ = f.s.SendMessage(ctx, &azservicebus.Message{Body: body}, nil)
+	}
+	b.ReportAllocs()
+	for b.Loop() {
+		if err := f.s.SendMessage(ctx, &azservicebus.Message{Body: body}, nil); err != nil {
+			b.Fatal(err)
+		}
+		ms, err := f.r.ReceiveMessages(ctx, 1, nil)
+		if err != nil {
+			b.Fatal(err)
+		}
+		if err := f.r.CompleteMessage(ctx, ms[0], nil); err != nil {
+			b.Fatal(err)
+		}
+	}
+}
+
+// BenchmarkParallelSendLatency sends from 64 goroutines with RoundTrip 7ms and StoreTime
+// 1ms: expect about 64/8ms = 8000 msgs/s.
+func BenchmarkParallelSendLatency(b *testing.B) {
+	ctx := context.Background()
+	ns := NewNamespace(&NamespaceOptions{Latency: Latency{RoundTrip: 7 * time.Millisecond, StoreTime: time.Millisecond}})
+	q, _ := ns.NewQueue("q", nil)
+	s, _ := ns.NewSender("q")
+	b.SetParallelism(64)
+	start := time.Now()
+	b.RunParallel(func(pb *testing.PB) {
+		for pb.Next() {
+			if err := s.SendMessage(ctx, &azservicebus.Message{Body: []byte("x")}, nil); err != nil {
+				b.Error(err)
+			}
+		}
+	})
+	b.ReportMetric(float64(q.Stats().Sent)/time.Since(start).Seconds(), "msgs/s")
+}
