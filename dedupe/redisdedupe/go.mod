@@ -3,6 +3,7 @@ module github.com/sbkit/sbkit/dedupe/redisdedupe
 go 1.26.0
 
 require (
+	github.com/Azure/azure-sdk-for-go/sdk/messaging/azservicebus v1.11.0
 	github.com/redis/go-redis/v9 v9.23.0
 	github.com/sbkit/sbkit v0.0.0
 )
@@ -10,7 +11,6 @@ require (
 require (
 	github.com/Azure/azure-sdk-for-go/sdk/azcore v1.23.0 // indirect
 	github.com/Azure/azure-sdk-for-go/sdk/internal v1.12.0 // indirect
-	github.com/Azure/azure-sdk-for-go/sdk/messaging/azservicebus v1.11.0 // indirect
 	github.com/Azure/go-amqp v1.7.0 // indirect
 	github.com/cespare/xxhash/v2 v2.3.0 // indirect
 	go.uber.org/atomic v1.12.0 // indirect

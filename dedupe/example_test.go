@@ -1,0 +1,58 @@
+package dedupe_test
+
+import (
+	"context"
+	"fmt"
+	"time"
+
+	"github.com/Azure/azure-sdk-for-go/sdk/messaging/azservicebus"
+	"github.com/sbkit/sbkit"
+	"github.com/sbkit/sbkit/dedupe"
+)
+
+// A Filter in front of a handler: the second delivery of a MessageId is skipped, and the
+// processor completes it without running the handler.
+func ExampleFilter() {
+	f, err := dedupe.New(nil, &dedupe.Options{Entity: "orders"}) // nil store: in memory
+	if err != nil {
+		panic(err)
+	}
+	handler := f.Wrap(func(ctx context.Context, m *azservicebus.ReceivedMessage) error {
+		fmt.Println("charging order", m.MessageID)
+		return nil
+	})
+	msg := &azservicebus.ReceivedMessage{MessageID: "order-17"}
+	for delivery := 1; delivery <= 2; delivery++ {
+		err := handler(context.Background(), msg)
+		action, _ := sbkit.SettlementOf(err)
+		fmt.Printf("delivery %d: %v (%v)\n", delivery, action, err)
+	}
+	fmt.Printf("duplicates skipped: %d\n", f.Stats().Duplicates)
+	// Output:
+	// charging order order-17
+	// delivery 1: complete (<nil>)
+	// delivery 2: complete (sbkit: complete: duplicate)
+	// duplicates skipped: 1
+}
+
+// The Store protocol, step by step: a lease, a contender, a done mark.
+func ExampleMemoryStore() {
+	ctx := context.Background()
+	s, err := dedupe.NewMemoryStore(&dedupe.MemoryOptions{MaxEntries: 1000})
+	if err != nil {
+		panic(err)
+	}
+	st, _ := s.Acquire(ctx, "orders:m1", "worker-a", time.Minute)
+	fmt.Println("worker-a:", st)
+	st, _ = s.Acquire(ctx, "orders:m1", "worker-b", time.Minute)
+	fmt.Println("worker-b:", st)
+	fmt.Println("worker-b marks:", s.MarkDone(ctx, "orders:m1", "worker-b", time.Hour))
+	_ = s.MarkDone(ctx, "orders:m1", "worker-a", time.Hour)
+	st, _ = s.Acquire(ctx, "orders:m1", "worker-b", time.Minute)
+	fmt.Println("worker-b again:", st)
+	// Output:
+	// worker-a: acquired
+	// worker-b: in-progress
+	// worker-b marks: dedupe: lease held by another owner: key "orders:m1"
+	// worker-b again: done
+}
