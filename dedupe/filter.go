@@ -12,8 +12,8 @@ import (
 )
 
 // Filter skips duplicate deliveries around a handler (see the package documentation).
-// Make one with New; use Middleware or Wrap. It is safe for concurrent use and owns no
-// goroutine, so it needs no Close.
+// Make one with New (the zero value is not usable); use Middleware or Wrap. It is safe
+// for concurrent use and owns no goroutine, so it needs no Close.
 //
 // Result of the wrapped handler, which decides the settlement:
 //   - the key is done: sbkit.Skip(DuplicateReason), the handler does not run;
@@ -103,12 +103,14 @@ func (f *Filter) handle(ctx context.Context, m *azservicebus.ReceivedMessage, ne
 	switch state {
 	case Done:
 		f.c.duplicates.Add(1)
+		f.o.Logger.DebugContext(ctx, "dedupe: duplicate skipped", "key", key, "deliveryCount", m.DeliveryCount)
 		if h := f.o.Hooks.OnDuplicate; h != nil {
 			h(ctx, key, m)
 		}
 		return sbkit.Skip(DuplicateReason)
 	case InProgress:
 		f.c.leaseHeld.Add(1)
+		f.o.Logger.DebugContext(ctx, "dedupe: lease held by another worker, abandoning", "key", key)
 		return fmt.Errorf("%w: key %q", ErrLeaseHeld, key)
 	case Acquired:
 		return f.run(ctx, m, next, key, owner)

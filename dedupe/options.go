@@ -76,8 +76,9 @@ type Options struct {
 	Entity string
 
 	// Key returns a message's key; "" means the message has no key (see MissingKey).
-	// Default: Entity + ":" + MessageID, or "" when MessageID is empty. It must be fast
-	// and safe for concurrent use.
+	// Default: Entity + ":" + MessageID, or "" when MessageID is empty. A custom Key
+	// replaces the default entirely (Entity is then unused: namespace keys yourself when
+	// a store is shared). It must be fast and safe for concurrent use.
 	Key func(message *azservicebus.ReceivedMessage) string
 
 	// MissingKey is the policy for messages without a key. Default: MissingKeyProcess.
