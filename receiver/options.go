@@ -33,10 +33,13 @@ type Options struct {
 	// DefaultMaxConcurrency (1); negative is an error.
 	MaxConcurrency int
 	// PrefetchCount is how many received messages may wait for a free handler goroutine.
-	// Their locks are renewed while they wait. Default 2 × MaxConcurrency; NoPrefetch for
+	// Their locks are renewed while they wait. Default 4 × MaxConcurrency; NoPrefetch for
 	// none; other negative values are an error. The receive loop asks each ReceiveMessages
 	// call for every free place (MaxConcurrency + PrefetchCount in all), so that one round
-	// trip feeds many handlers.
+	// trip feeds many handlers. Messages asked for by a call in flight hold places too, so
+	// when a receive round trip is longer than a handler call, handlers starve unless
+	// PrefetchCount is at least about 2 × MaxConcurrency × round trip / handler time; the
+	// default covers a round trip of up to twice the handler time.
 	PrefetchCount int
 	// MaxReceiveBatch caps the messages asked for in one ReceiveMessages call. Default: no
 	// cap beyond the free places; negative is an error.
@@ -131,7 +134,7 @@ func newConfig(o *Options) (config, error) {
 	}
 	switch c.PrefetchCount {
 	case 0:
-		c.PrefetchCount = 2 * c.MaxConcurrency
+		c.PrefetchCount = 4 * c.MaxConcurrency
 	case NoPrefetch:
 		c.PrefetchCount = 0
 	}
