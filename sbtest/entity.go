@@ -162,7 +162,6 @@ func (e *Entity) lock(sq *subqueue, m *message, r *Receiver, now time.Time) {
 	m.lockedUntil = now.Add(e.opts.LockDuration)
 	m.holder = r
 	sq.byToken[m.token] = m
-	r.held[m.token] = m
 	sq.heaps[hLock].add(m)
 }
 
@@ -170,10 +169,7 @@ func (e *Entity) lock(sq *subqueue, m *message, r *Receiver, now time.Time) {
 func (e *Entity) unlock(sq *subqueue, m *message) {
 	sq.heaps[hLock].del(m)
 	delete(sq.byToken, m.token)
-	if m.holder != nil {
-		delete(m.holder.held, m.token)
-		m.holder = nil
-	}
+	m.holder = nil
 	m.token = [16]byte{}
 }
 
@@ -219,9 +215,15 @@ func (e *Entity) toDLQ(m *message, reason, desc *string, props map[string]any) {
 }
 
 // dropHolder releases every lock r holds, as a closed connection does: the messages come
-// back without their delivery being counted.
+// back without their delivery being counted. It costs O(locked messages).
 func (e *Entity) dropHolder(r *Receiver) {
-	for _, m := range r.held {
+	var held []*message
+	for _, m := range r.sq.byToken {
+		if m.holder == r {
+			held = append(held, m)
+		}
+	}
+	for _, m := range held {
 		e.unlock(r.sq, m)
 		if m.deliveries > 0 {
 			m.deliveries--

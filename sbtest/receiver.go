@@ -39,7 +39,6 @@ type Receiver struct {
 	done      chan struct{}
 
 	// guarded by e.mu
-	held       map[[16]byte]*message
 	closed     bool
 	lastPeeked int64
 }
@@ -75,7 +74,7 @@ func newReceiver(ns *Namespace, e *Entity, opts *ReceiverOptions) (*Receiver, er
 	if opts != nil {
 		o = *opts
 	}
-	r := &Receiver{ns: ns, e: e, mode: o.ReceiveMode, done: make(chan struct{}), held: make(map[[16]byte]*message)}
+	r := &Receiver{ns: ns, e: e, mode: o.ReceiveMode, done: make(chan struct{})}
 	switch o.ReceiveMode {
 	case azservicebus.ReceiveModePeekLock, azservicebus.ReceiveModeReceiveAndDelete:
 	default:
