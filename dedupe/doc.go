@@ -16,7 +16,10 @@
 //  2. Run the handler. Only when it returns nil is the key marked done for the dedupe
 //     window; any other result (an error, a dead-letter, defer or skip marker, a panic)
 //     releases the lease, so a redelivery is processed again. A failed handler never
-//     leaves a mark: marking it done would be silent message loss.
+//     leaves a mark: marking it done would be silent message loss. A handler's own
+//     sbkit.Skip (say, an expired message) is not marked either: the work was not done,
+//     so a redelivery should be judged afresh; a deferred message is received again by
+//     sequence number and must find its key free.
 //
 // The middleware expresses the settlement only through its return value, as the
 // processor of package receiver expects (nil and Skip complete, other errors abandon).
