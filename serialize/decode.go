@@ -24,6 +24,9 @@ func Decode[T any](r *Registry, msg *azservicebus.ReceivedMessage) (T, error) {
 
 // Decode decodes msg's body (see MessageBody) into v, a non-nil pointer.
 //
+// A body converted from an AMQP map or list (see MessageBody) is read as
+// "application/json" when msg has no ContentType.
+//
 // The codec of msg.ContentType is tried first; when the content type is missing,
 // unparsable or unknown, or its codec fails, each fallback is tried in order (a media type
 // identical to one already tried is skipped). Before each further attempt *v is reset to
@@ -42,12 +45,12 @@ func (r *Registry) Decode(msg *azservicebus.ReceivedMessage, v any) error {
 	if err := checkTarget(v); err != nil {
 		return err
 	}
-	body, err := MessageBody(msg, r.MaxBodySize())
+	body, implied, err := messageBody(msg, r.MaxBodySize())
 	if err != nil {
 		return err
 	}
-	var contentType string
-	if msg.ContentType != nil {
+	contentType := implied
+	if msg.ContentType != nil && *msg.ContentType != "" {
 		contentType = *msg.ContentType
 	}
 	return r.decode(contentType, body, v)

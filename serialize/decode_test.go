@@ -1,10 +1,14 @@
 package serialize_test
 
 import (
+	"encoding/json"
 	"errors"
+	"fmt"
+	"math"
 	"strings"
 	"sync"
 	"testing"
+	"time"
 
 	"github.com/Azure/azure-sdk-for-go/sdk/messaging/azservicebus"
 	"google.golang.org/protobuf/types/known/structpb"
@@ -295,9 +299,12 @@ func TestAMQPValueBodies(t *testing.T) {
 		{"value symbol", raw(azservicebus.AMQPAnnotatedMessageBody{Value: symbol(`{"id":"y"}`)}), "y", nil},
 		{"several data sections", raw(azservicebus.AMQPAnnotatedMessageBody{Data: [][]byte{[]byte(`{"id":`), []byte(`"d"}`)}}), "d", nil},
 		{"sequence", raw(azservicebus.AMQPAnnotatedMessageBody{Sequence: [][]any{{`{"id"`, []byte(`:`)}, {`"q"}`}}}), "q", nil},
-		{"value number", raw(azservicebus.AMQPAnnotatedMessageBody{Value: int64(5)}), "", serialize.ErrUnsupportedBody},
-		{"value map", raw(azservicebus.AMQPAnnotatedMessageBody{Value: map[string]any{"id": "m"}}), "", serialize.ErrUnsupportedBody},
-		{"sequence with a list", raw(azservicebus.AMQPAnnotatedMessageBody{Sequence: [][]any{{[]any{1}}}}), "", serialize.ErrUnsupportedBody},
+		{"value map (.NET IDictionary)", raw(azservicebus.AMQPAnnotatedMessageBody{Value: map[string]any{"id": "m", "qty": int32(2)}}), "m", nil},
+		{"value map any keys", raw(azservicebus.AMQPAnnotatedMessageBody{Value: map[any]any{symbol("id"): "k"}}), "k", nil},
+		{"value map int keys", raw(azservicebus.AMQPAnnotatedMessageBody{Value: map[any]any{1: "x"}}), "", serialize.ErrUnsupportedBody},
+		{"value NaN", raw(azservicebus.AMQPAnnotatedMessageBody{Value: math.NaN()}), "", serialize.ErrUnsupportedBody},
+		{"value channel", raw(azservicebus.AMQPAnnotatedMessageBody{Value: make(chan int)}), "", serialize.ErrUnsupportedBody},
+		{"value number into struct", raw(azservicebus.AMQPAnnotatedMessageBody{Value: int64(5)}), "", nil},
 		{"no body", raw(azservicebus.AMQPAnnotatedMessageBody{}), "", nil},
 	}
 	reg := mustNew(t, nil)
@@ -318,6 +325,39 @@ func TestAMQPValueBodies(t *testing.T) {
 			}
 		})
 	}
+	// AMQP graphs of every simple type become JSON; without a content type they are
+	// read as JSON even when the fallbacks do not include it.
+	noFallbacks := mustNew(t, &serialize.Options{Fallbacks: []string{}})
+	when := time.Date(2026, 11, 22, 7, 0, 0, 0, time.UTC)
+	uuid := [16]byte{0x12, 0x34, 0x56, 0x78, 0x9a, 0xbc, 0xde, 0xf0, 1, 2, 3, 4, 5, 6, 7, 8}
+	graph := &azservicebus.ReceivedMessage{RawAMQPMessage: &azservicebus.AMQPAnnotatedMessage{Body: azservicebus.AMQPAnnotatedMessageBody{
+		Value: map[string]any{"list": []any{int8(1), uint64(2), 2.5, true, nil, symbol("s")}, "when": when, "id": uuid, "bin": []byte{1, 2}, "ints": []int32{7}},
+	}}}
+	got, err := serialize.Decode[map[string]any](noFallbacks, graph)
+	if err != nil {
+		t.Fatal(err)
+	}
+	wantJSON := `{"bin":"AQI=","id":"12345678-9abc-def0-0102-030405060708","ints":[7],"list":[1,2,2.5,true,null,"s"],"when":"2026-11-22T07:00:00Z"}`
+	if b, _ := json.Marshal(got); string(b) != wantJSON {
+		t.Fatalf("AMQP graph as JSON:\n got %s\nwant %s", b, wantJSON)
+	}
+	seq := &azservicebus.ReceivedMessage{RawAMQPMessage: &azservicebus.AMQPAnnotatedMessage{Body: azservicebus.AMQPAnnotatedMessageBody{
+		Sequence: [][]any{{"a", int64(1)}, {[]any{"b"}}},
+	}}}
+	if got, err := serialize.Decode[[]any](noFallbacks, seq); err != nil || fmt.Sprint(got) != "[a 1 [b]]" {
+		t.Fatalf("sequence as JSON array: %v %v", got, err)
+	}
+	deep := any("x")
+	for range 200 {
+		deep = []any{deep}
+	}
+	if _, err := serialize.MessageBody(raw(azservicebus.AMQPAnnotatedMessageBody{Value: deep}), 0); !errors.Is(err, serialize.ErrUnsupportedBody) {
+		t.Fatalf("deep nesting: %v", err)
+	}
+	if _, err := serialize.MessageBody(raw(azservicebus.AMQPAnnotatedMessageBody{Value: map[string]any{"k": strings.Repeat("x", 20)}}), 10); !errors.Is(err, serialize.ErrBodyTooLarge) {
+		t.Fatalf("converted body over the limit: %v", err)
+	}
+
 	// Body wins over the raw message when present.
 	msg := raw(azservicebus.AMQPAnnotatedMessageBody{Value: `{"id":"raw"}`})
 	msg.Body = []byte(`{"id":"body"}`)
@@ -326,7 +366,7 @@ func TestAMQPValueBodies(t *testing.T) {
 	}
 	// The size limit covers raw bodies, counted across sections.
 	small := mustNew(t, &serialize.Options{MaxBodySize: 8})
-	_, err := serialize.Decode[order](small, raw(azservicebus.AMQPAnnotatedMessageBody{Data: [][]byte{make([]byte, 5), make([]byte, 5)}}))
+	_, err = serialize.Decode[order](small, raw(azservicebus.AMQPAnnotatedMessageBody{Data: [][]byte{make([]byte, 5), make([]byte, 5)}}))
 	if !errors.Is(err, serialize.ErrBodyTooLarge) {
 		t.Fatalf("sections over the limit: %v", err)
 	}

@@ -36,7 +36,7 @@ func TestHandlerSettlements(t *testing.T) {
 		{"custom reason", received("", []byte(`garbage`)), []serialize.HandlerOption{serialize.WithDeadLetterReason("BadPayload")}, nil, sbkit.ActionDeadLetter, "BadPayload", false, true, "content-type: serialize: no content type"},
 		{"too large", received("application/json", bytes.Repeat([]byte(" "), 65)), nil, nil, sbkit.ActionDeadLetter, "BodyTooLarge", false, true, "65 bytes, limit 64"},
 		{"too large custom reason", received("application/json", bytes.Repeat([]byte(" "), 65)), []serialize.HandlerOption{serialize.WithBodyTooLargeReason("Huge")}, nil, sbkit.ActionDeadLetter, "Huge", false, true, "limit 64"},
-		{"unsupported AMQP body", &azservicebus.ReceivedMessage{RawAMQPMessage: &azservicebus.AMQPAnnotatedMessage{Body: azservicebus.AMQPAnnotatedMessageBody{Value: 3.5}}}, nil, nil, sbkit.ActionDeadLetter, "DeserializationFailed", false, true, "amqp-value of type float64"},
+		{"unsupported AMQP body", &azservicebus.ReceivedMessage{RawAMQPMessage: &azservicebus.AMQPAnnotatedMessage{Body: azservicebus.AMQPAnnotatedMessageBody{Value: map[any]any{1: 2}}}}, nil, nil, sbkit.ActionDeadLetter, "DeserializationFailed", false, true, "unsupported AMQP body: AMQP map key of type int"},
 		{"nil message is not dead-lettered", nil, nil, nil, sbkit.ActionAbandon, "", false, false, ""},
 	}
 	for _, tt := range tests {
