@@ -59,6 +59,9 @@ func (m *latencyModel) roundTrip(ctx context.Context) error {
 // store sleeps RoundTrip, then StoreTime under the store semaphore.
 func (m *latencyModel) store(ctx context.Context) error {
 	l := m.get()
+	if l.sem == nil { // one timer for both: less timer overshoot under load
+		return sleep(ctx, max(l.RoundTrip, 0)+max(l.StoreTime, 0))
+	}
 	if err := sleep(ctx, l.RoundTrip); err != nil {
 		return err
 	}
