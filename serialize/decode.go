@@ -1,6 +1,7 @@
 package serialize
 
 import (
+	"errors"
 	"fmt"
 	"reflect"
 
@@ -89,7 +90,10 @@ func (r *Registry) decode(contentType string, body []byte, v any) error {
 	derr := &DecodeError{ContentType: contentType}
 	tried := make(map[string]bool)
 	try := func(mt MediaType, fallback bool) bool {
-		key := mt.String()
+		key := mt.Type
+		if len(mt.Params) > 0 {
+			key = mt.String()
+		}
 		if tried[key] {
 			return false
 		}
@@ -116,7 +120,7 @@ func (r *Registry) decode(contentType string, body []byte, v any) error {
 		if try(mt, false) {
 			return nil
 		}
-	case contentType == "" || err == ErrNoContentType:
+	case errors.Is(err, ErrNoContentType):
 		derr.Attempts = append(derr.Attempts, Attempt{Err: ErrNoContentType})
 	default:
 		derr.Attempts = append(derr.Attempts, Attempt{MediaType: contentType, Err: err})

@@ -83,7 +83,8 @@ func (a Attempt) String() string {
 // DecodeError is returned by Registry.Decode when every decoder failed. It lists each
 // attempt in the order tried; errors.Is and errors.As see each attempt's error.
 type DecodeError struct {
-	// ContentType is the message's content type as it was sent; empty when missing.
+	// ContentType is the message's content type as it was sent; empty when missing, or
+	// "application/json" when the body was converted from an AMQP value (see MessageBody).
 	ContentType string
 	// Attempts are the decoders tried, the message's content type first.
 	Attempts []Attempt
