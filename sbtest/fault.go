@@ -56,7 +56,9 @@ type Fault struct {
 	// Count is how many of the next calls of Op fail; 0 means every call until
 	// ClearFaults.
 	Count int
-	// Err is the error returned; nil (with Hang false) means TransientError.
+	// Err is the error returned; nil (with Hang false) means TransientError. A
+	// settlement or renewal failing with an *azservicebus.Error of CodeLockLost (and After
+	// false) also loses the lock at the broker, as ExpireLock does.
 	Err error
 	// Hang makes the call block until its context ends, then return ctx.Err(). The
 	// operation is not applied.

@@ -224,3 +224,18 @@ func TestReceiveAfterFaultLosesLockedMessages(t *testing.T) {
 		}
 	})
 }
+
+func TestInjectedLockLostReleasesTheLock(t *testing.T) {
+	f := newFixture(t, nil)
+	sendAll(t, f.s, "a")
+	m := receiveOne(t, f.r)
+	f.q.InjectFault(Fault{Op: OpRenew, Count: 1, Err: &azservicebus.Error{Code: azservicebus.CodeLockLost}})
+	wantCode(t, f.r.RenewMessageLock(context.Background(), m, nil), azservicebus.CodeLockLost)
+	if f.q.LockedCount() != 0 {
+		t.Fatal("lock still held at the broker")
+	}
+	if again := receiveOne(t, f.r); again.DeliveryCount != 2 {
+		t.Fatalf("DeliveryCount = %d, want 2", again.DeliveryCount)
+	}
+	wantCode(t, f.r.CompleteMessage(context.Background(), m, nil), azservicebus.CodeLockLost)
+}

@@ -2,6 +2,7 @@ package sbtest
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"sync"
 	"time"
@@ -253,6 +254,10 @@ func (r *Receiver) settle(ctx context.Context, op Op, msg *azservicebus.Received
 	}
 	after, err := r.begin(ctx, op)
 	if err != nil {
+		var sbErr *azservicebus.Error
+		if errors.As(err, &sbErr) && sbErr.Code == azservicebus.CodeLockLost {
+			r.loseLock(msg.LockToken) // an injected lock loss is real: the broker lets go too
+		}
 		return err
 	}
 	e := r.e
@@ -368,4 +373,17 @@ func (r *Receiver) ReceiveDeferredMessages(ctx context.Context, sequenceNumbers 
 		out = append(out, r.deliver(now, m))
 	}
 	return out, nil
+}
+
+// loseLock expires the lock r holds with token, if any, as ExpireLock does.
+func (r *Receiver) loseLock(token [16]byte) {
+	e := r.e
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	e.tick(time.Now())
+	if m := r.sq.byToken[token]; m != nil && m.holder == r {
+		e.unlock(r.sq, m)
+		e.stats.lockExpired.Add(1)
+		e.release(r.sq, m)
+	}
 }
