@@ -57,8 +57,11 @@ func New(src sbkit.MessageReceiver, handler sbkit.Handler, options *Options) (*P
 //
 // Before returning, Run shuts down: it stops receiving, abandons the messages waiting for
 // a handler, waits for running handlers (until Close's context ends; not at all when ctx
-// ended or receiving failed, then their contexts are cancelled and their messages
-// abandoned), performs the pending settlements, and stops every goroutine it started.
+// ended or receiving failed), then cancels the handlers' contexts with a cause wrapping
+// ErrClosed (and ctx's cause or the receive error) and abandons their messages at once,
+// performs the pending settlements, and stops every goroutine it started. Handlers'
+// contexts carry ctx's values but are cancelled only by this shutdown or a lost lock,
+// after receiving has stopped, so that an abandoned message is not received again.
 //
 // Run returns nil after Close, ctx's error (context.Cause) when ctx ended, the permanent
 // receive error, ErrClosed when called after Close, or ErrRunning while another Run is
