@@ -30,6 +30,14 @@
 // applied lazily at every operation; a blocked ReceiveMessages wakes on a channel when a
 // message becomes available and on a timer at the next lock expiry or scheduled time.
 //
+// Create the Namespace inside the bubble that uses it: its channels and timers belong to
+// the bubble that made them.
+//
+// Not modelled: sessions (SessionID is carried but not enforced), subscription rules and
+// filters (every subscription gets every message), auto-forwarding (DeadLetterSource is
+// never set), transactions, the transfer dead-letter queue (always empty), and
+// TimeAfterFirstMessage (ReceiveMessages returns what is available at once).
+//
 // Operations are cheap (heaps keyed by sequence number and by deadline, no scans on the
 // hot path) and each sleeps the namespace's Latency without holding any lock, so
 // concurrent senders and receivers are served in parallel, which makes sbtest usable for
