@@ -45,6 +45,11 @@ Modes:
   batched      sbkit's sender packing messages into batches
   processor    sbkit's processor with C concurrent handlers, for each -concurrency C
 
+Each send mode is followed by an untimed drain of the queue (receive-and-delete); each
+processor run is preceded by an untimed fill. "peak in-flight" is the largest number of
+bytes inside send requests at once (send modes) or received and not yet settled
+(processor runs).
+
 Usage:
   loadtest [flags]
 

@@ -5,6 +5,7 @@ import (
 	"encoding/csv"
 	"encoding/xml"
 	"errors"
+	"fmt"
 	"io"
 	"strings"
 	"testing"
@@ -234,5 +235,31 @@ func TestNiceStep(t *testing.T) {
 		if got := niceStep(tc.raw); got != tc.want {
 			t.Errorf("niceStep(%v) = %v, want %v", tc.raw, got, tc.want)
 		}
+	}
+}
+
+func TestWriteSVGSortsWindows(t *testing.T) {
+	results := []Result{
+		{Mode: "pipelined", Param: 16, Kind: KindSend, Messages: 10, Elapsed: time.Millisecond},
+		{Mode: "pipelined", Param: 1, Kind: KindSend, Messages: 10, Elapsed: 10 * time.Millisecond},
+		{Mode: "pipelined", Param: 4, Kind: KindSend, Messages: 10, Elapsed: 5 * time.Millisecond},
+	}
+	var b bytes.Buffer
+	if err := WriteSVG(&b, "t", results); err != nil {
+		t.Fatal(err)
+	}
+	s := b.String()
+	i := strings.Index(s, `points="`) + len(`points="`)
+	pts := strings.Fields(s[i : i+strings.Index(s[i:], `"`)])
+	var last float64 = -1
+	for _, p := range pts {
+		var x, y float64
+		if _, err := fmt.Sscanf(p, "%f,%f", &x, &y); err != nil {
+			t.Fatalf("point %q: %v", p, err)
+		}
+		if x <= last {
+			t.Errorf("polyline x not increasing: %v", pts)
+		}
+		last = x
 	}
 }

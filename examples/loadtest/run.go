@@ -38,6 +38,8 @@ func run(ctx context.Context, args []string, stdout, progress io.Writer, getenv 
 	if werr := WriteTable(stdout, results); werr != nil && err == nil {
 		err = werr
 	}
+	fmt.Fprintln(stdout, "speed-up: send modes against sequential, processor runs against processor c=1;")
+	fmt.Fprintln(stdout, "latency: send modes from acceptance to outcome, processor runs from receipt to completion.")
 	for _, res := range results {
 		if res.FirstErr != nil {
 			fmt.Fprintf(stdout, "%s: %d errors, the first: %v\n", res.Name(), res.Errors, res.FirstErr)
@@ -49,7 +51,7 @@ func run(ctx context.Context, args []string, stdout, progress io.Writer, getenv 
 		}
 	}
 	if cfg.svgPath != "" {
-		title := fmt.Sprintf("sbkit pipelined send throughput, %d messages of %d bytes", cfg.n, cfg.size)
+		title := fmt.Sprintf("sbkit pipelined sends: %d messages of %d B", cfg.n, cfg.size)
 		if conn.InMemory() {
 			title += fmt.Sprintf(", rtt %v, store %v", cfg.rtt, cfg.store)
 		}

@@ -7,11 +7,14 @@ import (
 	"path/filepath"
 	"strings"
 	"testing"
+
+	"github.com/sbkit/sbkit/examples/internal/leaktest"
 )
 
 // TestRunSmoke runs the whole load test in-process, every mode, with tiny N and no
 // latency, and checks the table, the CSV and the SVG it produces.
 func TestRunSmoke(t *testing.T) {
+	leaktest.Check(t)
 	dir := t.TempDir()
 	csvPath, svgPath := filepath.Join(dir, "out.csv"), filepath.Join(dir, "out.svg")
 	var out bytes.Buffer
@@ -62,6 +65,7 @@ func TestRunBadFlags(t *testing.T) {
 }
 
 func TestRunSubsetAndProgress(t *testing.T) {
+	leaktest.Check(t)
 	var out, progress bytes.Buffer
 	args := []string{"-n", "10", "-rtt", "0", "-store", "0", "-modes", "sequential,batched", "-progress", "1ms"}
 	if err := run(t.Context(), args, &out, &progress, func(string) string { return "" }); err != nil {

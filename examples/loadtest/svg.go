@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"io"
 	"math"
+	"slices"
 	"strings"
 )
 
@@ -38,7 +39,8 @@ func WriteSVG(w io.Writer, title string, results []Result) error {
 	fmt.Fprintf(&b, `<svg xmlns="http://www.w3.org/2000/svg" width="%d" height="%d" viewBox="0 0 %d %d" font-family="sans-serif" font-size="12">`+"\n",
 		chartWidth, chartHeight, chartWidth, chartHeight)
 	fmt.Fprintf(&b, `<rect width="%d" height="%d" fill="white"/>`+"\n", chartWidth, chartHeight)
-	text(&b, chartWidth/2, 22, "middle", 15, title)
+	text(&b, chartWidth/2, 22, "middle", 13, title)
+	slices.SortFunc(points, func(a, b Result) int { return a.Param - b.Param })
 	if len(points) == 0 {
 		text(&b, chartWidth/2, chartHeight/2, "middle", 12, "no pipelined results to plot")
 		b.WriteString("</svg>\n")

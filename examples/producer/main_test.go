@@ -5,10 +5,12 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/sbkit/sbkit/examples/internal/leaktest"
 	"github.com/sbkit/sbkit/examples/internal/sbenv"
 )
 
 func TestProducerPublishesEveryOrder(t *testing.T) {
+	leaktest.Check(t)
 	var out bytes.Buffer
 	noEnv := func(string) string { return "" }
 	if err := run(t.Context(), []string{"-n", "25"}, &out, noEnv); err != nil {

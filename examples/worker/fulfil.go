@@ -11,6 +11,9 @@ import (
 	"github.com/sbkit/sbkit/examples/internal/orders"
 )
 
+// bulkUnits is the size from which an order is announced before it is packed.
+const bulkUnits = 100
+
 // fulfiller is the business logic: it picks and packs an order. It is safe for
 // concurrent use.
 type fulfiller struct {
@@ -29,6 +32,9 @@ func (f *fulfiller) fulfil(ctx context.Context, o orders.Order, msg *azservicebu
 	units := 0
 	for _, it := range o.Items {
 		units += it.Quantity
+	}
+	if units >= bulkUnits {
+		f.out.Printf("  packing    %s: %d units, this takes a while", o.ID, units)
 	}
 	select {
 	case <-time.After(time.Duration(units) * f.unit):

@@ -7,6 +7,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/sbkit/sbkit/examples/internal/leaktest"
 	"github.com/sbkit/sbkit/examples/internal/sbenv"
 )
 
@@ -17,8 +18,9 @@ func noEnv(string) string { return "" }
 // skipped, the malformed and the invalid ones dead-lettered, the expired one
 // dead-lettered by the broker.
 func TestWorkerProcessesBacklog(t *testing.T) {
+	leaktest.Check(t)
 	var out bytes.Buffer
-	if err := run(t.Context(), []string{"-unit", "1ms", "-idle", "200ms"}, &out, noEnv); err != nil {
+	if err := run(t.Context(), []string{"-unit", "1ms", "-idle", "200ms", "-lock", "1m"}, &out, noEnv); err != nil {
 		t.Fatalf("run: %v\n%s", err, out.String())
 	}
 	text := out.String()
@@ -39,15 +41,14 @@ func TestWorkerProcessesBacklog(t *testing.T) {
 	}
 }
 
-// TestWorkerRenewsLockOfBulkOrder: with the default pace the bulk order takes 1.5s, more
-// than the 1s lock, so its lock must be renewed and the order completed on its first
-// delivery.
+// TestWorkerRenewsLockOfBulkOrder: the bulk order takes 3s, more than the 2s lock, so its
+// lock must be renewed and the order completed on its first delivery.
 func TestWorkerRenewsLockOfBulkOrder(t *testing.T) {
 	if testing.Short() {
-		t.Skip("takes 2 seconds")
+		t.Skip("takes 3 seconds")
 	}
 	var out bytes.Buffer
-	if err := run(t.Context(), []string{"-concurrency", "16", "-idle", "100ms"}, &out, noEnv); err != nil {
+	if err := run(t.Context(), []string{"-concurrency", "16", "-idle", "100ms", "-lock", "2s", "-unit", "20ms"}, &out, noEnv); err != nil {
 		t.Fatalf("run: %v\n%s", err, out.String())
 	}
 	if !strings.Contains(out.String(), "order-2011 for margaret: 150 units, $1948.50, delivery 1") ||
@@ -56,24 +57,43 @@ func TestWorkerRenewsLockOfBulkOrder(t *testing.T) {
 	}
 }
 
+// cancelOn is an output that cancels a context when a line containing trigger is
+// written. log.Logger serialises its writes.
+type cancelOn struct {
+	bytes.Buffer
+	trigger string
+	cancel  context.CancelFunc
+}
+
+func (c *cancelOn) Write(p []byte) (int, error) {
+	if strings.Contains(string(p), c.trigger) {
+		c.cancel()
+	}
+	return c.Buffer.Write(p)
+}
+
 // TestWorkerGracefulShutdown cancels the context (as SIGINT does) while the bulk order is
 // in progress: the worker stops receiving and lets it finish within -grace.
 func TestWorkerGracefulShutdown(t *testing.T) {
-	ctx, cancel := context.WithTimeout(t.Context(), 300*time.Millisecond)
+	leaktest.Check(t)
+	ctx, cancel := context.WithCancel(t.Context())
 	defer cancel()
-	var out bytes.Buffer
-	if err := run(ctx, []string{"-idle", "0"}, &out, noEnv); err != nil {
+	out := &cancelOn{trigger: "packing    order-2011", cancel: cancel}
+	if err := run(ctx, []string{"-idle", "0", "-unit", "2ms", "-lock", "1m"}, out, noEnv); err != nil {
 		t.Fatalf("run: %v\n%s", err, out.String())
 	}
-	if !strings.Contains(out.String(), "fulfilled  order-2011") || !strings.Contains(out.String(), "abandoned 0") {
-		t.Errorf("order in progress not finished on shutdown:\n%s", out.String())
+	text := out.String()
+	if !strings.Contains(text, "packing    order-2011") || !strings.Contains(text, "fulfilled  order-2011") ||
+		!strings.Contains(text, "locks lost 0") {
+		t.Errorf("order in progress not finished on shutdown:\n%s", text)
 	}
 }
 
 func TestWorkerStopsAfterDuration(t *testing.T) {
+	leaktest.Check(t)
 	var out bytes.Buffer
 	start := time.Now()
-	if err := run(t.Context(), []string{"-unit", "1ms", "-idle", "0", "-duration", "300ms"}, &out, noEnv); err != nil {
+	if err := run(t.Context(), []string{"-unit", "1ms", "-idle", "0", "-duration", "300ms", "-lock", "1m"}, &out, noEnv); err != nil {
 		t.Fatalf("run: %v\n%s", err, out.String())
 	}
 	if elapsed := time.Since(start); elapsed > 5*time.Second {
@@ -90,6 +110,7 @@ func TestWorkerBadInput(t *testing.T) {
 	}{
 		{"zero concurrency", []string{"-concurrency", "0"}, nil, "must be positive"},
 		{"negative idle", []string{"-idle", "-1s"}, nil, "not negative"},
+		{"zero lock", []string{"-lock", "0"}, nil, "-lock must be positive"},
 		{"bad connection string", nil, map[string]string{sbenv.ConnectionStringEnv: "garbage"}, sbenv.ConnectionStringEnv},
 	}
 	for _, tc := range tests {
