@@ -58,6 +58,8 @@ type Attempt struct {
 	Err error
 }
 
+// String describes the attempt for logs and dead-letter descriptions, for example
+// `fallback "application/xml" (xml): EOF` or `content-type: serialize: no content type`.
 func (a Attempt) String() string {
 	var b strings.Builder
 	if a.Fallback {
@@ -90,6 +92,8 @@ type DecodeError struct {
 	Attempts []Attempt
 }
 
+// Error returns "serialize: cannot decode body: " followed by the untruncated
+// description of every attempt.
 func (e *DecodeError) Error() string {
 	return "serialize: cannot decode body: " + e.describe()
 }

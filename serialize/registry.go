@@ -14,7 +14,8 @@ const DefaultMaxBodySize = 1 << 20
 // Options.DefaultContentType is empty.
 const DefaultContentType = "application/json"
 
-// DefaultFallbacks are the fallback media types used when Options.Fallbacks is nil.
+// DefaultFallbacks are the fallback media types used when Options.Fallbacks is nil. New
+// copies them; changing this variable affects only registries made afterwards.
 var DefaultFallbacks = []string{"application/json"}
 
 // Options configure a Registry. The zero value (or nil) gives the defaults.
