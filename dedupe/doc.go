@@ -13,7 +13,9 @@
 //     it. A key leased by another worker means a concurrent duplicate: it waits for the
 //     lease to end (or, with ContendedAbandon, returns at once) and is abandoned with an
 //     error wrapping ErrLeaseHeld if it is still held; it is never completed unprocessed.
-//  2. Run the handler. Only when it returns nil is the key marked done for the dedupe
+//  2. Run the handler, refreshing the lease every LeaseRenewal while it runs (so a
+//     live worker keeps its lease however long the handler takes, and a crashed one
+//     loses it after LeaseTTL). Only when it returns nil is the key marked done for the dedupe
 //     window; any other result (an error, a dead-letter, defer or skip marker, a panic)
 //     releases the lease, so a redelivery is processed again. A failed handler never
 //     leaves a mark: marking it done would be silent message loss. A handler's own

@@ -28,6 +28,8 @@ const (
 	OpAcquire  Op = "acquire"
 	OpMarkDone Op = "mark-done"
 	OpRelease  Op = "release"
+	// OpRenew is the Acquire by which a running handler's lease is refreshed.
+	OpRenew Op = "renew"
 )
 
 // StoreError is a Store call that failed: the Filter returns it (FailClosed) when the

@@ -13,7 +13,8 @@ import (
 
 // Filter skips duplicate deliveries around a handler (see the package documentation).
 // Make one with New (the zero value is not usable); use Middleware or Wrap. It is safe
-// for concurrent use and owns no goroutine, so it needs no Close.
+// for concurrent use. It owns no long-lived goroutine (lease refreshes run on timers
+// that are stopped before the wrapped handler returns), so it needs no Close.
 //
 // Result of the wrapped handler, which decides the settlement:
 //   - the key is done: sbkit.Skip(DuplicateReason), the handler does not run;
@@ -162,9 +163,14 @@ func (f *Filter) tryAcquire(ctx context.Context, key, owner string) (State, erro
 // lease (any other result, or a panic, which continues after the release).
 func (f *Filter) run(ctx context.Context, m *azservicebus.ReceivedMessage, next sbkit.Handler, key, owner string) error {
 	f.c.processed.Add(1)
+	var r *renewal
+	if !f.o.DisableLeaseRenewal {
+		r = f.startRenewal(ctx, key, owner)
+	}
 	succeeded := false
 	defer func() {
 		if !succeeded {
+			r.stop()
 			f.release(ctx, key, owner)
 		}
 	}()
@@ -172,6 +178,7 @@ func (f *Filter) run(ctx context.Context, m *azservicebus.ReceivedMessage, next 
 		return err
 	}
 	succeeded = true
+	r.stop()
 	f.c.succeeded.Add(1)
 	sctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), f.o.StoreTimeout)
 	defer cancel()

@@ -11,7 +11,7 @@ import (
 
 // Defaults of Options.
 const (
-	DefaultLeaseTTL     = 5 * time.Minute
+	DefaultLeaseTTL     = time.Minute
 	DefaultWindow       = time.Hour
 	DefaultLeasePoll    = 500 * time.Millisecond
 	DefaultStoreTimeout = 5 * time.Second
@@ -84,11 +84,21 @@ type Options struct {
 	// MissingKey is the policy for messages without a key. Default: MissingKeyProcess.
 	MissingKey MissingKeyPolicy
 
-	// LeaseTTL is how long a processing lease lives. It must exceed the longest handler
-	// run: a lease that expires while its handler still runs lets a concurrent duplicate
-	// be processed. It is also how long a crashed worker's lease blocks the redelivery.
-	// Default: DefaultLeaseTTL (5 min, the longest Service Bus lock duration).
+	// LeaseTTL is how long a processing lease lives without a refresh. While the
+	// handler runs the lease is refreshed every LeaseRenewal, so LeaseTTL need not
+	// exceed the handler's run; it bounds how long a crashed worker's lease holds back
+	// the redelivery of its message. With DisableLeaseRenewal it must exceed the longest
+	// handler run: a lease that expires while its handler still runs lets a concurrent
+	// duplicate be processed. Default: DefaultLeaseTTL (1 min).
 	LeaseTTL time.Duration
+
+	// LeaseRenewal is the interval at which a running handler's lease is refreshed
+	// (an Acquire by the same owner, on a timer: no goroutine per message while idle).
+	// It must be shorter than LeaseTTL. Default: LeaseTTL / 3.
+	LeaseRenewal time.Duration
+
+	// DisableLeaseRenewal turns lease refreshes off. Default: false (refreshes on).
+	DisableLeaseRenewal bool
 
 	// Window is how long a done mark lives: a duplicate arriving later is processed
 	// again. It must exceed the time a redelivery can take (the lock duration, plus the
@@ -148,6 +158,7 @@ func (o *Options) withDefaults() (Options, error) {
 		{"LeaseTTL", &r.LeaseTTL, DefaultLeaseTTL},
 		{"Window", &r.Window, DefaultWindow},
 		{"LeaseWait", &r.LeaseWait, 0},
+		{"LeaseRenewal", &r.LeaseRenewal, 0},
 		{"LeasePoll", &r.LeasePoll, DefaultLeasePoll},
 		{"StoreTimeout", &r.StoreTimeout, DefaultStoreTimeout},
 	} {
@@ -160,6 +171,12 @@ func (o *Options) withDefaults() (Options, error) {
 	}
 	if r.LeaseWait == 0 {
 		r.LeaseWait = r.LeaseTTL
+	}
+	if r.LeaseRenewal == 0 {
+		r.LeaseRenewal = r.LeaseTTL / 3
+	}
+	if r.LeaseRenewal >= r.LeaseTTL {
+		return r, fmt.Errorf("%w: LeaseRenewal %v not shorter than LeaseTTL %v", ErrInvalidOptions, r.LeaseRenewal, r.LeaseTTL)
 	}
 	for _, c := range r.Entity {
 		if c == ':' {

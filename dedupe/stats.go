@@ -23,6 +23,9 @@ type Stats struct {
 	StoreErrors int64
 	// MarkFailures counts successful handler runs whose done mark could not be written.
 	MarkFailures int64
+	// LeasesLost counts handler runs whose lease another owner took while they ran
+	// (a refresh found it gone): the handler outlived LeaseTTL without a refresh.
+	LeasesLost int64
 	// MissingKey counts deliveries without a key.
 	MissingKey int64
 	// Unprotected counts handler runs without duplicate protection (no key under
@@ -32,7 +35,7 @@ type Stats struct {
 
 type counters struct {
 	checked, processed, succeeded, duplicates, contended, leaseHeld,
-	storeErrors, markFailures, missingKey, unprotected atomic.Int64
+	storeErrors, markFailures, leasesLost, missingKey, unprotected atomic.Int64
 }
 
 func (c *counters) snapshot() Stats {
@@ -45,6 +48,7 @@ func (c *counters) snapshot() Stats {
 		LeaseHeld:    c.leaseHeld.Load(),
 		StoreErrors:  c.storeErrors.Load(),
 		MarkFailures: c.markFailures.Load(),
+		LeasesLost:   c.leasesLost.Load(),
 		MissingKey:   c.missingKey.Load(),
 		Unprotected:  c.unprotected.Load(),
 	}
