@@ -70,3 +70,23 @@ func TestEncodeCharsetErrors(t *testing.T) {
 		t.Fatalf("a nil map is a value: %v", err)
 	}
 }
+
+func TestTextCodecDirect(t *testing.T) {
+	var c serialize.TextCodec
+	s := "ptr"
+	for _, v := range []any{"str", []byte("bytes"), &s} {
+		if _, err := c.Marshal(v); err != nil {
+			t.Fatalf("Marshal(%T): %v", v, err)
+		}
+	}
+	if _, err := c.Marshal((*string)(nil)); err == nil {
+		t.Fatal("nil *string encoded")
+	}
+	var got string
+	if err := c.Unmarshal([]byte("\xEF\xBB\xBFtext"), &got); err != nil || got != "text" {
+		t.Fatalf("Unmarshal: %q %v", got, err)
+	}
+	if err := c.Unmarshal([]byte{0xc3}, &got); err == nil {
+		t.Fatal("invalid UTF-8 accepted without a charset")
+	}
+}
