@@ -1,0 +1,69 @@
+package sbtest
+
+import (
+	"context"
+	"errors"
+	"testing"
+	"testing/synctest"
+	"time"
+
+	"github.com/Azure/azure-sdk-for-go/sdk/messaging/azservicebus"
+)
+
+func TestNamespaceAccessors(t *testing.T) {
+	ns := NewNamespace(&NamespaceOptions{MaxMessageSize: 1024})
+	if ns.MaxMessageSize() != 1024 || NewNamespace(nil).MaxMessageSize() != DefaultMaxMessageSize {
+		t.Fatal("MaxMessageSize")
+	}
+	top, _ := ns.NewTopic("t", nil)
+	if got, ok := ns.Topic("t"); !ok || got != top || top.Name() != "t" {
+		t.Fatal("Topic lookup")
+	}
+	if _, ok := ns.Topic("nope"); ok {
+		t.Fatal("unknown topic found")
+	}
+	if _, err := ns.NewQueue("t", nil); !errors.Is(err, ErrExists) {
+		t.Fatalf("queue named like a topic: %v", err)
+	}
+	sub, _ := top.NewSubscription("s", nil)
+	if _, err := top.NewSubscription("s", nil); !errors.Is(err, ErrExists) {
+		t.Fatalf("duplicate subscription: %v", err)
+	}
+	if _, err := top.NewSubscription("x", &EntityOptions{LockDuration: time.Hour}); !errors.Is(err, ErrInvalidOptions) {
+		t.Fatalf("bad subscription options: %v", err)
+	}
+	r, _ := ns.NewReceiverForSubscription("t", "s", nil)
+	if r.Entity() != sub {
+		t.Fatal("Receiver.Entity")
+	}
+	if _, err := ns.NewReceiverForSubscription("t", "s", &ReceiverOptions{SubQueue: 9}); !errors.Is(err, ErrInvalidOptions) {
+		t.Fatalf("bad sub-queue: %v", err)
+	}
+}
+
+func TestTransferSubQueueIsEmpty(t *testing.T) {
+	f := newFixture(t, nil)
+	sendAll(t, f.s, "a")
+	r := f.receiver(t, &ReceiverOptions{SubQueue: azservicebus.SubQueueTransfer})
+	expectNone(t, r, 5*time.Millisecond)
+	if p, err := r.PeekMessages(context.Background(), 10, nil); err != nil || len(p) != 0 {
+		t.Fatalf("peek: %d %v", len(p), err)
+	}
+}
+
+func TestNegativeLatencyIsZero(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		ns := NewNamespace(&NamespaceOptions{Latency: Latency{RoundTrip: -time.Hour, StoreTime: -time.Hour, StoreConcurrency: -1}})
+		if _, err := ns.NewQueue("q", nil); err != nil {
+			t.Fatal(err)
+		}
+		s, _ := ns.NewSender("q")
+		start := time.Now()
+		if err := s.SendMessage(context.Background(), msg("a"), nil); err != nil {
+			t.Fatal(err)
+		}
+		if time.Since(start) != 0 {
+			t.Fatalf("negative latency slept %v", time.Since(start))
+		}
+	})
+}
