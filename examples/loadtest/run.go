@@ -38,8 +38,7 @@ func run(ctx context.Context, args []string, stdout, progress io.Writer, getenv 
 	if werr := WriteTable(stdout, results); werr != nil && err == nil {
 		err = werr
 	}
-	fmt.Fprintln(stdout, "speed-up: send modes against sequential, processor runs against processor c=1;")
-	fmt.Fprintln(stdout, "latency: send modes from acceptance to outcome, processor runs from receipt to completion.")
+	writeNotes(stdout, results)
 	for _, res := range results {
 		if res.FirstErr != nil {
 			fmt.Fprintf(stdout, "%s: %d errors, the first: %v\n", res.Name(), res.Errors, res.FirstErr)
@@ -108,6 +107,20 @@ func (r *runner) runAll(ctx context.Context) ([]Result, error) {
 		}
 	}
 	return results, nil
+}
+
+// writeNotes explains the speed-up and latency columns for the kinds of rows present.
+func writeNotes(w io.Writer, results []Result) {
+	var send, process bool
+	for _, r := range results {
+		send, process = send || r.Kind == KindSend, process || r.Kind == KindProcess
+	}
+	if send {
+		fmt.Fprintln(w, "send modes: speed-up against sequential; latency from acceptance to outcome.")
+	}
+	if process {
+		fmt.Fprintln(w, "processor: speed-up against concurrency 1; latency from receipt to completion.")
+	}
 }
 
 // writeFile creates path and writes it with write, reporting the first error.

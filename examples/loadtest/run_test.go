@@ -71,7 +71,7 @@ func TestRunSubsetAndProgress(t *testing.T) {
 	if err := run(t.Context(), args, &out, &progress, func(string) string { return "" }); err != nil {
 		t.Fatal(err)
 	}
-	if strings.Contains(out.String(), "pipelined") || strings.Contains(out.String(), "processor") {
+	if strings.Contains(out.String(), "pipelined w=") || strings.Contains(out.String(), "processor c=") {
 		t.Errorf("modes not selected were run:\n%s", out.String())
 	}
 	if strings.Contains(progress.String(), "\n") {
