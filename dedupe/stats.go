@@ -4,7 +4,8 @@ import "sync/atomic"
 
 // Stats counts what a Filter did since it was made. Every delivery with a key adds one
 // to Checked and then, unless it ended in a store failure or a cancelled context, to
-// exactly one of Processed, Duplicates or LeaseHeld.
+// exactly one of Processed, Duplicates or LeaseHeld (or Unprotected, for a store
+// failure under FailOpen).
 type Stats struct {
 	// Checked counts deliveries that had a key.
 	Checked int64
