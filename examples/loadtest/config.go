@@ -9,6 +9,8 @@ import (
 	"strconv"
 	"strings"
 	"time"
+
+	"github.com/sbkit/sbkit/examples/internal/sbenv"
 )
 
 // allModes lists the modes in the order they run and appear in the table.
@@ -64,6 +66,7 @@ func parseFlags(args []string, output io.Writer) (*config, error) {
 	fs.Usage = func() {
 		fmt.Fprint(fs.Output(), usageHeader)
 		fs.PrintDefaults()
+		fmt.Fprint(fs.Output(), "\n"+sbenv.EnvHelp)
 	}
 	fs.IntVar(&cfg.n, "n", 500, "messages to send and receive in each mode")
 	fs.IntVar(&cfg.size, "size", 512, "message body size in bytes")

@@ -36,6 +36,11 @@ func main() {
 func run(ctx context.Context, args []string, stdout io.Writer, getenv func(string) string) error {
 	fs := flag.NewFlagSet("producer", flag.ContinueOnError)
 	fs.SetOutput(stdout)
+	fs.Usage = func() {
+		fmt.Fprint(fs.Output(), "producer publishes a burst of JSON orders through sbkit's sender and checks every outcome.\n\nFlags:\n")
+		fs.PrintDefaults()
+		fmt.Fprint(fs.Output(), "\n"+sbenv.EnvHelp)
+	}
 	n := fs.Int("n", 40, "number of orders to publish")
 	first := fs.Int("first", 1001, "number of the first order")
 	ttl := fs.Duration("ttl", 24*time.Hour, "time-to-live of each order message")

@@ -2,6 +2,8 @@ package main
 
 import (
 	"bytes"
+	"errors"
+	"flag"
 	"strings"
 	"testing"
 
@@ -41,5 +43,17 @@ func TestProducerBadInput(t *testing.T) {
 				t.Errorf("err = %v, want %q", err, tc.want)
 			}
 		})
+	}
+}
+
+func TestProducerHelp(t *testing.T) {
+	var out bytes.Buffer
+	if err := run(t.Context(), []string{"-h"}, &out, func(string) string { return "" }); !errors.Is(err, flag.ErrHelp) {
+		t.Fatalf("err = %v, want flag.ErrHelp", err)
+	}
+	for _, want := range []string{"-n", "-ttl", sbenv.ConnectionStringEnv, sbenv.QueueEnv} {
+		if !strings.Contains(out.String(), want) {
+			t.Errorf("help lacks %q:\n%s", want, out.String())
+		}
 	}
 }

@@ -46,6 +46,11 @@ func main() {
 func run(ctx context.Context, args []string, stdout io.Writer, getenv func(string) string) error {
 	fs := flag.NewFlagSet("worker", flag.ContinueOnError)
 	fs.SetOutput(stdout)
+	fs.Usage = func() {
+		fmt.Fprint(fs.Output(), "worker fulfils the orders of a queue with sbkit's processor, then stops when idle.\n\nFlags:\n")
+		fs.PrintDefaults()
+		fmt.Fprint(fs.Output(), "\n"+sbenv.EnvHelp)
+	}
 	concurrency := fs.Int("concurrency", 4, "orders fulfilled at the same time")
 	unit := fs.Duration("unit", 10*time.Millisecond, "time to pick and pack one unit of an order")
 	idle := fs.Duration("idle", time.Second, "stop once no message has been handled for this long (0: never)")

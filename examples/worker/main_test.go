@@ -3,6 +3,8 @@ package main
 import (
 	"bytes"
 	"context"
+	"errors"
+	"flag"
 	"strings"
 	"testing"
 	"time"
@@ -120,5 +122,17 @@ func TestWorkerBadInput(t *testing.T) {
 				t.Errorf("err = %v, want %q", err, tc.want)
 			}
 		})
+	}
+}
+
+func TestWorkerHelp(t *testing.T) {
+	var out bytes.Buffer
+	if err := run(t.Context(), []string{"-h"}, &out, noEnv); !errors.Is(err, flag.ErrHelp) {
+		t.Fatalf("err = %v, want flag.ErrHelp", err)
+	}
+	for _, want := range []string{"-concurrency", "-idle", "-duration", "-grace", "-lock", sbenv.ConnectionStringEnv} {
+		if !strings.Contains(out.String(), want) {
+			t.Errorf("help lacks %q:\n%s", want, out.String())
+		}
 	}
 }

@@ -27,6 +27,14 @@ const (
 	DefaultQueue = "orders"
 )
 
+// EnvHelp describes the environment variables Open reads, for the programs' -h output.
+const EnvHelp = `Environment:
+  SBKIT_CONNECTION_STRING  a Service Bus connection string; when empty, an in-memory
+                           broker (package sbtest) is used instead
+  SBKIT_QUEUE              the queue to use (default "orders"); on a real namespace it
+                           must exist
+`
+
 // RealisticLatency is the in-memory broker's default latency model in the examples: a
 // round trip of 7ms (a client and a namespace in the same Azure region) and 1ms for the
 // broker to store each send request.
