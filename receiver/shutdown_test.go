@@ -256,3 +256,72 @@ func TestExponentialAbandonDelay(t *testing.T) {
 		t.Error("nil message or zero initial must give no delay")
 	}
 }
+
+// In ReceiveAndDelete mode buffered messages are already gone from the broker: a shutdown
+// lets handlers work through them until its deadline, then reports the rest dropped.
+func TestReceiveAndDeleteShutdown(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		ns := sbtest.NewNamespace(nil)
+		_, _ = ns.NewQueue("q", nil)
+		s, _ := ns.NewSender("q")
+		for range 6 {
+			_ = s.SendMessage(context.Background(), &azservicebus.Message{Body: []byte("x")}, nil)
+		}
+		r, _ := ns.NewReceiverForQueue("q", &sbtest.ReceiverOptions{ReceiveMode: azservicebus.ReceiveModeReceiveAndDelete})
+		log := &errorLog{}
+		p := newProcessor(t, r, func(ctx context.Context, m *azservicebus.ReceivedMessage) error {
+			select {
+			case <-time.After(10 * time.Second):
+				return nil
+			case <-ctx.Done():
+				return ctx.Err()
+			}
+		}, &receiver.Options{ReceiveMode: azservicebus.ReceiveModeReceiveAndDelete, MaxConcurrency: 1, PrefetchCount: 5, OnError: log.add})
+		wait := start(t, p, context.Background())
+		synctest.Wait()
+		ctx, cancel := context.WithTimeout(context.Background(), 25*time.Second)
+		defer cancel()
+		if err := p.Close(ctx); !errors.Is(err, context.DeadlineExceeded) {
+			t.Errorf("Close = %v", err)
+		}
+		_ = wait()
+		st := p.Stats()
+		// Handled in 25 s: two complete, the third cancelled; the other three dropped.
+		if st.Received != 6 || st.Handled != 3 || st.Dropped != 3 || st.Handled+st.Dropped != st.Received {
+			t.Errorf("stats %+v", st)
+		}
+		dropped := 0
+		for _, err := range log.all() {
+			if errors.Is(err, receiver.ErrDropped) {
+				dropped++
+			}
+		}
+		if dropped != 3 {
+			t.Errorf("%d drops reported", dropped)
+		}
+	})
+}
+
+// With renewal disabled, a message whose lock ran out while it waited for a handler is
+// not handled: it counts as lock-lost.
+func TestExpiredLockWhileBufferedWithoutRenewal(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		e := newEnv(t, &sbtest.EntityOptions{LockDuration: 10 * time.Second, MaxDeliveryCount: 1})
+		e.send(t, 2)
+		var handled atomic.Int32
+		p := newProcessor(t, e.r, func(ctx context.Context, m *azservicebus.ReceivedMessage) error {
+			handled.Add(1)
+			time.Sleep(15 * time.Second)
+			return nil
+		}, &receiver.Options{MaxAutoLockRenewalDuration: dur(0), PrefetchCount: 1})
+		wait := start(t, p, context.Background())
+		time.Sleep(time.Minute)
+		synctest.Wait()
+		_ = p.Close(context.Background())
+		_ = wait()
+		if s := p.Stats(); handled.Load() != 1 || s.LockLost != 2 || s.Completed != 0 {
+			t.Errorf("handled %d, stats %+v", handled.Load(), s)
+		}
+		checkReconciled(t, p.Stats())
+	})
+}
