@@ -1,6 +1,7 @@
 package sbtest
 
 import (
+	"fmt"
 	"sync"
 	"time"
 
@@ -108,7 +109,7 @@ func (e *Entity) tick(now time.Time) {
 		e.detach(&e.main, m)
 		e.stats.expired.Add(1)
 		if e.opts.DeadLetterOnExpiration {
-			e.toDLQ(m, ptr(sbkit.TTLExpiredReason), ptr("message expired before it was delivered"), nil)
+			e.toDLQ(m, ptr(sbkit.TTLExpiredReason), ptr("The message expired and was dead lettered."), nil)
 		}
 	}
 }
@@ -190,7 +191,7 @@ func (e *Entity) detach(sq *subqueue, m *message) {
 func (e *Entity) release(sq *subqueue, m *message) {
 	if !sq.dlq && m.deliveries >= uint32(e.opts.MaxDeliveryCount) {
 		e.detach(sq, m)
-		e.toDLQ(m, ptr(MaxDeliveryCountExceededReason), ptr("message exceeded the maximum delivery count"), nil)
+		e.toDLQ(m, ptr(MaxDeliveryCountExceededReason), ptr(fmt.Sprintf("Message could not be consumed after %d delivery attempts.", e.opts.MaxDeliveryCount)), nil)
 		return
 	}
 	e.requeue(sq, m)
