@@ -175,3 +175,47 @@ func TestReceiveErrors(t *testing.T) {
 		})
 	}
 }
+
+// Transient settlement failures are retried; a settlement that fails for good counts the
+// message as lock-lost and is reported once with SourceSettle and the action.
+func TestSettleErrors(t *testing.T) {
+	tests := []struct {
+		name          string
+		fault         sbtest.Fault
+		wantCompleted int64
+		wantLost      int64
+		wantReports   int
+	}{
+		{"transient retried", sbtest.Fault{Op: sbtest.OpComplete, Count: 2}, 1, 0, 2},
+		{"lock lost", sbtest.Fault{Op: sbtest.OpComplete, Count: 1, Err: &azservicebus.Error{Code: azservicebus.CodeLockLost}}, 0, 1, 1},
+		{"unauthorized", sbtest.Fault{Op: sbtest.OpComplete, Count: 1, Err: sbtest.PermanentError}, 0, 1, 1},
+		{"hangs past SettleTimeout", sbtest.Fault{Op: sbtest.OpComplete, Count: 1, Hang: true}, 0, 1, 1},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			synctest.Test(t, func(t *testing.T) {
+				e := newEnv(t, &sbtest.EntityOptions{MaxDeliveryCount: 1})
+				e.send(t, 1)
+				e.q.InjectFault(tt.fault)
+				log := &errorLog{}
+				p := newProcessor(t, e.r, func(context.Context, *azservicebus.ReceivedMessage) error { return nil },
+					&receiver.Options{OnError: log.add, SettleTimeout: 10 * time.Second})
+				wait := start(t, p, context.Background())
+				time.Sleep(time.Minute)
+				synctest.Wait()
+				_ = p.Close(context.Background())
+				_ = wait()
+				s := p.Stats()
+				if s.Completed != tt.wantCompleted || s.LockLost != tt.wantLost || log.count(receiver.SourceSettle) != tt.wantReports {
+					t.Errorf("stats %+v, settle reports %d", s, log.count(receiver.SourceSettle))
+				}
+				for _, err := range log.all() {
+					if err.Source != receiver.SourceSettle || err.Action != sbkit.ActionComplete || err.Message == nil {
+						t.Errorf("report %+v", err)
+					}
+				}
+				checkReconciled(t, s)
+			})
+		})
+	}
+}

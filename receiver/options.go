@@ -129,6 +129,9 @@ func newConfig(o *Options) (config, error) {
 		return c, fmt.Errorf("%w: MaxConcurrency %d, PrefetchCount %d, MaxReceiveBatch %d, SettleConcurrency %d, SettleTimeout %v",
 			ErrInvalidOptions, c.MaxConcurrency, c.PrefetchCount, c.MaxReceiveBatch, c.SettleConcurrency, c.SettleTimeout)
 	}
+	if lr := c.LockRenewal; lr != nil && (lr.MaxMargin < 0 || lr.Workers < 0) {
+		return c, fmt.Errorf("%w: LockRenewal MaxMargin %v, Workers %d", ErrInvalidOptions, lr.MaxMargin, lr.Workers)
+	}
 	if c.MaxConcurrency == 0 {
 		c.MaxConcurrency = DefaultMaxConcurrency
 	}

@@ -12,6 +12,7 @@ import (
 	"github.com/Azure/azure-sdk-for-go/sdk/messaging/azservicebus"
 
 	"github.com/sbkit/sbkit"
+	"github.com/sbkit/sbkit/locks"
 	"github.com/sbkit/sbkit/receiver"
 	"github.com/sbkit/sbkit/sbtest"
 )
@@ -33,6 +34,7 @@ func TestNewRejectsBadInput(t *testing.T) {
 		{"negative settle timeout", e.r, h, &receiver.Options{SettleTimeout: -time.Second}, receiver.ErrInvalidOptions},
 		{"negative settle concurrency", e.r, h, &receiver.Options{SettleConcurrency: -1}, receiver.ErrInvalidOptions},
 		{"negative receive batch", e.r, h, &receiver.Options{MaxReceiveBatch: -1}, receiver.ErrInvalidOptions},
+		{"negative renewal workers", e.r, h, &receiver.Options{LockRenewal: &locks.Options{Workers: -1}}, receiver.ErrInvalidOptions},
 		{"unknown receive mode", e.r, h, &receiver.Options{ReceiveMode: 7}, receiver.ErrInvalidOptions},
 		{"no renewer", noRenew{e.r}, h, nil, receiver.ErrNoLockRenewer},
 		{"no renewer, renewal disabled", noRenew{e.r}, h, &receiver.Options{MaxAutoLockRenewalDuration: dur(0)}, nil},

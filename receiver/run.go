@@ -34,8 +34,7 @@ type run struct {
 	settler sync.WaitGroup  // settle goroutines
 	holdWG  sync.WaitGroup  // AbandonDelay timers not yet resolved
 	done    chan struct{}   // closed when Run returns
-	stopCh  chan struct{}   // closed by stop
-	stopMu  sync.Once       // guards grace and stopCh
+	stopMu  sync.Once       // guards grace and reason
 	grace   context.Context // how long running handlers may finish
 	reason  error           // what Run returns: nil after Close
 
@@ -56,7 +55,6 @@ func newRun(ctx context.Context, p *Processor) (*run, error) {
 		buf:     make(chan *delivery, cfg.capacity),
 		settles: make(chan settleJob, cfg.SettleConcurrency),
 		done:    make(chan struct{}),
-		stopCh:  make(chan struct{}),
 		live:    make(map[*delivery]struct{}),
 		holds:   make(map[*delivery]*time.Timer),
 	}
@@ -91,7 +89,6 @@ func newRun(ctx context.Context, p *Processor) (*run, error) {
 func (r *run) stop(grace context.Context, reason error) {
 	r.stopMu.Do(func() {
 		r.grace, r.reason = grace, reason
-		close(r.stopCh)
 		r.stopRecv()
 	})
 }
