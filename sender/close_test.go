@@ -199,3 +199,28 @@ func TestHooksAndPanickingCallbacks(t *testing.T) {
 		}
 	})
 }
+
+// TestCloseReleasesBlockedSenders: a Send waiting for room when Close starts is refused
+// with ErrClosed once Close has drained the window; it is never sent.
+func TestCloseReleasesBlockedSenders(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		b := newBroker(t, sbtest.Latency{RoundTrip: 10 * time.Millisecond}, nil)
+		s, err := sender.New(b.s, &sender.Options{MaxInFlightMessages: 1, DisableBatching: true})
+		if err != nil {
+			t.Fatal(err)
+		}
+		first := sendAsync(t, t.Context(), s, msg(0))[0]
+		blocked := make(chan error)
+		go func() { blocked <- s.Send(t.Context(), msg(1)) }()
+		synctest.Wait() // the second Send waits for room
+		if err := s.Close(t.Context()); err != nil {
+			t.Fatal(err)
+		}
+		if err := <-blocked; !errors.Is(err, sender.ErrClosed) {
+			t.Errorf("blocked Send = %v, want ErrClosed", err)
+		}
+		if first.Err() != nil || b.q.ActiveCount() != 1 {
+			t.Errorf("first: %v; queue holds %d, want 1", first.Err(), b.q.ActiveCount())
+		}
+	})
+}
