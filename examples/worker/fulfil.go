@@ -42,7 +42,7 @@ func (f *fulfiller) fulfil(ctx context.Context, o orders.Order, msg *azservicebu
 		f.out.Printf("  stopped    %s: %v", o.ID, context.Cause(ctx))
 		return context.Cause(ctx)
 	}
-	f.out.Printf("  fulfilled  %s for %s: %d units, %s, delivery %d", o.ID, o.Customer, units,
+	f.out.Printf("  fulfilled  %s for %s: %s, %s, delivery %d", o.ID, o.Customer, orders.Plural(units, "unit"),
 		orders.FormatCents(o.Total()), msg.DeliveryCount)
 	return nil
 }

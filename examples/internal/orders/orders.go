@@ -5,6 +5,7 @@ package orders
 import (
 	"errors"
 	"fmt"
+	"strings"
 	"time"
 
 	"github.com/Azure/azure-sdk-for-go/sdk/messaging/azservicebus"
@@ -97,6 +98,18 @@ func NewMessage(reg *serialize.Registry, o Order) (*azservicebus.Message, error)
 	id, subject := o.ID, Subject
 	msg.MessageID, msg.Subject = &id, &subject
 	return msg, nil
+}
+
+// Plural formats a count and a noun for the programs' output: "1 unit", "3 units",
+// "2 retries".
+func Plural(n int, noun string) string {
+	switch {
+	case n == 1:
+		return fmt.Sprintf("1 %s", noun)
+	case strings.HasSuffix(noun, "y"):
+		return fmt.Sprintf("%d %sies", n, strings.TrimSuffix(noun, "y"))
+	}
+	return fmt.Sprintf("%d %ss", n, noun)
 }
 
 // FormatCents formats an amount in cents as dollars: 12345 -> "$123.45".

@@ -71,3 +71,16 @@ func TestFormatCents(t *testing.T) {
 		}
 	}
 }
+
+func TestPlural(t *testing.T) {
+	tests := []struct {
+		n    int
+		noun string
+		want string
+	}{{1, "unit", "1 unit"}, {0, "unit", "0 units"}, {3, "unit", "3 units"}, {2, "retry", "2 retries"}, {1, "retry", "1 retry"}}
+	for _, tc := range tests {
+		if got := orders.Plural(tc.n, tc.noun); got != tc.want {
+			t.Errorf("Plural(%d, %q) = %q, want %q", tc.n, tc.noun, got, tc.want)
+		}
+	}
+}
