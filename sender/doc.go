@@ -46,8 +46,9 @@
 // so cancelling it aborts the request or the backoff. A message that is already on the
 // wire inside a batch shared with other messages is not aborted by its own context (that
 // would fail the others); its outcome is the batch's, except that a batch about to be
-// retried leaves out the messages whose context has ended (their outcome is the context's
-// error, wrapping the last attempt's error).
+// retried leaves out the messages whose context has ended, and its backoff ends when the
+// contexts of all its messages have (their outcome is then the context's error, wrapping
+// the last attempt's error).
 //
 // Scheduled messages and TTL. A message whose ScheduledEnqueueTime is set (sbkit.SetSchedule,
 // or Sender.Schedule) is sent like any other, through SendMessage or a batch: the broker

@@ -64,6 +64,7 @@ func TestRetries(t *testing.T) {
 					if batching {
 						n = 3
 					}
+					start := time.Now()
 					var results []*sender.Result
 					for i := range n {
 						r, err := s.SendAsync(ctx, msg(i))
@@ -86,6 +87,9 @@ func TestRetries(t *testing.T) {
 						}
 						if tt.ctxTimeout > 0 && !errors.Is(err, sbtest.TransientError) {
 							t.Errorf("error %v does not wrap the last attempt's error", err)
+						}
+						if tt.ctxTimeout > 0 && time.Since(start) != tt.ctxTimeout {
+							t.Errorf("outcome after %v, want when the context ended (%v)", time.Since(start), tt.ctxTimeout)
 						}
 					}
 					ids := []string{"m0000", "m0001", "m0002"}[:n]

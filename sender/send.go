@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"sync/atomic"
 	"time"
 
 	"github.com/Azure/azure-sdk-for-go/sdk/messaging/azservicebus"
@@ -106,7 +107,10 @@ func (s *Sender) sendBatch(group []*Result) (rest []*Result) {
 		if bo == nil {
 			bo = s.newBackOff()
 		}
-		if berr := s.backoff(s.life, bo, len(chunk), chunk[0].attempts, err); berr != nil {
+		wctx, stop := s.groupContext(chunk)
+		berr := s.backoff(wctx, bo, len(chunk), chunk[0].attempts, err)
+		stop()
+		if berr != nil {
 			for _, r := range chunk {
 				s.finish(r, berr)
 			}
@@ -205,6 +209,34 @@ func (s *Sender) newBackOff() *backoff.ExponentialBackOff {
 		backoff.WithRandomizationFactor(r.RandomizationFactor),
 		backoff.WithMaxElapsedTime(r.MaxElapsedTime),
 	)
+}
+
+// groupContext returns a context that ends when Close gives up or when the context of
+// every message of group has ended: a batch waiting to be retried is abandoned only
+// when nobody waits for it. Its cause is then the last message context's cause.
+func (s *Sender) groupContext(group []*Result) (context.Context, func()) {
+	for _, r := range group {
+		if r.ctx.Done() == nil {
+			return s.life, func() {}
+		}
+	}
+	ctx, cancel := context.WithCancelCause(s.life)
+	var left atomic.Int64
+	left.Store(int64(len(group)))
+	stops := make([]func() bool, len(group))
+	for i, r := range group {
+		stops[i] = context.AfterFunc(r.ctx, func() {
+			if left.Add(-1) == 0 {
+				cancel(context.Cause(r.ctx))
+			}
+		})
+	}
+	return ctx, func() {
+		for _, stop := range stops {
+			stop()
+		}
+		cancel(nil)
+	}
 }
 
 // messageContext returns a context that ends when ctx ends or when Close gives up.
