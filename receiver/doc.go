@@ -24,5 +24,18 @@
 // Handlers must not read message.LockedUntil while they run (renewals write it); use
 // LockedUntil(ctx).
 //
+// Defaults (nil *Options): peek-lock, 1 handler goroutine (as in .NET), 4 × MaxConcurrency
+// prefetched messages, max(8, 2 × MaxConcurrency) settle goroutines, auto-complete on,
+// locks renewed for up to 5 minutes, no abandon delay, a 30 s bound per settlement.
+//
+// Shutdown (Close, or the end of Run's context) stops receiving, abandons waiting and held
+// messages at once, lets running handlers finish while Close's context allows, then cancels
+// them and abandons their messages, so that nothing stays locked until its lock expires.
+// Once Run has returned, Stats reconcile: every received message was completed, abandoned,
+// dead-lettered, deferred, or counted LockLost.
+//
+// Errors go to Options.OnError as *Error values that name their source (receive, handler,
+// settle, renew) and to the optional *slog.Logger.
+//
 // Sessions are not supported yet.
 package receiver

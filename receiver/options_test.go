@@ -1,8 +1,12 @@
 package receiver_test
 
 import (
+	"bytes"
 	"context"
 	"errors"
+	"io"
+	"log/slog"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"testing"
@@ -237,4 +241,46 @@ func TestReceiveAndDelete(t *testing.T) {
 			t.Errorf("broker %+v", b)
 		}
 	})
+}
+
+// Errors reach the Logger with their source; payloads never do.
+func TestLogger(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		e := newEnv(t, nil)
+		secret := "card 4111"
+		_ = e.s.SendMessage(context.Background(), &azservicebus.Message{Body: []byte(secret)}, nil)
+		var buf bytes.Buffer
+		var mu sync.Mutex
+		logger := slog.New(slog.NewTextHandler(&lockedWriter{w: &buf, mu: &mu}, &slog.HandlerOptions{Level: slog.LevelDebug}))
+		p := newProcessor(t, e.r, func(ctx context.Context, m *azservicebus.ReceivedMessage) error {
+			if m.DeliveryCount == 1 {
+				return errors.New("payment service down")
+			}
+			return nil
+		}, &receiver.Options{Logger: logger})
+		wait := start(t, p, context.Background())
+		synctest.Wait()
+		_ = p.Close(context.Background())
+		_ = wait()
+		mu.Lock()
+		out := buf.String()
+		mu.Unlock()
+		if !strings.Contains(out, "source=handler") || !strings.Contains(out, "payment service down") || !strings.Contains(out, "action=complete") {
+			t.Errorf("log:\n%s", out)
+		}
+		if strings.Contains(out, secret) {
+			t.Errorf("payload logged:\n%s", out)
+		}
+	})
+}
+
+type lockedWriter struct {
+	w  io.Writer
+	mu *sync.Mutex
+}
+
+func (l *lockedWriter) Write(p []byte) (int, error) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.w.Write(p)
 }
