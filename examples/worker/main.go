@@ -86,7 +86,11 @@ func run(ctx context.Context, args []string, stdout io.Writer, getenv func(strin
 	if err != nil {
 		return err
 	}
-	dupes, err := dedupe.New(nil, &dedupe.Options{ // nil store: in-memory, this process only
+	store, err := dedupe.NewMemoryStore(nil) // this process only; use redisdedupe for many workers
+	if err != nil {
+		return err
+	}
+	dupes, err := dedupe.New(store, &dedupe.Options{
 		Entity: conn.QueueName,
 		Hooks: dedupe.Hooks{OnDuplicate: func(_ context.Context, _ string, m *azservicebus.ReceivedMessage) {
 			out.Printf("  skipped    %s: already fulfilled (duplicate delivery)", m.MessageID)
