@@ -21,4 +21,7 @@
 // message is tracked; they read Lock.LockedUntil instead. Lock.Release waits for an
 // in-flight renewal of its message to return, so after Release the message may be handed
 // to a settlement call safely.
+//
+// LockedUntil is set by the broker's clock and compared with the local one: keep clocks
+// synchronised (NTP), or a lock may be renewed late or reported expired too early.
 package locks

@@ -208,3 +208,26 @@ func TestLockLostCancelsHandler(t *testing.T) {
 		})
 	}
 }
+
+// An abandon marker's properties are written to the message, which comes back with them.
+func TestAbandonMarkerProperties(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		e := newEnv(t, nil)
+		e.send(t, 1)
+		var seen any
+		p := newProcessor(t, e.r, func(ctx context.Context, m *azservicebus.ReceivedMessage) error {
+			if m.DeliveryCount == 1 {
+				return &sbkit.SettleError{Action: sbkit.ActionAbandon, Properties: map[string]any{"lastError": "timeout"}}
+			}
+			seen = m.ApplicationProperties["lastError"]
+			return nil
+		}, nil)
+		wait := start(t, p, context.Background())
+		synctest.Wait()
+		_ = p.Close(context.Background())
+		_ = wait()
+		if s := p.Stats(); seen != "timeout" || s.Abandoned != 1 || s.Completed != 1 {
+			t.Errorf("property %v, stats %+v", seen, s)
+		}
+	})
+}

@@ -99,8 +99,10 @@ func (r *run) call(ctx context.Context, job settleJob) error {
 		o := job.deadLetter
 		if o == nil {
 			o = &azservicebus.DeadLetterOptions{PropertiesToModify: props}
-			if job.marker != nil {
+			if job.marker != nil && job.marker.Reason != "" {
 				o.Reason = &job.marker.Reason
+			}
+			if job.marker != nil && job.marker.Description != "" {
 				o.ErrorDescription = &job.marker.Description
 			}
 		}
@@ -112,7 +114,11 @@ func (r *run) call(ctx context.Context, job settleJob) error {
 		}
 		return src.DeferMessage(ctx, m, o)
 	}
-	return src.AbandonMessage(ctx, m, job.abandon)
+	o := job.abandon
+	if o == nil && props != nil {
+		o = &azservicebus.AbandonMessageOptions{PropertiesToModify: props}
+	}
+	return src.AbandonMessage(ctx, m, o)
 }
 
 func (r *run) count(job settleJob) {
