@@ -47,6 +47,9 @@ func TestRunSmoke(t *testing.T) {
 		if rec[3] != "30" || rec[4] != "0" { // messages, errors
 			t.Errorf("CSV row %v: want 30 messages and no errors", rec)
 		}
+		if rec[10] == "0" { // peak_inflight_bytes
+			t.Errorf("CSV row %v: no bytes were ever in flight", rec)
+		}
 	}
 	svg, err := os.ReadFile(svgPath)
 	if err != nil {
