@@ -10,6 +10,7 @@ import (
 	"testing/synctest"
 	"time"
 
+	"github.com/Azure/azure-sdk-for-go/sdk/messaging/azservicebus"
 	"github.com/sbkit/sbkit/sbtest"
 	"github.com/sbkit/sbkit/sender"
 )
@@ -50,17 +51,33 @@ func TestCloseWaitsForInFlight(t *testing.T) {
 }
 
 func TestCloseGivesUpOnHungRequests(t *testing.T) {
-	for _, batching := range []bool{false, true} {
-		t.Run(map[bool]string{false: "single", true: "batched"}[batching], func(t *testing.T) {
+	modes := []struct {
+		name string
+		opts sender.Options
+	}{
+		{"single", sender.Options{DisableBatching: true}},
+		{"batched", sender.Options{}},
+		// Ordered, one key, one message per batch: four messages wait behind the hung one.
+		{"ordered single", sender.Options{DisableBatching: true, Ordered: true}},
+		{"ordered batched", sender.Options{Ordered: true, MaxBatchMessages: 1}},
+	}
+	for _, mode := range modes {
+		t.Run(mode.name, func(t *testing.T) {
 			synctest.Test(t, func(t *testing.T) {
 				b := newBroker(t, sbtest.Latency{}, nil)
 				out := newOutcomes()
-				s, err := sender.New(b.s, &sender.Options{DisableBatching: !batching, OnResult: out.record})
+				opts := mode.opts
+				opts.OnResult = out.record
+				s, err := sender.New(b.s, &opts)
 				if err != nil {
 					t.Fatal(err)
 				}
 				b.q.InjectFault(sbtest.Fault{Hang: true})
-				rs := sendAsync(t, t.Context(), s, msgs(0, 5)...)
+				var ms []*azservicebus.Message
+				for i := range 5 {
+					ms = append(ms, sessionMsg("s", i))
+				}
+				rs := sendAsync(t, t.Context(), s, ms...)
 				ctx, cancel := context.WithTimeout(t.Context(), time.Second)
 				defer cancel()
 				if err := s.Close(ctx); !errors.Is(err, context.DeadlineExceeded) {
