@@ -231,3 +231,51 @@ func TestAbandonMarkerProperties(t *testing.T) {
 		}
 	})
 }
+
+// Settlement runs on its own pool: a hanging Complete does not keep the only handler
+// goroutine from the next message.
+func TestSettlementDoesNotHoldHandlerSlot(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		e := newEnv(t, nil)
+		e.send(t, 3)
+		e.q.InjectFault(sbtest.Fault{Op: sbtest.OpComplete, Count: 1, Hang: true})
+		var handled atomic.Int32
+		p := newProcessor(t, e.r, func(context.Context, *azservicebus.ReceivedMessage) error {
+			handled.Add(1)
+			return nil
+		}, &receiver.Options{MaxConcurrency: 1, SettleTimeout: time.Hour})
+		wait := start(t, p, context.Background())
+		time.Sleep(time.Second)
+		synctest.Wait()
+		if handled.Load() != 3 || p.Stats().Completed != 2 {
+			t.Errorf("handled %d, stats %+v while a Complete hangs", handled.Load(), p.Stats())
+		}
+		time.Sleep(2 * time.Hour)
+		_ = p.Close(context.Background())
+		_ = wait()
+		// The hung Complete times out after an hour and counts as lock-lost; its lock
+		// had run out meanwhile and the redelivered copy was completed.
+		if s := p.Stats(); s.Received != 4 || s.Completed != 3 || s.LockLost != 1 {
+			t.Errorf("stats %+v", s)
+		}
+		checkReconciled(t, p.Stats())
+	})
+}
+
+// sbkit.Skip completes the message and counts it skipped even with auto-complete off.
+func TestSkipWithoutAutoComplete(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		e := newEnv(t, nil)
+		e.send(t, 2)
+		p := newProcessor(t, e.r, func(context.Context, *azservicebus.ReceivedMessage) error {
+			return sbkit.Skip("seen before")
+		}, &receiver.Options{DisableAutoComplete: true})
+		wait := start(t, p, context.Background())
+		synctest.Wait()
+		_ = p.Close(context.Background())
+		_ = wait()
+		if s := p.Stats(); s.Completed != 2 || s.Skipped != 2 || s.Abandoned != 0 || e.q.Stats().Completed != 2 {
+			t.Errorf("stats %+v", s)
+		}
+	})
+}
