@@ -37,7 +37,8 @@
 // Ordering. Completions may arrive out of order. With Options.Ordered, messages that share
 // a SessionID (or a PartitionKey when there is no SessionID) are never reordered: at most
 // one request per key is in flight, and a retried request is retried before the next one
-// of its key goes. Messages with neither key are not ordered.
+// of its key goes. A message that fails for good does not hold back the later messages
+// of its key. Messages with neither key are not ordered.
 //
 // Contexts. The context given to Send, SendAsync and SendAll bounds waiting for room in the
 // windows, waiting in a linger batch or behind an earlier message of the same key (a
