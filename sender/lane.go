@@ -54,7 +54,11 @@ func (s *Sender) addToBatchLocked(r *Result) {
 	case len(l.open) == 1:
 		l.gen++
 		gen := l.gen
-		l.timer = time.AfterFunc(s.opts.Linger, func() { s.lingerExpired(l, gen) })
+		s.goroutines.Add(1) // Done by the callback, or by sealLocked when it stops the timer
+		l.timer = time.AfterFunc(s.opts.Linger, func() {
+			defer s.goroutines.Done()
+			s.lingerExpired(l, gen)
+		})
 	}
 }
 
@@ -70,7 +74,9 @@ func (s *Sender) lingerExpired(l *lane, gen uint64) {
 // in-flight request when ordering is on.
 func (s *Sender) sealLocked(l *lane) {
 	if l.timer != nil {
-		l.timer.Stop()
+		if l.timer.Stop() {
+			s.goroutines.Done()
+		}
 		l.timer = nil
 	}
 	l.gen++
@@ -84,7 +90,7 @@ func (s *Sender) sealLocked(l *lane) {
 		return
 	}
 	s.dropLaneLocked(l)
-	go s.sendGroup(group)
+	s.goroutines.Go(func() { s.sendGroup(group) })
 }
 
 func (s *Sender) sealAllLocked() {
@@ -101,7 +107,7 @@ func (s *Sender) enqueueLocked(l *lane, group []*Result) {
 	l.queue = append(l.queue, group)
 	if !l.busy {
 		l.busy = true
-		go s.runLane(l)
+		s.goroutines.Go(func() { s.runLane(l) })
 	}
 }
 
@@ -132,7 +138,7 @@ func (s *Sender) dispatchLocked(r *Result) {
 	s.jobs++
 	if s.workers < s.jobs {
 		s.workers++
-		go s.worker()
+		s.goroutines.Go(s.worker)
 	}
 }
 

@@ -34,6 +34,7 @@ type Sender struct {
 
 	closedFlag atomic.Bool
 	closeDone  chan struct{}
+	goroutines sync.WaitGroup // every goroutine and linger timer the Sender starts
 
 	mu      sync.Mutex
 	closed  bool
@@ -202,6 +203,7 @@ func (s *Sender) Close(ctx context.Context) error {
 		err = fmt.Errorf("sender: close: %w", err)
 	}
 	s.kill(ErrClosed)
+	s.goroutines.Wait() // they are all returning: nothing is in flight
 	return err
 }
 
