@@ -3,6 +3,7 @@ package serialize
 import (
 	"errors"
 	"fmt"
+	"maps"
 	"reflect"
 
 	"github.com/Azure/azure-sdk-for-go/sdk/messaging/azservicebus"
@@ -90,15 +91,16 @@ func (r *Registry) decode(contentType string, body []byte, v any) error {
 	derr := &DecodeError{ContentType: contentType}
 	tried := make(map[string]bool)
 	try := func(mt MediaType, fallback bool) bool {
-		key := mt.Type
+		name := mt.Type
 		if len(mt.Params) > 0 {
-			key = mt.String()
+			name = mt.String()
 		}
+		key := attemptKey(mt)
 		if tried[key] {
 			return false
 		}
 		tried[key] = true
-		a := Attempt{MediaType: key, Fallback: fallback}
+		a := Attempt{MediaType: name, Fallback: fallback}
 		c, err := r.codecFor(mt)
 		if err == nil {
 			a.Codec = c.Name()
@@ -144,4 +146,16 @@ func runCodec(c Codec, mt MediaType, body []byte, v any) (err error) {
 		return mc.UnmarshalMediaType(body, mt, v)
 	}
 	return c.Unmarshal(body, v)
+}
+
+// attemptKey identifies what a decoding attempt would do, so that a fallback equal to an
+// earlier attempt is not run again: "application/json; charset=utf-8" and
+// "application/json" decode alike, since UTF-8 is every codec's default charset.
+func attemptKey(mt MediaType) string {
+	if cs := mt.Charset(); cs == "utf-8" || cs == "utf8" {
+		params := maps.Clone(mt.Params)
+		delete(params, "charset")
+		mt.Params = params
+	}
+	return mt.String()
 }

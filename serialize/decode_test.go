@@ -59,6 +59,15 @@ func TestFallbackOrder(t *testing.T) {
 			`content-type "application/b" (b): b cannot read this`,
 			`fallback "application/a" (a): a cannot read this`,
 		}},
+		{"utf-8 charset equals the fallback without one", "application/b; charset=UTF-8", "", "b,a", []string{
+			`content-type "application/b; charset=UTF-8" (b): b cannot read this`,
+			`fallback "application/a" (a): a cannot read this`,
+		}},
+		{"another charset is a different attempt", "application/b; charset=iso-8859-1", "", "b,b,a", []string{
+			`content-type "application/b; charset=iso-8859-1" (b)`,
+			`fallback "application/b" (b)`,
+			`fallback "application/a" (a)`,
+		}},
 		{"all fail", "", "", "b,a", []string{
 			`content-type: serialize: no content type`,
 			`fallback "application/b" (b): b cannot read this`,
