@@ -1,11 +1,12 @@
 package serialize
 
 import (
-	"encoding/hex"
 	"encoding/json"
 	"fmt"
 	"reflect"
 	"time"
+
+	"github.com/sbkit/sbkit/internal/guid"
 )
 
 // maxAMQPDepth bounds the nesting of AMQP maps and lists converted to JSON.
@@ -58,9 +59,9 @@ func jsonable(rv reflect.Value, depth int) (any, error) {
 		return rv.Float(), nil // NaN and Inf make json.Marshal fail
 	case reflect.Array:
 		if rv.Type().Elem().Kind() == reflect.Uint8 && rv.Len() == 16 { // amqp.UUID
-			b := make([]byte, 16)
-			reflect.Copy(reflect.ValueOf(b), rv)
-			return formatUUID(b), nil
+			var u [16]byte
+			reflect.Copy(reflect.ValueOf(u[:]), rv)
+			return guid.Format(u), nil
 		}
 		return jsonList(rv, depth)
 	case reflect.Slice:
@@ -100,18 +101,4 @@ func jsonList(rv reflect.Value, depth int) (any, error) {
 		out[i] = val
 	}
 	return out, nil
-}
-
-func formatUUID(b []byte) string {
-	var out [36]byte
-	hex.Encode(out[0:8], b[0:4])
-	out[8] = '-'
-	hex.Encode(out[9:13], b[4:6])
-	out[13] = '-'
-	hex.Encode(out[14:18], b[6:8])
-	out[18] = '-'
-	hex.Encode(out[19:23], b[8:10])
-	out[23] = '-'
-	hex.Encode(out[24:36], b[10:16])
-	return string(out[:])
 }
