@@ -1,0 +1,188 @@
+package scenario
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"strconv"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/Azure/azure-sdk-for-go/sdk/messaging/azservicebus"
+	"github.com/Azure/azure-sdk-for-go/sdk/messaging/azservicebus/admin"
+)
+
+// Environment variables read by NewLive, as in the example programs.
+const (
+	// ConnectionStringEnv holds the connection string of a real namespace.
+	ConnectionStringEnv = "SBKIT_CONNECTION_STRING"
+	// QueueEnv names the existing queue to use; DefaultQueue when empty.
+	QueueEnv = "SBKIT_QUEUE"
+	// DefaultQueue is the queue used when QueueEnv is empty.
+	DefaultQueue = "orders"
+)
+
+// standardMaxMessageSize is the Standard tier's message size limit, assumed when the
+// queue does not report its own.
+const standardMaxMessageSize = 256 * 1024
+
+// liveQuietWait is Properties.QuietWait on a real namespace.
+const liveQuietWait = time.Second
+
+// drainWait is how long a drain waits for one more message before it calls the queue
+// empty.
+const drainWait = 2 * time.Second
+
+// Live is the backend of a real Service Bus namespace. It cannot create queues: every
+// scenario gets the same existing queue, drained first, so scenarios run one at a time.
+// Its properties come from the management API when the connection string has Manage
+// rights, and are unknown otherwise.
+type Live struct {
+	client *azservicebus.Client
+	queue  string
+	props  Properties
+}
+
+// NewLive connects to the namespace in SBKIT_CONNECTION_STRING (read with getenv, os.Getenv
+// when nil) and uses the queue in SBKIT_QUEUE. It returns nil and no error when the
+// connection string is unset. The client is closed when t ends.
+func NewLive(t *testing.T, getenv func(string) string) (*Live, error) {
+	t.Helper()
+	cs := getenv(ConnectionStringEnv)
+	if cs == "" {
+		return nil, nil
+	}
+	queue := getenv(QueueEnv)
+	if queue == "" {
+		queue = DefaultQueue
+	}
+	client, err := azservicebus.NewClientFromConnectionString(cs, nil)
+	if err != nil {
+		return nil, fmt.Errorf("scenario: %s: %w", ConnectionStringEnv, err)
+	}
+	t.Cleanup(func() {
+		ctx, cancel := context.WithTimeout(context.Background(), closeTimeout)
+		defer cancel()
+		_ = client.Close(ctx)
+	})
+	l := &Live{client: client, queue: queue, props: Properties{MaxMessageSize: standardMaxMessageSize, QuietWait: liveQuietWait}}
+	if err := l.readProperties(cs); err != nil {
+		t.Logf("live: queue properties unknown (scenarios that need them skip): %v", err)
+	}
+	return l, nil
+}
+
+// readProperties asks the management API for the queue's properties.
+func (l *Live) readProperties(cs string) error {
+	ac, err := admin.NewClientFromConnectionString(cs, nil)
+	if err != nil {
+		return err
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	resp, err := ac.GetQueue(ctx, l.queue, nil)
+	if err != nil {
+		return err
+	}
+	if resp == nil {
+		return fmt.Errorf("queue %q does not exist", l.queue)
+	}
+	p := resp.QueueProperties
+	if p.LockDuration == nil || p.MaxDeliveryCount == nil {
+		return errors.New("lock duration or max delivery count missing")
+	}
+	lock, err := parseISODuration(*p.LockDuration)
+	if err != nil {
+		return err
+	}
+	l.props.Known = true
+	l.props.LockDuration = lock
+	l.props.MaxDeliveryCount = int(*p.MaxDeliveryCount)
+	l.props.DuplicateDetection = p.RequiresDuplicateDetection != nil && *p.RequiresDuplicateDetection
+	if p.MaxMessageSizeInKilobytes != nil && *p.MaxMessageSizeInKilobytes > 0 {
+		l.props.MaxMessageSize = int(*p.MaxMessageSizeInKilobytes) * 1024
+	}
+	return nil
+}
+
+// Name returns "live".
+func (l *Live) Name() string { return "live" }
+
+// Parallel returns false: scenarios share the one queue.
+func (l *Live) Parallel() bool { return false }
+
+// Queue drains the queue and its dead-letter sub-queue and returns it. opts cannot be
+// applied: Properties reports what the queue really has.
+func (l *Live) Queue(t *testing.T, opts QueueOptions) Queue {
+	t.Helper()
+	for _, dl := range []bool{false, true} {
+		n, err := l.drain(dl)
+		if err != nil {
+			t.Fatalf("drain %s (dead-letter %v): %v", l.queue, dl, err)
+		}
+		if n > 0 {
+			t.Logf("drained %d messages from %s (dead-letter %v)", n, l.queue, dl)
+		}
+	}
+	return &sdkQueue{client: l.client, name: l.queue, props: l.props}
+}
+
+// drain receives and deletes messages until none comes for drainWait.
+func (l *Live) drain(deadLetter bool) (int, error) {
+	r, err := newSDKReceiver(l.client, l.queue, azservicebus.ReceiveModeReceiveAndDelete, deadLetter)
+	if err != nil {
+		return 0, err
+	}
+	defer func() {
+		ctx, cancel := context.WithTimeout(context.Background(), closeTimeout)
+		defer cancel()
+		_ = r.Close(ctx)
+	}()
+	n := 0
+	for {
+		ctx, cancel := context.WithTimeout(context.Background(), drainWait)
+		msgs, err := r.ReceiveMessages(ctx, 100, nil)
+		cancel()
+		n += len(msgs)
+		if len(msgs) > 0 {
+			continue
+		}
+		if err == nil || errors.Is(err, context.DeadlineExceeded) {
+			return n, nil
+		}
+		return n, err
+	}
+}
+
+// parseISODuration parses the ISO 8601 durations the management API returns for lock
+// durations ("PT1M", "PT30S", "PT0.5S", "P0DT0H1M0S").
+func parseISODuration(s string) (time.Duration, error) {
+	rest, ok := strings.CutPrefix(s, "P")
+	if !ok {
+		return 0, fmt.Errorf("duration %q: no P", s)
+	}
+	var d time.Duration
+	inTime := false
+	for rest != "" {
+		if rest[0] == 'T' {
+			inTime, rest = true, rest[1:]
+			continue
+		}
+		i := strings.IndexAny(rest, "DHMS")
+		if i <= 0 {
+			return 0, fmt.Errorf("duration %q: malformed", s)
+		}
+		v, err := strconv.ParseFloat(rest[:i], 64)
+		if err != nil {
+			return 0, fmt.Errorf("duration %q: %w", s, err)
+		}
+		unit := map[byte]time.Duration{'D': 24 * time.Hour, 'H': time.Hour, 'M': time.Minute, 'S': time.Second}[rest[i]]
+		if !inTime && rest[i] != 'D' {
+			return 0, fmt.Errorf("duration %q: %c outside the time part", s, rest[i])
+		}
+		d += time.Duration(v * float64(unit))
+		rest = rest[i+1:]
+	}
+	return d, nil
+}
