@@ -22,3 +22,8 @@ var ErrUnsupportedType = errors.New("amqp: unsupported Go type")
 func malformed(format string, args ...any) error {
 	return fmt.Errorf("%w: %s", ErrMalformed, fmt.Sprintf(format, args...))
 }
+
+// malformedBatch wraps the error of the i-th message of a batch.
+func malformedBatch(i int, err error) error {
+	return fmt.Errorf("batch message %d: %w", i, err)
+}

@@ -60,3 +60,79 @@ func (*SASLResponse) DescriptorCode() uint64 { return CodeSASLResponse }
 
 // DescriptorCode implements Performative.
 func (*SASLOutcome) DescriptorCode() uint64 { return CodeSASLOutcome }
+
+var (
+	_ Performative = (*SASLMechanisms)(nil)
+	_ Performative = (*SASLInit)(nil)
+	_ Performative = (*SASLChallenge)(nil)
+	_ Performative = (*SASLResponse)(nil)
+	_ Performative = (*SASLOutcome)(nil)
+)
+
+func (s *SASLMechanisms) appendFields(w *listWriter) error {
+	if len(s.Mechanisms) == 0 {
+		w.value(Array{}) // mandatory: an empty array rather than null
+		return w.err
+	}
+	w.symbols(s.Mechanisms)
+	return nil
+}
+
+func (s *SASLMechanisms) decodeFields(f *fieldReader) error {
+	if len(f.d.b) == 0 || f.left == 0 || f.d.b[0] == tcNull {
+		f.missing("sasl-server-mechanisms")
+		return f.err
+	}
+	s.Mechanisms = f.symbols()
+	return f.err
+}
+
+func (s *SASLInit) appendFields(w *listWriter) error {
+	w.symbol(s.Mechanism)
+	w.optBinary(s.InitialResponse)
+	w.optStr(s.Hostname)
+	return nil
+}
+
+func (s *SASLInit) decodeFields(f *fieldReader) error {
+	s.Mechanism = f.mandatorySymbol("mechanism")
+	s.InitialResponse = f.binary()
+	s.Hostname = f.str()
+	return f.err
+}
+
+func (s *SASLChallenge) appendFields(w *listWriter) error {
+	w.binary(s.Challenge)
+	return nil
+}
+
+func (s *SASLChallenge) decodeFields(f *fieldReader) error {
+	s.Challenge = f.mandatoryBinary("challenge")
+	return f.err
+}
+
+func (s *SASLResponse) appendFields(w *listWriter) error {
+	w.binary(s.Response)
+	return nil
+}
+
+func (s *SASLResponse) decodeFields(f *fieldReader) error {
+	s.Response = f.mandatoryBinary("response")
+	return f.err
+}
+
+func (s *SASLOutcome) appendFields(w *listWriter) error {
+	w.ubyte(s.Code)
+	w.optBinary(s.AdditionalData)
+	return nil
+}
+
+func (s *SASLOutcome) decodeFields(f *fieldReader) error {
+	v, ok := f.ubyteField()
+	if !ok {
+		f.missing("code")
+	}
+	s.Code = v
+	s.AdditionalData = f.binary()
+	return f.err
+}
