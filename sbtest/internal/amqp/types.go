@@ -1,8 +1,9 @@
 package amqp
 
 import (
-	"encoding/hex"
 	"reflect"
+
+	"github.com/sbkit/sbkit/internal/guid"
 )
 
 // MaxDepth is the deepest nesting of compound values (lists, maps, arrays, described values)
@@ -21,19 +22,7 @@ type Char rune
 type UUID [16]byte
 
 // String formats u as 8-4-4-4-12 lowercase hex digits.
-func (u UUID) String() string {
-	var b [36]byte
-	hex.Encode(b[0:8], u[0:4])
-	b[8] = '-'
-	hex.Encode(b[9:13], u[4:6])
-	b[13] = '-'
-	hex.Encode(b[14:18], u[6:8])
-	b[18] = '-'
-	hex.Encode(b[19:23], u[8:10])
-	b[23] = '-'
-	hex.Encode(b[24:], u[10:])
-	return string(b[:])
-}
+func (u UUID) String() string { return guid.Format(u) }
 
 // Decimal32 is the AMQP decimal32 type (IEEE 754 decimal, 32 bits), kept opaque as its
 // four bytes in network order.
