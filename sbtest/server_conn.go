@@ -1,0 +1,451 @@
+package sbtest
+
+import (
+	"bufio"
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"log/slog"
+	"net"
+	"sync"
+	"time"
+
+	"github.com/sbkit/sbkit/sbtest/internal/amqp"
+)
+
+// AMQP error conditions the server sends.
+const (
+	condDecodeError      amqp.Symbol = "amqp:decode-error"
+	condFramingError     amqp.Symbol = "amqp:connection:framing-error"
+	condNotAllowed       amqp.Symbol = "amqp:not-allowed"
+	condNotFound         amqp.Symbol = "amqp:not-found"
+	condNotImplemented   amqp.Symbol = "amqp:not-implemented"
+	condInternalError    amqp.Symbol = "amqp:internal-error"
+	condInvalidField     amqp.Symbol = "amqp:invalid-field"
+	condUnattachedHandle amqp.Symbol = "amqp:session:unattached-handle"
+	condHandleInUse      amqp.Symbol = "amqp:session:handle-in-use"
+	condUnauthorized     amqp.Symbol = "amqp:unauthorized-access"
+	condDetachForced     amqp.Symbol = "amqp:link:detach-forced"
+	condMessageTooLarge  amqp.Symbol = "amqp:link:message-size-exceeded"
+	condLockLost         amqp.Symbol = "com.microsoft:message-lock-lost"
+	condServerBusy       amqp.Symbol = "com.microsoft:server-busy"
+	condTimeout          amqp.Symbol = "com.microsoft:timeout"
+	condDeadLetter       amqp.Symbol = "com.microsoft:dead-letter"
+)
+
+const (
+	// handshakeTimeout bounds the protocol header, SASL and open exchange.
+	handshakeTimeout = 30 * time.Second
+	// writeTimeout bounds one write to a client that does not read.
+	writeTimeout = 30 * time.Second
+	// maxHeartbeat is the longest the server stays silent on a connection whose peer
+	// announced no idle timeout.
+	maxHeartbeat = 15 * time.Second
+)
+
+// heartbeatFrame is an empty AMQP frame: size 8, data offset 2, type 0, channel 0.
+var heartbeatFrame = []byte{0, 0, 0, 8, 2, 0, 0, 0}
+
+// protoError is a protocol violation: the connection is closed with an AMQP error.
+func protoError(cond amqp.Symbol, format string, args ...any) *amqp.Error {
+	return &amqp.Error{Condition: cond, Description: fmt.Sprintf(format, args...)}
+}
+
+// srvConn is one client connection. Its reader runs in serve; frames are written by a
+// writer goroutine from a buffer that any goroutine appends encoded frames to, so writes
+// are serialized and batched. Work that takes time (stores, settlements, management
+// operations, receive loops) runs in goroutines counted by wg.
+type srvConn struct {
+	srv *Server
+	id  uint64
+	nc  net.Conn
+	log *slog.Logger
+
+	ctx    context.Context // cancelled when the connection goes down
+	cancel context.CancelFunc
+	wg     sync.WaitGroup
+
+	peerMaxFrame uint32        // largest frame the client accepts
+	peerIdle     time.Duration // client's idle timeout: send something at least this often
+
+	wmu     sync.Mutex
+	wbuf    []byte
+	wsig    chan struct{} // buffered(1): wbuf has data
+	wclosed bool
+
+	mu       sync.Mutex
+	sessions map[uint16]*srvSession
+	replies  map[string]*srvLink // response links of $cbs/$management by target address
+}
+
+func newSrvConn(s *Server, nc net.Conn) *srvConn {
+	id := s.connID.Add(1)
+	c := &srvConn{
+		srv:          s,
+		id:           id,
+		nc:           nc,
+		log:          s.log.With("conn", id),
+		peerMaxFrame: minServerMaxFrameSize,
+		wsig:         make(chan struct{}, 1),
+		sessions:     make(map[uint16]*srvSession),
+		replies:      make(map[string]*srvLink),
+	}
+	c.ctx, c.cancel = context.WithCancel(s.ctx)
+	return c
+}
+
+// abort tears the connection down from outside (Server.Close).
+func (c *srvConn) abort() {
+	c.cancel()
+	_ = c.nc.Close()
+}
+
+// serve runs the connection until it ends, then releases everything it holds and waits
+// for its goroutines.
+func (c *srvConn) serve() {
+	c.log.Debug("connection accepted", "remote", c.nc.RemoteAddr().String())
+	br := bufio.NewReaderSize(c.nc, 64*1024)
+	err := c.handshake(br)
+	if err == nil {
+		c.wg.Add(1)
+		go c.writeLoop()
+		err = c.readLoop(br)
+	}
+	var amqpErr *amqp.Error
+	switch {
+	case err == nil, errors.Is(err, errConnClosedByPeer):
+		c.log.Debug("connection closed")
+	case errors.As(err, &amqpErr):
+		c.log.Warn("connection closed with error", "condition", string(amqpErr.Condition), "description", amqpErr.Description)
+		c.writeFrame(0, &amqp.Close{Error: amqpErr}, nil)
+	case c.ctx.Err() != nil, errors.Is(err, io.EOF), errors.Is(err, net.ErrClosed), errors.Is(err, io.ErrUnexpectedEOF):
+		c.log.Debug("connection dropped", "err", err)
+	default:
+		c.log.Warn("connection failed", "err", err)
+	}
+	c.shutdownWriter()
+	c.cancel()
+	c.closeSessions()
+	c.wg.Wait()
+	_ = c.nc.Close()
+}
+
+// errConnClosedByPeer ends the read loop after the client's close frame was answered.
+var errConnClosedByPeer = errors.New("sbtest: server: connection closed by the client")
+
+// handshake performs the protocol header exchange, SASL ANONYMOUS and the open exchange.
+func (c *srvConn) handshake(br *bufio.Reader) error {
+	_ = c.nc.SetDeadline(time.Now().Add(handshakeTimeout))
+	defer func() { _ = c.nc.SetDeadline(time.Time{}) }()
+
+	hdr, err := amqp.ReadProtoHeader(br)
+	if err != nil {
+		return err
+	}
+	if string(hdr[:]) == amqp.ProtoHeaderSASL {
+		if err := c.sasl(br); err != nil {
+			return err
+		}
+		if hdr, err = amqp.ReadProtoHeader(br); err != nil {
+			return err
+		}
+	}
+	if string(hdr[:]) != amqp.ProtoHeaderAMQP {
+		// Answer with the header we support, then close (part 2.2).
+		_, _ = c.nc.Write([]byte(amqp.ProtoHeaderAMQP))
+		return fmt.Errorf("sbtest: server: unsupported protocol header %q: %w", hdr[:], amqp.ErrMalformed)
+	}
+	if _, err := c.nc.Write([]byte(amqp.ProtoHeaderAMQP)); err != nil {
+		return err
+	}
+	fr, err := amqp.ReadFrame(br, c.srv.maxFrame)
+	if err != nil {
+		return err
+	}
+	open, ok := fr.Body.(*amqp.Open)
+	if !ok || fr.Type != amqp.FrameTypeAMQP {
+		return protoError(condNotAllowed, "expected an open frame, got %T", fr.Body)
+	}
+	if open.MaxFrameSize != nil {
+		c.peerMaxFrame = max(*open.MaxFrameSize, minServerMaxFrameSize)
+	} else {
+		c.peerMaxFrame = 1 << 31
+	}
+	if open.IdleTimeOut != nil && *open.IdleTimeOut > 0 {
+		c.peerIdle = time.Duration(*open.IdleTimeOut) * time.Millisecond
+	}
+	reply := &amqp.Open{
+		ContainerID:  fmt.Sprintf("sbtest-%d", c.id),
+		MaxFrameSize: amqp.Ptr(c.srv.maxFrame),
+		ChannelMax:   amqp.Ptr(uint16(65535)),
+	}
+	b, err := amqp.AppendFrame(nil, amqp.Frame{Type: amqp.FrameTypeAMQP, Body: reply})
+	if err != nil {
+		return err
+	}
+	_, err = c.nc.Write(b)
+	return err
+}
+
+// sasl answers the SASL header and accepts whatever mechanism the client picks among the
+// offered ones (ANONYMOUS); credentials are not checked.
+func (c *srvConn) sasl(br *bufio.Reader) error {
+	b := []byte(amqp.ProtoHeaderSASL)
+	b, err := amqp.AppendFrame(b, amqp.Frame{Type: amqp.FrameTypeSASL, Body: &amqp.SASLMechanisms{
+		Mechanisms: []amqp.Symbol{"ANONYMOUS", "MSSBCBS", "PLAIN"},
+	}})
+	if err != nil {
+		return err
+	}
+	if _, err := c.nc.Write(b); err != nil {
+		return err
+	}
+	fr, err := amqp.ReadFrame(br, minServerMaxFrameSize*16)
+	if err != nil {
+		return err
+	}
+	if _, ok := fr.Body.(*amqp.SASLInit); !ok || fr.Type != amqp.FrameTypeSASL {
+		return protoError(condNotAllowed, "expected sasl-init, got %T", fr.Body)
+	}
+	b, err = amqp.AppendFrame(nil, amqp.Frame{Type: amqp.FrameTypeSASL, Body: &amqp.SASLOutcome{Code: amqp.SASLCodeOK}})
+	if err != nil {
+		return err
+	}
+	_, err = c.nc.Write(b)
+	return err
+}
+
+// readLoop reads and dispatches frames until the connection ends. A returned *amqp.Error
+// is sent to the client in a close frame.
+func (c *srvConn) readLoop(br *bufio.Reader) error {
+	for {
+		fr, err := amqp.ReadFrame(br, c.srv.maxFrame)
+		if err != nil {
+			if c.ctx.Err() != nil {
+				return c.ctx.Err()
+			}
+			switch {
+			case errors.Is(err, amqp.ErrFrameTooLarge):
+				return protoError(condFramingError, "frame larger than the negotiated %d bytes", c.srv.maxFrame)
+			case errors.Is(err, amqp.ErrMalformed):
+				return protoError(condDecodeError, "%v", err)
+			}
+			return err
+		}
+		if fr.Body == nil {
+			continue // heartbeat
+		}
+		if fr.Type != amqp.FrameTypeAMQP {
+			return protoError(condFramingError, "unexpected frame type %d after open", fr.Type)
+		}
+		if err := c.dispatch(fr); err != nil {
+			return err
+		}
+	}
+}
+
+func (c *srvConn) dispatch(fr amqp.Frame) error {
+	switch body := fr.Body.(type) {
+	case *amqp.Begin:
+		return c.begin(fr.Channel, body)
+	case *amqp.End:
+		return c.end(fr.Channel, body)
+	case *amqp.Close:
+		if body.Error != nil {
+			c.log.Debug("client closed with error", "condition", string(body.Error.Condition))
+		}
+		c.writeFrame(0, &amqp.Close{}, nil)
+		return errConnClosedByPeer
+	case *amqp.Open:
+		return protoError(condNotAllowed, "second open frame")
+	case *amqp.Attach, *amqp.Flow, *amqp.Transfer, *amqp.Disposition, *amqp.Detach:
+		s := c.session(fr.Channel)
+		if s == nil {
+			return protoError(condNotAllowed, "frame %T on channel %d, which has no session", fr.Body, fr.Channel)
+		}
+		return s.handle(fr)
+	default:
+		return protoError(condNotAllowed, "unexpected frame body %T", fr.Body)
+	}
+}
+
+func (c *srvConn) session(ch uint16) *srvSession {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return c.sessions[ch]
+}
+
+// begin starts a session. The server answers on the same channel number as the client's.
+func (c *srvConn) begin(ch uint16, b *amqp.Begin) error {
+	if b.RemoteChannel != nil {
+		return protoError(condNotAllowed, "begin with remote-channel %d: the server starts no sessions", *b.RemoteChannel)
+	}
+	c.mu.Lock()
+	if c.sessions[ch] != nil {
+		c.mu.Unlock()
+		return protoError(condNotAllowed, "channel %d already has a session", ch)
+	}
+	s := newSrvSession(c, ch, b)
+	c.sessions[ch] = s
+	c.mu.Unlock()
+	c.writeFrame(ch, &amqp.Begin{
+		RemoteChannel:  amqp.Ptr(ch),
+		NextOutgoingID: 0,
+		IncomingWindow: sessionWindow,
+		OutgoingWindow: sessionWindow,
+		HandleMax:      amqp.Ptr(uint32(1<<32 - 1)),
+	}, nil)
+	return nil
+}
+
+// end ends a session at the client's request, detaching its links.
+func (c *srvConn) end(ch uint16, e *amqp.End) error {
+	c.mu.Lock()
+	s := c.sessions[ch]
+	delete(c.sessions, ch)
+	c.mu.Unlock()
+	if s == nil {
+		return protoError(condNotAllowed, "end on channel %d, which has no session", ch)
+	}
+	if e.Error != nil {
+		c.log.Debug("client ended session with error", "channel", ch, "condition", string(e.Error.Condition))
+	}
+	s.close()
+	c.writeFrame(ch, &amqp.End{}, nil)
+	return nil
+}
+
+// closeSessions closes every session when the connection goes down.
+func (c *srvConn) closeSessions() {
+	c.mu.Lock()
+	ss := make([]*srvSession, 0, len(c.sessions))
+	for _, s := range c.sessions {
+		ss = append(ss, s)
+	}
+	c.sessions = map[uint16]*srvSession{}
+	c.mu.Unlock()
+	for _, s := range ss {
+		s.close()
+	}
+}
+
+// registerReply makes l the link that receives responses addressed to addr.
+func (c *srvConn) registerReply(addr string, l *srvLink) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	c.replies[addr] = l
+}
+
+func (c *srvConn) unregisterReply(addr string, l *srvLink) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if c.replies[addr] == l {
+		delete(c.replies, addr)
+	}
+}
+
+func (c *srvConn) replyLink(addr string) *srvLink {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return c.replies[addr]
+}
+
+// writeFrame encodes a frame and queues it for the writer. It reports false when the
+// connection no longer writes. Encoding errors are bugs of the server; they are logged
+// and the connection is aborted.
+func (c *srvConn) writeFrame(ch uint16, body amqp.Performative, payload []byte) bool {
+	c.wmu.Lock()
+	defer c.wmu.Unlock()
+	if c.wclosed {
+		return false
+	}
+	n := len(c.wbuf)
+	b, err := amqp.AppendFrame(c.wbuf, amqp.Frame{Type: amqp.FrameTypeAMQP, Channel: ch, Body: body, Payload: payload})
+	if err != nil {
+		c.wbuf = c.wbuf[:n]
+		c.log.Error("encoding a frame failed", "frame", fmt.Sprintf("%T", body), "err", err)
+		c.wclosed = true
+		go c.abort()
+		return false
+	}
+	c.wbuf = b
+	select {
+	case c.wsig <- struct{}{}:
+	default:
+	}
+	return true
+}
+
+// shutdownWriter stops accepting frames, lets the writer flush what is queued (a close
+// frame, typically) and waits for it.
+func (c *srvConn) shutdownWriter() {
+	c.wmu.Lock()
+	c.wclosed = true
+	c.wmu.Unlock()
+	select {
+	case c.wsig <- struct{}{}:
+	default:
+	}
+}
+
+// writeLoop writes queued frames in batches and heartbeats when the connection is idle.
+func (c *srvConn) writeLoop() {
+	defer c.wg.Done()
+	beat := maxHeartbeat
+	if c.peerIdle > 0 {
+		beat = min(beat, c.peerIdle/2)
+	}
+	ticker := time.NewTicker(beat)
+	defer ticker.Stop()
+	var spare []byte
+	wrote := false
+	for {
+		var stop bool
+		select {
+		case <-c.wsig:
+		case <-ticker.C:
+			if !wrote {
+				c.wmu.Lock()
+				if len(c.wbuf) == 0 && !c.wclosed {
+					c.wbuf = append(c.wbuf, heartbeatFrame...)
+				}
+				c.wmu.Unlock()
+			}
+			wrote = false
+		case <-c.ctx.Done():
+			stop = true
+		}
+		c.wmu.Lock()
+		buf := c.wbuf
+		c.wbuf = spare[:0]
+		closed := c.wclosed
+		c.wmu.Unlock()
+		if len(buf) > 0 {
+			_ = c.nc.SetWriteDeadline(time.Now().Add(writeTimeout))
+			if _, err := c.nc.Write(buf); err != nil {
+				c.log.Debug("write failed", "err", err)
+				c.wmu.Lock()
+				c.wclosed = true
+				c.wmu.Unlock()
+				c.abort()
+				return
+			}
+			wrote = true
+		}
+		spare = buf
+		if stop || closed {
+			if closed && !stop {
+				// Give the reader's teardown its turn; the socket closes in serve.
+				c.wmu.Lock()
+				empty := len(c.wbuf) == 0
+				c.wmu.Unlock()
+				if empty {
+					return
+				}
+				continue
+			}
+			return
+		}
+	}
+}

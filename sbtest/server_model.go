@@ -1,0 +1,142 @@
+package sbtest
+
+import (
+	"context"
+	"errors"
+	"time"
+
+	"github.com/Azure/azure-sdk-for-go/sdk/messaging/azservicebus"
+	"github.com/sbkit/sbkit/sbtest/internal/amqp"
+)
+
+// This file holds what the server needs from the entity model beyond the public
+// Receiver and Sender API: a receive that does not wait (for a drain), a release that
+// does not count the delivery (the released outcome), and finding the receiver that holds
+// a lock token (for $management operations, which name messages by token only).
+
+// tryReceive takes up to max available messages without waiting and without latency,
+// as ReceiveMessages would lock (or remove) them. It returns nil when r is closed.
+func (r *Receiver) tryReceive(max int) []*azservicebus.ReceivedMessage {
+	if max <= 0 {
+		return nil
+	}
+	e := r.e
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	if r.closed {
+		return nil
+	}
+	now := time.Now()
+	e.tick(now)
+	return r.take(now, max)
+}
+
+// releaseLock gives a message r holds back to its entity without counting the delivery,
+// as the released outcome asks. It reports whether r held the lock.
+func (r *Receiver) releaseLock(token [16]byte) bool {
+	e := r.e
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	e.tick(time.Now())
+	m := r.sq.byToken[token]
+	if m == nil || m.holder != r {
+		return false
+	}
+	e.unlock(r.sq, m)
+	if m.deliveries > 0 {
+		m.deliveries--
+	}
+	e.requeue(r.sq, m)
+	return true
+}
+
+// lockHolder returns the receiver holding the lock with token in the main queue (dlq
+// false) or the dead-letter queue of e, or nil.
+func (e *Entity) lockHolder(dlq bool, token [16]byte) *Receiver {
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	e.tick(time.Now())
+	sq := &e.main
+	if dlq {
+		sq = &e.dlq
+	}
+	if m := sq.byToken[token]; m != nil {
+		return m.holder
+	}
+	return nil
+}
+
+// storeMessages sends messages through s as one request (a single message, a batch or a
+// scheduled set), applying the namespace's size limit, faults and latency, and returns
+// their sequence numbers.
+func (s *Sender) storeMessages(ctx context.Context, msgs []*azservicebus.Message, batch bool) ([]int64, error) {
+	out := make([]outgoing, len(msgs))
+	for i, m := range msgs {
+		o, err := s.prepare(m, time.Time{})
+		if err != nil {
+			return nil, err
+		}
+		out[i] = o
+	}
+	return s.do(ctx, out, batch)
+}
+
+// amqpErrorFor maps an error of the entity model to the AMQP error the service would
+// send, so that the SDK maps it back: CodeLockLost to com.microsoft:message-lock-lost,
+// ErrMessageTooLarge to amqp:link:message-size-exceeded, a transient fault to
+// com.microsoft:server-busy (which the SDK retries), and so on.
+func amqpErrorFor(err error) *amqp.Error {
+	cond := condInternalError
+	var sbErr *azservicebus.Error
+	switch {
+	case errors.Is(err, azservicebus.ErrMessageTooLarge):
+		cond = condMessageTooLarge
+	case errors.As(err, &sbErr):
+		switch sbErr.Code {
+		case azservicebus.CodeLockLost:
+			cond = condLockLost
+		case azservicebus.CodeConnectionLost:
+			cond = condServerBusy
+		case azservicebus.CodeUnauthorizedAccess:
+			cond = condUnauthorized
+		case azservicebus.CodeNotFound:
+			cond = condNotFound
+		case azservicebus.CodeTimeout:
+			cond = condTimeout
+		case azservicebus.CodeClosed:
+			cond = condDetachForced
+		}
+	case errors.Is(err, ErrNotSettleable), errors.Is(err, ErrInvalidArgument):
+		cond = condNotAllowed
+	case errors.Is(err, context.Canceled), errors.Is(err, context.DeadlineExceeded):
+		cond = condTimeout
+	}
+	return &amqp.Error{Condition: cond, Description: err.Error()}
+}
+
+// statusFor maps an error of the entity model to a $management status code and
+// description: 410 (Gone) for a lost lock, which the SDK reports as CodeLockLost, 404,
+// 401, 503 for transient faults (retried by the SDK), 408, 400 and 500.
+func statusFor(err error) (int32, string) {
+	var sbErr *azservicebus.Error
+	switch {
+	case errors.Is(err, azservicebus.ErrMessageTooLarge), errors.Is(err, ErrInvalidArgument), errors.Is(err, ErrNotSettleable):
+		return 400, err.Error()
+	case errors.As(err, &sbErr):
+		switch sbErr.Code {
+		case azservicebus.CodeLockLost:
+			return 410, "The lock supplied is invalid. Either the lock expired, or the message has already been removed from the queue."
+		case azservicebus.CodeNotFound:
+			return 404, err.Error()
+		case azservicebus.CodeUnauthorizedAccess:
+			return 401, err.Error()
+		case azservicebus.CodeConnectionLost:
+			return 503, err.Error()
+		case azservicebus.CodeTimeout:
+			return 408, err.Error()
+		}
+	case errors.Is(err, context.Canceled), errors.Is(err, context.DeadlineExceeded):
+		return 408, err.Error()
+	}
+	return 500, err.Error()
+}

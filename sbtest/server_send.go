@@ -1,0 +1,112 @@
+package sbtest
+
+import (
+	"fmt"
+
+	"github.com/Azure/azure-sdk-for-go/sdk/messaging/azservicebus"
+	"github.com/sbkit/sbkit/sbtest/internal/amqp"
+)
+
+// store decodes a delivery sent on a sending link (one message, or a batch: message
+// format 0x80013700 with one data section per encoded message), stores it in the entity
+// through the model's Sender (size limit, faults, latency; a batch is one request) and
+// settles the delivery with accepted or rejected. It runs in its own goroutine, so
+// pipelined sends overlap.
+func (l *srvLink) store(d *inDelivery) {
+	state := l.storeState(d)
+	if rej, ok := state.(*amqp.Rejected); ok {
+		l.log.Debug("message rejected", "condition", string(rej.Error.Condition), "description", rej.Error.Description)
+	}
+	if !d.settled {
+		l.s.writeIncomingDisposition(d.id, state)
+	}
+}
+
+func (l *srvLink) storeState(d *inDelivery) amqp.DeliveryState {
+	reject := func(cond amqp.Symbol, format string, args ...any) amqp.DeliveryState {
+		return &amqp.Rejected{Error: protoError(cond, format, args...)}
+	}
+	if d.oversize {
+		return reject(condMessageTooLarge, "the delivery exceeds the limit of %d bytes", l.s.c.srv.ns.MaxMessageSize())
+	}
+	var m amqp.Message
+	if err := m.UnmarshalBinary(d.buf); err != nil {
+		return reject(condDecodeError, "malformed message: %v", err)
+	}
+	parts := []*amqp.Message{&m}
+	batch := d.format == amqp.MessageFormatBatch
+	if batch {
+		var err error
+		if parts, err = amqp.SplitBatch(&m); err != nil {
+			return reject(condDecodeError, "malformed batch: %v", err)
+		}
+	} else if d.format != 0 {
+		return reject(condNotImplemented, "message format %#x", d.format)
+	}
+	msgs := make([]*azservicebus.Message, len(parts))
+	for i, p := range parts {
+		sm, err := toSDKMessage(p)
+		if err != nil {
+			return reject(condNotImplemented, "%v", err)
+		}
+		msgs[i] = sm
+	}
+	if _, err := l.sender.storeMessages(l.ctx, msgs, batch); err != nil {
+		return &amqp.Rejected{Error: amqpErrorFor(err)}
+	}
+	return &amqp.Accepted{}
+}
+
+// request decodes a request sent to $cbs or $management, runs it and sends the response
+// to the link the request's reply-to names.
+func (l *srvLink) request(d *inDelivery) {
+	var req amqp.Message
+	if err := req.UnmarshalBinary(d.buf); err != nil {
+		l.log.Warn("malformed request", "err", err)
+		return
+	}
+	if req.Properties == nil || req.Properties.ReplyTo == nil {
+		l.log.Warn("request without reply-to")
+		return
+	}
+	resp := l.node.serve(l.ctx, l, &req)
+	resp.Properties = &amqp.Properties{CorrelationID: req.Properties.MessageID}
+	out := l.s.c.replyLink(*req.Properties.ReplyTo)
+	if out == nil {
+		l.log.Warn("no response link for the request's reply-to", "reply_to", *req.Properties.ReplyTo)
+		return
+	}
+	if err := out.sendResponse(resp); err != nil {
+		l.log.Debug("response not sent", "err", err)
+	}
+}
+
+// sendResponse sends a settled response message on a response link once the client
+// gives credit.
+func (l *srvLink) sendResponse(m *amqp.Message) error {
+	payload, err := m.MarshalBinary()
+	if err != nil {
+		return fmt.Errorf("sbtest: server: encoding a response: %w", err)
+	}
+	l.sendMu.Lock()
+	defer l.sendMu.Unlock()
+	for {
+		credit, drain, ok := l.waitCredit()
+		if !ok {
+			return errClosed()
+		}
+		if credit == 0 && drain {
+			l.completeDrain()
+			continue
+		}
+		if l.takeCredit() {
+			break
+		}
+	}
+	l.tagSeq++
+	tag := []byte(fmt.Sprintf("%d", l.tagSeq))
+	if !l.s.sendDelivery(l.ctx, l, tag, payload, true, [16]byte{}) {
+		return errClosed()
+	}
+	return nil
+}

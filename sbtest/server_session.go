@@ -1,0 +1,329 @@
+package sbtest
+
+import (
+	"context"
+	"sync"
+
+	"github.com/sbkit/sbkit/sbtest/internal/amqp"
+)
+
+// sessionWindow is the incoming and outgoing window the server announces for every
+// session; it sends a flow to reopen its incoming window when half of it is used.
+const sessionWindow = 5000
+
+// srvSession is one AMQP session of a connection. The server answers on the channel the
+// client chose. Its state is guarded by mu: the reader goroutine handles the client's
+// frames, other goroutines send transfers and dispositions.
+type srvSession struct {
+	c  *srvConn
+	ch uint16
+
+	mu     sync.Mutex
+	closed bool
+	links  map[uint32]*srvLink // by the client's handle, which the server also uses
+
+	// incoming transfers (client to server)
+	nextIncomingID uint32
+	unflowed       uint32 // transfers received since the last session flow we sent
+
+	// outgoing transfers (server to client)
+	nextOutgoingID       uint32
+	remoteIncomingWindow uint32
+	windowOpen           chan struct{} // closed (and replaced) when the remote window grows
+	nextDeliveryID       uint32
+	unsettled            map[uint32]outDelivery // our unsettled deliveries by delivery-id
+}
+
+// outDelivery is a delivery the server sent unsettled (peek-lock) and the client has yet
+// to settle.
+type outDelivery struct {
+	link  *srvLink
+	token [16]byte
+}
+
+func newSrvSession(c *srvConn, ch uint16, b *amqp.Begin) *srvSession {
+	return &srvSession{
+		c:                    c,
+		ch:                   ch,
+		links:                make(map[uint32]*srvLink),
+		nextIncomingID:       b.NextOutgoingID,
+		remoteIncomingWindow: b.IncomingWindow,
+		windowOpen:           make(chan struct{}),
+		unsettled:            make(map[uint32]outDelivery),
+	}
+}
+
+// handle processes one frame of this session on the reader goroutine.
+func (s *srvSession) handle(fr amqp.Frame) error {
+	switch body := fr.Body.(type) {
+	case *amqp.Attach:
+		return s.attach(body)
+	case *amqp.Detach:
+		return s.detach(body)
+	case *amqp.Flow:
+		return s.flow(body)
+	case *amqp.Transfer:
+		return s.transfer(body, fr.Payload)
+	case *amqp.Disposition:
+		return s.disposition(body)
+	}
+	return protoError(condNotAllowed, "unexpected frame %T", fr.Body)
+}
+
+func (s *srvSession) link(handle uint32) *srvLink {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.links[handle]
+}
+
+// close detaches every link of the session (the session ended or the connection went
+// down) and wakes every goroutine waiting on its window.
+func (s *srvSession) close() {
+	s.mu.Lock()
+	if s.closed {
+		s.mu.Unlock()
+		return
+	}
+	s.closed = true
+	links := make([]*srvLink, 0, len(s.links))
+	for _, l := range s.links {
+		links = append(links, l)
+	}
+	s.links = map[uint32]*srvLink{}
+	s.unsettled = map[uint32]outDelivery{}
+	close(s.windowOpen)
+	s.windowOpen = make(chan struct{})
+	s.mu.Unlock()
+	for _, l := range links {
+		l.close()
+	}
+}
+
+// sessionFlowLocked fills the session fields of a flow frame. Called with s.mu held.
+func (s *srvSession) sessionFlowLocked(f *amqp.Flow) {
+	f.NextIncomingID = amqp.Ptr(s.nextIncomingID)
+	f.IncomingWindow = sessionWindow
+	f.NextOutgoingID = s.nextOutgoingID
+	f.OutgoingWindow = sessionWindow
+	s.unflowed = 0
+}
+
+// writeFlow sends a flow frame with the session's current state (and the link's, when f
+// carries a handle).
+func (s *srvSession) writeFlow(f *amqp.Flow) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.closed {
+		return
+	}
+	s.sessionFlowLocked(f)
+	s.c.writeFrame(s.ch, f, nil)
+}
+
+// flow handles a flow frame: the session's window, and the link's credit when it names a
+// link.
+func (s *srvSession) flow(f *amqp.Flow) error {
+	s.mu.Lock()
+	var next uint32 // initial-outgoing-id of the server is 0
+	if f.NextIncomingID != nil {
+		next = *f.NextIncomingID
+	}
+	s.remoteIncomingWindow = next + f.IncomingWindow - s.nextOutgoingID
+	if s.remoteIncomingWindow > 0 {
+		close(s.windowOpen)
+		s.windowOpen = make(chan struct{})
+	}
+	var l *srvLink
+	if f.Handle != nil {
+		l = s.links[*f.Handle]
+		if l == nil {
+			s.mu.Unlock()
+			return protoError(condUnattachedHandle, "flow for handle %d, which is not attached", *f.Handle)
+		}
+	}
+	s.mu.Unlock()
+	if l != nil {
+		l.onFlow(f)
+		return nil
+	}
+	if f.Echo {
+		s.writeFlow(&amqp.Flow{})
+	}
+	return nil
+}
+
+// transfer handles one transfer frame from the client: session accounting, then the
+// link assembles the delivery.
+func (s *srvSession) transfer(t *amqp.Transfer, payload []byte) error {
+	s.mu.Lock()
+	s.nextIncomingID++
+	s.unflowed++
+	l := s.links[t.Handle]
+	if s.unflowed >= sessionWindow/2 {
+		f := &amqp.Flow{}
+		s.sessionFlowLocked(f)
+		s.c.writeFrame(s.ch, f, nil)
+	}
+	s.mu.Unlock()
+	if l == nil {
+		return protoError(condUnattachedHandle, "transfer on handle %d, which is not attached", t.Handle)
+	}
+	return l.onTransfer(t, payload)
+}
+
+// waitWindow waits until the client's incoming window has room for a transfer frame and
+// returns with s.mu held; it returns false (without the lock) when ctx ends or the
+// session closes.
+func (s *srvSession) lockWithWindow(ctx context.Context) bool {
+	for {
+		s.mu.Lock()
+		if s.closed {
+			s.mu.Unlock()
+			return false
+		}
+		if s.remoteIncomingWindow > 0 {
+			return true
+		}
+		ch := s.windowOpen
+		s.mu.Unlock()
+		select {
+		case <-ch:
+		case <-ctx.Done():
+			return false
+		}
+	}
+}
+
+// sendDelivery sends one message to the client on link l as one or more transfer frames.
+// An unsettled delivery is remembered with its lock token until the client settles it.
+// It reports false when the link or the session went away first. The caller serializes
+// the deliveries of one link.
+func (s *srvSession) sendDelivery(ctx context.Context, l *srvLink, tag []byte, payload []byte, settled bool, token [16]byte) bool {
+	room := int(s.c.peerMaxFrame) - transferOverhead
+	first := true
+	var deliveryID uint32
+	for first || len(payload) > 0 {
+		if !s.lockWithWindow(ctx) {
+			return false
+		}
+		if l.isDetached() {
+			if !first {
+				// Abort the partial delivery so the client drops what it has.
+				s.c.writeFrame(s.ch, &amqp.Transfer{Handle: l.handle, More: false, Aborted: true, Settled: true}, nil)
+				s.nextOutgoingID++
+				s.remoteIncomingWindow--
+				delete(s.unsettled, deliveryID)
+			}
+			s.mu.Unlock()
+			return false
+		}
+		chunk := payload
+		if len(chunk) > room {
+			chunk = chunk[:room]
+		}
+		payload = payload[len(chunk):]
+		t := &amqp.Transfer{Handle: l.handle, More: len(payload) > 0}
+		if first {
+			deliveryID = s.nextDeliveryID
+			s.nextDeliveryID++
+			t.DeliveryID = amqp.Ptr(deliveryID)
+			t.DeliveryTag = tag
+			t.MessageFormat = amqp.Ptr(uint32(0))
+			t.Settled = settled
+			if !settled {
+				s.unsettled[deliveryID] = outDelivery{link: l, token: token}
+			}
+		}
+		ok := s.c.writeFrame(s.ch, t, chunk)
+		s.nextOutgoingID++
+		s.remoteIncomingWindow--
+		s.mu.Unlock()
+		if !ok {
+			return false
+		}
+		first = false
+	}
+	return true
+}
+
+// transferOverhead is room kept in every outgoing frame for the frame header and the
+// transfer performative (at most about 60 bytes with a 16-byte delivery tag).
+const transferOverhead = 128
+
+// disposition handles the client's disposition frames. Only the receiver role matters:
+// the client settles deliveries the server sent. Settlements run in a goroutine since
+// they go through the namespace's latency model.
+func (s *srvSession) disposition(d *amqp.Disposition) error {
+	if d.Role != amqp.RoleReceiver {
+		return nil // the client confirms our settlement of its transfers: nothing to do
+	}
+	last := d.First
+	if d.Last != nil {
+		last = *d.Last
+	}
+	if last < d.First {
+		return protoError(condInvalidField, "disposition range %d..%d", d.First, last)
+	}
+	type item struct {
+		id uint32
+		od outDelivery
+	}
+	var items []item
+	s.mu.Lock()
+	if uint64(last-d.First) < uint64(len(s.unsettled)) {
+		for id := d.First; ; id++ {
+			if od, ok := s.unsettled[id]; ok {
+				items = append(items, item{id, od})
+				delete(s.unsettled, id)
+			} else if !d.Settled {
+				items = append(items, item{id: id})
+			}
+			if id == last {
+				break
+			}
+		}
+	} else {
+		for id, od := range s.unsettled {
+			if id >= d.First && id <= last {
+				items = append(items, item{id, od})
+				delete(s.unsettled, id)
+			}
+		}
+	}
+	s.mu.Unlock()
+	if len(items) == 0 {
+		return nil
+	}
+	c := s.c
+	c.wg.Add(1)
+	go func() {
+		defer c.wg.Done()
+		for _, it := range items {
+			var state amqp.DeliveryState
+			if it.od.link == nil {
+				state = &amqp.Rejected{Error: &amqp.Error{Condition: condLockLost, Description: "the delivery is not held: the lock was lost or the message was settled"}}
+			} else {
+				state = it.od.link.settle(c.ctx, it.od.token, d.State)
+			}
+			if !d.Settled {
+				s.mu.Lock()
+				if !s.closed {
+					c.writeFrame(s.ch, &amqp.Disposition{Role: amqp.RoleSender, First: it.id, Settled: true, State: state}, nil)
+				}
+				s.mu.Unlock()
+			}
+		}
+	}()
+	return nil
+}
+
+// forgetLink drops the unsettled deliveries of a link that went away.
+func (s *srvSession) forgetLink(l *srvLink) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	for id, od := range s.unsettled {
+		if od.link == l {
+			delete(s.unsettled, id)
+		}
+	}
+}
