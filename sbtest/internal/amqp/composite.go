@@ -53,7 +53,11 @@ func appendComposite(dst []byte, c composite) ([]byte, error) {
 	if err := c.appendFields(&w); err != nil {
 		return dst, err
 	}
-	return w.finish()
+	out, err := w.finish()
+	if err != nil {
+		return dst, err
+	}
+	return out, nil
 }
 
 // listWriter builds the described list of a composite. Fields are appended in order;
