@@ -2,6 +2,8 @@ package sbtest
 
 import (
 	"context"
+	"log/slog"
+	"os"
 	"runtime"
 	"testing"
 	"time"
@@ -23,6 +25,14 @@ type wire struct {
 // the test.
 func newWire(t *testing.T, opts *ServerOptions) *wire {
 	t.Helper()
+	if os.Getenv("SBTEST_SERVER_LOG") != "" {
+		o := ServerOptions{}
+		if opts != nil {
+			o = *opts
+		}
+		o.Logger = slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: slog.LevelDebug}))
+		opts = &o
+	}
 	srv, err := NewServer(opts)
 	if err != nil {
 		t.Fatal(err)

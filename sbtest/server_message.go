@@ -189,6 +189,12 @@ func fromReceived(rm *azservicebus.ReceivedMessage, withLockToken bool) *amqp.Me
 	if rm.ContentType != nil {
 		p.ContentType = amqp.Ptr(amqp.Symbol(*rm.ContentType))
 	}
+	if rm.EnqueuedTime != nil && rm.ExpiresAt != nil && rm.ExpiresAt.Year() < 10000 {
+		// As the service does: the SDKs of other languages derive the TTL from these when
+		// the header cannot carry it.
+		p.CreationTime = ptr(rm.EnqueuedTime.UTC())
+		p.AbsoluteExpiryTime = ptr(rm.ExpiresAt.UTC())
+	}
 	m.Properties = p
 
 	keys := make([]string, 0, len(rm.ApplicationProperties))

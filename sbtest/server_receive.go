@@ -124,6 +124,11 @@ func (l *srvLink) settle(ctx context.Context, token [16]byte, state amqp.Deliver
 	if err != nil {
 		return &amqp.Rejected{Error: amqpErrorFor(err)}
 	}
+	if _, ok := state.(*amqp.Rejected); ok {
+		// Confirm a dead-lettering without the error: go-amqp reports a rejected state
+		// that carries an error as a failed settlement.
+		return &amqp.Rejected{}
+	}
 	return state
 }
 
