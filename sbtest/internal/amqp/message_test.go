@@ -14,7 +14,7 @@ import (
 func fullMessage() *Message {
 	now := time.UnixMilli(1700000000123).UTC()
 	return &Message{
-		Header: &Header{Durable: true, Priority: Ptr(uint8(4)), TTL: Ptr(uint32(60000)), FirstAcquirer: true, DeliveryCount: 2},
+		Header:              &Header{Durable: true, Priority: Ptr(uint8(4)), TTL: Ptr(uint32(60000)), FirstAcquirer: true, DeliveryCount: 2},
 		DeliveryAnnotations: Map{{Symbol("x-opt-lock-token"), UUID{1}}},
 		MessageAnnotations: Map{
 			{Symbol("x-opt-sequence-number"), int64(42)},

@@ -2,8 +2,8 @@ package amqp
 
 import (
 	"bytes"
-	"fmt"
 	"errors"
+	"fmt"
 	"reflect"
 	"strings"
 	"testing"
@@ -46,7 +46,7 @@ func TestPerformativeRoundTrip(t *testing.T) {
 			RcvSettleMode: Ptr(ReceiverSettleSecond),
 			Source: &Source{Address: "q/Subscriptions/s", Durable: 2, ExpiryPolicy: "never", Timeout: 30, Dynamic: true,
 				DynamicNodeProperties: Map{{Symbol("lifetime-policy"), &Described{uint64(0x2b), []any{}}}},
-				DistributionMode: "move",
+				DistributionMode:      "move",
 				Filter: Map{{Symbol("com.microsoft:session-filter"),
 					&Described{Descriptor: uint64(0x00000137000000C), Value: "session"}}},
 				DefaultOutcome: &Modified{DeliveryFailed: true}, Outcomes: []Symbol{"amqp:accepted:list"},
