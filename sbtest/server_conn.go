@@ -140,16 +140,14 @@ func (c *srvConn) handshake(br *bufio.Reader) error {
 	defer func() { _ = c.nc.SetDeadline(time.Time{}) }()
 
 	hdr, err := amqp.ReadProtoHeader(br)
-	if err != nil {
-		return err
-	}
-	if string(hdr[:]) == amqp.ProtoHeaderSASL {
+	if err == nil && string(hdr[:]) == amqp.ProtoHeaderSASL {
 		if err := c.sasl(br); err != nil {
 			return err
 		}
-		if hdr, err = amqp.ReadProtoHeader(br); err != nil {
-			return err
-		}
+		hdr, err = amqp.ReadProtoHeader(br)
+	}
+	if err != nil && !errors.Is(err, amqp.ErrMalformed) {
+		return err
 	}
 	if string(hdr[:]) != amqp.ProtoHeaderAMQP {
 		// Answer with the header we support, then close (part 2.2).
