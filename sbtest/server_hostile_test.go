@@ -305,3 +305,92 @@ func TestServerCloseReleasesEverything(t *testing.T) {
 	_ = raw.Close()
 	noGoroutinesAbove(t, base)
 }
+
+// beginSession starts a session on channel 0 with the given incoming window.
+func (c *rawConn) beginSession(window uint32) {
+	c.t.Helper()
+	c.writeFrame(amqp.FrameTypeAMQP, 0, &amqp.Begin{NextOutgoingID: 0, IncomingWindow: window, OutgoingWindow: 100}, nil)
+	if _, ok := c.readFrame().Body.(*amqp.Begin); !ok {
+		c.t.Fatal("no begin")
+	}
+}
+
+// attachReceiver attaches a peek-lock receiving link with handle 1 on addr.
+func (c *rawConn) attachReceiver(addr string) {
+	c.t.Helper()
+	c.writeFrame(amqp.FrameTypeAMQP, 0, &amqp.Attach{Name: "r", Handle: 1, Role: amqp.RoleReceiver,
+		RcvSettleMode: amqp.Ptr(amqp.ReceiverSettleSecond), Source: &amqp.Source{Address: addr}, Target: &amqp.Target{Address: "raw"}}, nil)
+	if a, ok := c.readFrame().Body.(*amqp.Attach); !ok || a.Source == nil {
+		c.t.Fatal("attach refused")
+	}
+}
+
+func (c *rawConn) flow(nextIncoming, window, deliveryCount, credit uint32, drain bool) {
+	c.t.Helper()
+	c.writeFrame(amqp.FrameTypeAMQP, 0, &amqp.Flow{NextIncomingID: amqp.Ptr(nextIncoming), IncomingWindow: window,
+		NextOutgoingID: 0, OutgoingWindow: 100, Handle: amqp.Ptr(uint32(1)), DeliveryCount: amqp.Ptr(deliveryCount),
+		LinkCredit: amqp.Ptr(credit), Drain: drain}, nil)
+}
+
+func (c *rawConn) expectTransfers(n int) {
+	c.t.Helper()
+	for i := range n {
+		if tr, ok := c.readFrame().Body.(*amqp.Transfer); !ok || tr.Handle != 1 || len(tr.DeliveryTag) != 16 {
+			c.t.Fatalf("frame %d is not a transfer on handle 1", i)
+		}
+	}
+}
+
+func TestServerFlowControl(t *testing.T) {
+	t.Parallel()
+	w := newWire(t, &ServerOptions{Queues: map[string]*EntityOptions{"q": nil, "empty": nil}})
+	ctx := wireCtx(t)
+	s := w.sender(t, "q")
+	for range 5 {
+		if err := s.SendMessage(ctx, &azservicebus.Message{Body: []byte("m")}, nil); err != nil {
+			t.Fatal(err)
+		}
+	}
+
+	t.Run("drain", func(t *testing.T) {
+		c := dialRaw(t, w.srv)
+		c.open()
+		c.beginSession(100)
+		c.attachReceiver("empty")
+		c.flow(0, 100, 0, 7, true)
+		f, ok := c.readFrame().Body.(*amqp.Flow)
+		if !ok || !f.Drain || f.LinkCredit == nil || *f.LinkCredit != 0 || f.DeliveryCount == nil || *f.DeliveryCount != 7 {
+			t.Fatalf("drain answered with %+v, want drain, credit 0, delivery-count 7", f)
+		}
+	})
+
+	t.Run("session window", func(t *testing.T) {
+		c := dialRaw(t, w.srv)
+		c.open()
+		c.beginSession(2)
+		c.attachReceiver("q")
+		c.flow(0, 2, 0, 5, false)
+		c.expectTransfers(2)
+		_ = c.nc.SetReadDeadline(time.Now().Add(200 * time.Millisecond))
+		if fr, err := amqp.ReadFrame(c.br, 1<<20); err == nil {
+			t.Fatalf("got %T beyond the session window", fr.Body)
+		}
+		_ = c.nc.SetReadDeadline(time.Now().Add(wireTimeout))
+		c.flow(2, 3, 2, 3, false)
+		c.expectTransfers(3)
+	})
+
+	t.Run("heartbeat", func(t *testing.T) {
+		c := dialRaw(t, w.srv)
+		c.write([]byte(amqp.ProtoHeaderAMQP))
+		c.header(amqp.ProtoHeaderAMQP)
+		c.writeFrame(amqp.FrameTypeAMQP, 0, &amqp.Open{ContainerID: "raw", IdleTimeOut: amqp.Ptr(uint32(100))}, nil)
+		if _, ok := c.readFrame().Body.(*amqp.Open); !ok {
+			t.Fatal("no open")
+		}
+		fr, err := amqp.ReadFrame(c.br, 1<<20)
+		if err != nil || fr.Body != nil {
+			t.Fatalf("got %T, %v; want an empty frame", fr.Body, err)
+		}
+	})
+}

@@ -451,3 +451,64 @@ func TestServerErrors(t *testing.T) {
 		}
 	})
 }
+
+func TestServerLocksFollowTheLink(t *testing.T) {
+	t.Parallel()
+	w := newWire(t, &ServerOptions{Queues: map[string]*EntityOptions{"q": nil}})
+	ctx := wireCtx(t)
+	s := w.sender(t, "q")
+	q, _ := w.srv.Namespace().Entity("q")
+	if err := s.SendMessage(ctx, &azservicebus.Message{Body: []byte("held")}, nil); err != nil {
+		t.Fatal(err)
+	}
+
+	t.Run("closing a receiver releases its locks without counting", func(t *testing.T) {
+		r, err := w.client.NewReceiverForQueue("q", nil)
+		if err != nil {
+			t.Fatal(err)
+		}
+		receiveN(t, r, 1)
+		if n := q.LockedCount(); n != 1 {
+			t.Fatalf("locked %d", n)
+		}
+		if err := r.Close(ctx); err != nil {
+			t.Fatal(err)
+		}
+		eventually(t, "the lock to be released", func() bool { return q.LockedCount() == 0 && q.ActiveCount() == 1 })
+	})
+
+	t.Run("messages beyond a receive are released, not counted", func(t *testing.T) {
+		r := w.receiver(t, "q", nil)
+		first := receiveN(t, r, 1)[0] // leaves credit for 4 more with the server
+		if first.DeliveryCount != 1 {
+			t.Fatalf("delivery count %d after a released lock, want 1", first.DeliveryCount)
+		}
+		for _, b := range []string{"a", "b"} {
+			if err := s.SendMessage(ctx, &azservicebus.Message{Body: []byte(b)}, nil); err != nil {
+				t.Fatal(err)
+			}
+		}
+		// The SDK's releaser hands back what arrives on the leftover credit.
+		eventually(t, "the leftover deliveries to be released", func() bool { return q.LockedCount() == 1 && q.ActiveCount() == 2 })
+		if err := r.CompleteMessage(ctx, first, nil); err != nil {
+			t.Fatal(err)
+		}
+		for _, m := range receiveN(t, r, 2) {
+			if m.DeliveryCount != 1 {
+				t.Fatalf("message %q: delivery count %d, want 1", m.Body, m.DeliveryCount)
+			}
+			if err := r.CompleteMessage(ctx, m, nil); err != nil {
+				t.Fatal(err)
+			}
+		}
+	})
+}
+
+func TestServerRefusesSessions(t *testing.T) {
+	t.Parallel()
+	w := newWire(t, &ServerOptions{Queues: map[string]*EntityOptions{"q": nil}})
+	ctx := wireCtx(t)
+	if _, err := w.client.AcceptSessionForQueue(ctx, "q", "s1", nil); err == nil {
+		t.Fatal("accepting a session succeeded")
+	}
+}
