@@ -79,6 +79,17 @@ type ServerTopic struct {
 // without a header ttl, as the service does, so the SDK reports TimeToLive 0 and
 // ExpiresAt equal to EnqueuedTime for them.
 //
+// Faults injected into the namespace apply as in memory; the client sees them as the
+// service would send them: CodeLockLost as com.microsoft:message-lock-lost (status 410 on
+// $management), which the SDK reports as CodeLockLost; CodeUnauthorizedAccess and
+// ErrMessageTooLarge as themselves; transient faults (TransientError) as
+// com.microsoft:timeout (status 503 on $management), which the SDK retries by itself
+// (ClientOptions.RetryOptions, 4 s apart by default) before it reports CodeTimeout. A
+// settlement the SDK retries after such an answer is reported as successful (go-amqp
+// considers the delivery settled), so test settlement failures with CodeLockLost faults.
+// A Hang fault blocks until the link or connection closes: the client's context bounds
+// the client, not the server.
+//
 // Hostile input (malformed or oversize frames, protocol violations) closes the offending
 // connection with an AMQP error; the server and its other connections keep working.
 // All methods are safe for concurrent use.

@@ -29,7 +29,6 @@ const (
 	condDetachForced     amqp.Symbol = "amqp:link:detach-forced"
 	condMessageTooLarge  amqp.Symbol = "amqp:link:message-size-exceeded"
 	condLockLost         amqp.Symbol = "com.microsoft:message-lock-lost"
-	condServerBusy       amqp.Symbol = "com.microsoft:server-busy"
 	condTimeout          amqp.Symbol = "com.microsoft:timeout"
 	condDeadLetter       amqp.Symbol = "com.microsoft:dead-letter"
 )

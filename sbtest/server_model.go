@@ -83,8 +83,9 @@ func (s *Sender) storeMessages(ctx context.Context, msgs []*azservicebus.Message
 
 // amqpErrorFor maps an error of the entity model to the AMQP error the service would
 // send, so that the SDK maps it back: CodeLockLost to com.microsoft:message-lock-lost,
-// ErrMessageTooLarge to amqp:link:message-size-exceeded, a transient fault to
-// com.microsoft:server-busy (which the SDK retries), and so on.
+// ErrMessageTooLarge to amqp:link:message-size-exceeded, a transient fault
+// (CodeConnectionLost, CodeTimeout) to com.microsoft:timeout, which the SDK retries by
+// itself and finally reports as CodeTimeout, and so on.
 func amqpErrorFor(err error) *amqp.Error {
 	cond := condInternalError
 	var sbErr *azservicebus.Error
@@ -95,14 +96,12 @@ func amqpErrorFor(err error) *amqp.Error {
 		switch sbErr.Code {
 		case azservicebus.CodeLockLost:
 			cond = condLockLost
-		case azservicebus.CodeConnectionLost:
-			cond = condServerBusy
+		case azservicebus.CodeConnectionLost, azservicebus.CodeTimeout:
+			cond = condTimeout
 		case azservicebus.CodeUnauthorizedAccess:
 			cond = condUnauthorized
 		case azservicebus.CodeNotFound:
 			cond = condNotFound
-		case azservicebus.CodeTimeout:
-			cond = condTimeout
 		case azservicebus.CodeClosed:
 			cond = condDetachForced
 		}

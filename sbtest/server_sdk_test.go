@@ -2,6 +2,7 @@ package sbtest
 
 import (
 	"bytes"
+	"context"
 	"errors"
 	"testing"
 	"time"
@@ -510,5 +511,55 @@ func TestServerRefusesSessions(t *testing.T) {
 	ctx := wireCtx(t)
 	if _, err := w.client.AcceptSessionForQueue(ctx, "q", "s1", nil); err == nil {
 		t.Fatal("accepting a session succeeded")
+	}
+}
+
+func TestServerFaults(t *testing.T) {
+	t.Parallel()
+	srv, err := NewServer(&ServerOptions{Queues: map[string]*EntityOptions{"q": nil}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	client, err := azservicebus.NewClientFromConnectionString(srv.ConnectionString(), &azservicebus.ClientOptions{
+		RetryOptions: azservicebus.RetryOptions{MaxRetries: 1, RetryDelay: time.Millisecond, MaxRetryDelay: time.Millisecond},
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	w := &wire{srv: srv, client: client}
+	t.Cleanup(func() {
+		_ = client.Close(context.Background())
+		_ = srv.Close()
+	})
+	ctx := wireCtx(t)
+	q, _ := srv.Namespace().Entity("q")
+	s := w.sender(t, "q")
+
+	q.InjectFault(Fault{Op: OpSend, Count: 1})
+	if err := s.SendMessage(ctx, &azservicebus.Message{Body: []byte("retried")}, nil); err != nil {
+		t.Fatalf("send after one transient fault: %v (the SDK retries it)", err)
+	}
+	if n := q.Stats().Sent; n != 1 {
+		t.Fatalf("sent %d", n)
+	}
+	q.InjectFault(Fault{Op: OpSend, Count: 2})
+	if err := s.SendMessage(ctx, &azservicebus.Message{Body: []byte("x")}, nil); code(err) != azservicebus.CodeTimeout {
+		t.Fatalf("send with transient faults beyond the retries: %v, want CodeTimeout", err)
+	}
+	q.InjectFault(Fault{Op: OpSend, Count: 1, Err: PermanentError})
+	if err := s.SendMessage(ctx, &azservicebus.Message{Body: []byte("x")}, nil); code(err) != azservicebus.CodeUnauthorizedAccess {
+		t.Fatalf("send with a permanent fault: %v, want CodeUnauthorizedAccess", err)
+	}
+
+	r := w.receiver(t, "q", nil)
+	m := receiveN(t, r, 1)[0]
+	q.InjectFault(Fault{Op: OpComplete, Count: 1, Err: errLockLost()})
+	if err := r.CompleteMessage(ctx, m, nil); code(err) != azservicebus.CodeLockLost {
+		t.Fatalf("complete with a lock-lost fault: %v, want CodeLockLost", err)
+	}
+	q.InjectFault(Fault{Op: OpRenew, Count: 1, Err: PermanentError})
+	m2 := receiveN(t, r, 1)[0]
+	if err := r.RenewMessageLock(ctx, m2, nil); code(err) != azservicebus.CodeUnauthorizedAccess {
+		t.Fatalf("renew with a permanent fault: %v, want CodeUnauthorizedAccess", err)
 	}
 }
