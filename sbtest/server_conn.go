@@ -31,6 +31,7 @@ const (
 	condLockLost         amqp.Symbol = "com.microsoft:message-lock-lost"
 	condTimeout          amqp.Symbol = "com.microsoft:timeout"
 	condDeadLetter       amqp.Symbol = "com.microsoft:dead-letter"
+	condResourceLimit    amqp.Symbol = "amqp:resource-limit-exceeded"
 )
 
 const (
@@ -41,6 +42,10 @@ const (
 	// maxHeartbeat is the longest the server stays silent on a connection whose peer
 	// announced no idle timeout.
 	maxHeartbeat = 15 * time.Second
+	// idleTimeout is the idle timeout the server announces: a client that sends nothing
+	// (not even the empty frames AMQP uses as heartbeats) for twice as long is considered
+	// gone and its connection is closed. The SDK sends a heartbeat every half of it.
+	idleTimeout = 60 * time.Second
 )
 
 // heartbeatFrame is an empty AMQP frame: size 8, data offset 2, type 0, channel 0.
@@ -176,6 +181,7 @@ func (c *srvConn) handshake(br *bufio.Reader) error {
 		ContainerID:  fmt.Sprintf("sbtest-%d", c.id),
 		MaxFrameSize: amqp.Ptr(c.srv.maxFrame),
 		ChannelMax:   amqp.Ptr(uint16(65535)),
+		IdleTimeOut:  amqp.Ptr(uint32(idleTimeout / time.Millisecond)),
 	}
 	b, err := amqp.AppendFrame(nil, amqp.Frame{Type: amqp.FrameTypeAMQP, Body: reply})
 	if err != nil {
@@ -216,13 +222,21 @@ func (c *srvConn) sasl(br *bufio.Reader) error {
 // readLoop reads and dispatches frames until the connection ends. A returned *amqp.Error
 // is sent to the client in a close frame.
 func (c *srvConn) readLoop(br *bufio.Reader) error {
+	var deadlineSet time.Time
 	for {
+		if now := time.Now(); now.Sub(deadlineSet) > time.Second {
+			_ = c.nc.SetReadDeadline(now.Add(2 * idleTimeout))
+			deadlineSet = now
+		}
 		fr, err := amqp.ReadFrame(br, c.srv.maxFrame)
 		if err != nil {
 			if c.ctx.Err() != nil {
 				return c.ctx.Err()
 			}
+			var ne net.Error
 			switch {
+			case errors.As(err, &ne) && ne.Timeout():
+				return protoError(condResourceLimit, "idle for more than %v", 2*idleTimeout)
 			case errors.Is(err, amqp.ErrFrameTooLarge):
 				return protoError(condFramingError, "frame larger than the negotiated %d bytes", c.srv.maxFrame)
 			case errors.Is(err, amqp.ErrMalformed):

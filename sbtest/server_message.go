@@ -134,8 +134,9 @@ func toSDKMessage(m *amqp.Message) (*azservicebus.Message, error) {
 func wireValue(v any) any {
 	switch v := v.(type) {
 	case nil, bool, uint8, uint16, uint32, uint64, int8, int16, int32, int64, float32, float64,
-		string, []byte, time.Time, amqp.Symbol, amqp.UUID, amqp.Char:
-		return v
+		string, []byte, time.Time, amqp.Symbol, amqp.UUID, amqp.Char, amqp.Decimal32, amqp.Decimal64,
+		amqp.Decimal128, amqp.Map, amqp.Array, []any, *amqp.Described:
+		return v // AMQP types, as decoded from what a client sent
 	case int:
 		return int64(v)
 	case uint:

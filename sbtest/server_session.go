@@ -257,6 +257,9 @@ func (s *srvSession) disposition(d *amqp.Disposition) error {
 	if d.Role != amqp.RoleReceiver {
 		return nil // the client confirms our settlement of its transfers: nothing to do
 	}
+	if _, ok := d.State.(*amqp.Received); ok && !d.Settled {
+		return nil // progress of a partial delivery, not an outcome
+	}
 	last := d.First
 	if d.Last != nil {
 		last = *d.Last
