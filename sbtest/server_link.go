@@ -218,9 +218,12 @@ func (l *srvLink) setup(a *amqp.Attach) *amqp.Error {
 			}
 		}
 	}
-	mode := azservicebus.ReceiveModeReceiveAndDelete
-	if a.RcvSettleMode != nil && *a.RcvSettleMode == amqp.ReceiverSettleSecond {
-		mode = azservicebus.ReceiveModePeekLock
+	// Pre-settled deliveries (snd-settle-mode settled) are receive-and-delete; otherwise
+	// the client settles every delivery (peek-lock), confirmed by the server in
+	// rcv-settle-mode second.
+	mode := azservicebus.ReceiveModePeekLock
+	if a.SndSettleMode != nil && *a.SndSettleMode == amqp.SenderSettleSettled {
+		mode = azservicebus.ReceiveModeReceiveAndDelete
 	}
 	l.settled = mode == azservicebus.ReceiveModeReceiveAndDelete
 	rcv, err := newEntityReceiver(ns, l.addr, mode)

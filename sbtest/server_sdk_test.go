@@ -207,6 +207,36 @@ func TestServerSettlement(t *testing.T) {
 		if err != nil || len(none) != 0 {
 			t.Fatalf("receive deferred of a completed message: %v, %d messages", err, len(none))
 		}
+
+		// Defer and dead-letter on the management link too.
+		send("defer twice")
+		m = receiveN(t, r, 1)[0]
+		if err := r.DeferMessage(ctx, m, nil); err != nil {
+			t.Fatal(err)
+		}
+		ds, err = r.ReceiveDeferredMessages(ctx, []int64{*m.SequenceNumber}, nil)
+		if err != nil || len(ds) != 1 {
+			t.Fatalf("receive deferred: %v, %d messages", err, len(ds))
+		}
+		if err := r.DeferMessage(ctx, ds[0], &azservicebus.DeferMessageOptions{PropertiesToModify: map[string]any{"n": int64(2)}}); err != nil {
+			t.Fatal(err)
+		}
+		ds, err = r.ReceiveDeferredMessages(ctx, []int64{*m.SequenceNumber}, nil)
+		if err != nil || len(ds) != 1 || ds[0].ApplicationProperties["n"] != int64(2) {
+			t.Fatalf("receive deferred again: %v, %v", err, ds)
+		}
+		if err := r.DeadLetterMessage(ctx, ds[0], &azservicebus.DeadLetterOptions{Reason: sp("mgmt"), ErrorDescription: sp("via $management")}); err != nil {
+			t.Fatal(err)
+		}
+		dl := q.DeadLetters()
+		if len(dl) != 1 || *dl[0].DeadLetterReason != "mgmt" || *dl[0].DeadLetterErrorDescription != "via $management" {
+			t.Fatalf("dead letters %v", dl)
+		}
+		dlq := w.receiver(t, "q", &azservicebus.ReceiverOptions{SubQueue: azservicebus.SubQueueDeadLetter, ReceiveMode: azservicebus.ReceiveModeReceiveAndDelete})
+		if p, err := dlq.PeekMessages(ctx, 5, nil); err != nil || len(p) != 1 || string(p[0].Body) != "defer twice" {
+			t.Fatalf("peek dead-letter queue: %v %v", err, p)
+		}
+		receiveN(t, dlq, 1)
 	})
 
 	t.Run("renew lock", func(t *testing.T) {
@@ -369,6 +399,18 @@ func TestServerTopic(t *testing.T) {
 	ctx := wireCtx(t)
 	s := w.sender(t, "t")
 	if err := s.SendMessage(ctx, &azservicebus.Message{Body: []byte("fan-out")}, nil); err != nil {
+		t.Fatal(err)
+	}
+	seqs, err := s.ScheduleMessages(ctx, []*azservicebus.Message{{Body: []byte("later")}}, time.Now().Add(time.Hour), nil)
+	if err != nil || len(seqs) != 1 || seqs[0] != 2 {
+		t.Fatalf("schedule on a topic: %v %v", seqs, err)
+	}
+	for _, e := range []string{"t/Subscriptions/a", "t/Subscriptions/b"} {
+		if sub, _ := w.srv.Namespace().Entity(e); sub.ScheduledCount() != 1 {
+			t.Fatalf("%s: %d scheduled", e, sub.ScheduledCount())
+		}
+	}
+	if err := s.CancelScheduledMessages(ctx, seqs, nil); err != nil {
 		t.Fatal(err)
 	}
 	for _, sub := range []string{"a", "b"} {
