@@ -57,12 +57,11 @@ type srvLink struct {
 	inCredit uint32
 
 	// linkReceive and linkResponse
-	rcv      *Receiver // linkReceive
-	settled  bool      // deliveries are sent settled (receive-and-delete, responses)
-	replyTo  string    // linkResponse: the client's target address
-	sendMu   sync.Mutex
-	tagSeq   uint64 // guarded by sendMu
-	loopDone chan struct{}
+	rcv     *Receiver // linkReceive
+	settled bool      // deliveries are sent settled (receive-and-delete, responses)
+	replyTo string    // linkResponse: the client's target address
+	sendMu  sync.Mutex
+	tagSeq  uint64 // guarded by sendMu
 
 	mu            sync.Mutex
 	credit        uint32
@@ -114,7 +113,7 @@ func (s *srvSession) attach(a *amqp.Attach) error {
 		s.mu.Unlock()
 		return protoError(condHandleInUse, "handle %d is already attached", a.Handle)
 	}
-	l := &srvLink{s: s, name: a.Name, handle: a.Handle, wake: make(chan struct{}), loopDone: make(chan struct{})}
+	l := &srvLink{s: s, name: a.Name, handle: a.Handle, wake: make(chan struct{})}
 	l.ctx, l.cancel = context.WithCancel(c.ctx)
 	s.links[a.Handle] = l
 	s.mu.Unlock()
@@ -158,13 +157,11 @@ func (s *srvSession) attach(a *amqp.Attach) error {
 	case linkSend, linkRequest:
 		l.inCredit = creditWindow
 		s.writeFlow(&amqp.Flow{Handle: amqp.Ptr(l.handle), DeliveryCount: amqp.Ptr(uint32(0)), LinkCredit: amqp.Ptr(uint32(creditWindow))})
-		close(l.loopDone)
 	case linkReceive:
 		c.wg.Add(1)
 		go l.receiveLoop()
 	case linkResponse:
 		c.registerReply(l.replyTo, l)
-		close(l.loopDone)
 	}
 	return nil
 }

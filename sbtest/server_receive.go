@@ -16,7 +16,6 @@ import (
 // sends what is available at once and then spends the rest of the credit.
 func (l *srvLink) receiveLoop() {
 	defer l.s.c.wg.Done()
-	defer close(l.loopDone)
 	for {
 		credit, drain, ok := l.waitCredit()
 		if !ok {

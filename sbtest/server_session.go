@@ -171,8 +171,8 @@ func (s *srvSession) transfer(t *amqp.Transfer, payload []byte) error {
 	return l.onTransfer(t, payload)
 }
 
-// waitWindow waits until the client's incoming window has room for a transfer frame and
-// returns with s.mu held; it returns false (without the lock) when ctx ends or the
+// lockWithWindow waits until the client's incoming window has room for a transfer frame
+// and returns with s.mu held; it returns false (without the lock) when ctx ends or the
 // session closes.
 func (s *srvSession) lockWithWindow(ctx context.Context) bool {
 	for {
@@ -207,11 +207,8 @@ func (s *srvSession) sendDelivery(ctx context.Context, l *srvLink, tag []byte, p
 			return false
 		}
 		if l.isDetached() {
+			// No frame may follow a detach; the client drops a partial delivery.
 			if !first {
-				// Abort the partial delivery so the client drops what it has.
-				s.c.writeFrame(s.ch, &amqp.Transfer{Handle: l.handle, More: false, Aborted: true, Settled: true}, nil)
-				s.nextOutgoingID++
-				s.remoteIncomingWindow--
 				delete(s.unsettled, deliveryID)
 			}
 			s.mu.Unlock()
