@@ -178,6 +178,13 @@ func TestServerHostileInput(t *testing.T) {
 			c.open()
 			c.write(append(frameHeader(16, 0, 0), 0xde, 0xad, 0xbe, 0xef, 0xff, 0xff, 0xff, 0xff))
 		}, condDecodeError},
+		{"performative with a wrongly typed field", func(c *rawConn) {
+			c.open()
+			c.beginSession(100)
+			// attach(name "x", handle "bad" (a string, not a uint), role receiver)
+			body := []byte{0x00, 0x53, 0x12, 0xc0, 10, 3, 0xa1, 1, 'x', 0xa1, 3, 'b', 'a', 'd', 0x41}
+			c.write(append(frameHeader(uint32(8+len(body)), 0, 0), body...))
+		}, condDecodeError},
 		{"frame size below the header", func(c *rawConn) {
 			c.open()
 			c.write(frameHeader(4, 0, 0))
