@@ -74,9 +74,17 @@ func EnqueueTime(message *azservicebus.Message, sentAt time.Time) time.Time {
 
 // MessageExpiresAt returns when a received message expires: its ExpiresAt when the broker
 // set it, otherwise EnqueuedTime + TimeToLive. ok is false when neither can be known.
+//
+// A TimeToLive of zero or less means the message carried no TTL, and its expiry is
+// unknown: Service Bus sends no ttl in the AMQP header of a message sent without one
+// (the entity's default applies at the broker), and the SDK then reports TimeToLive 0 and
+// ExpiresAt equal to EnqueuedTime. Service Bus accepts no zero TTL, so no real expiry is
+// lost by ignoring it.
 func MessageExpiresAt(message *azservicebus.ReceivedMessage) (expiresAt time.Time, ok bool) {
 	switch {
 	case message == nil:
+		return time.Time{}, false
+	case message.TimeToLive != nil && *message.TimeToLive <= 0:
 		return time.Time{}, false
 	case message.ExpiresAt != nil:
 		return *message.ExpiresAt, true

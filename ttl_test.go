@@ -168,6 +168,14 @@ func TestReceivedMessageExpiry(t *testing.T) {
 			now:           t0.Add(1000 * time.Hour),
 			wantRemaining: sbkit.MaxTTL,
 		},
+		{
+			// What the SDK makes of a message sent without a TTL: the header has no ttl,
+			// so TimeToLive is 0 and ExpiresAt is EnqueuedTime. The message is not expired.
+			name:          "no ttl on the wire: zero TimeToLive and ExpiresAt at EnqueuedTime",
+			msg:           &azservicebus.ReceivedMessage{ExpiresAt: ptr(t0), EnqueuedTime: ptr(t0), TimeToLive: ptr(time.Duration(0))},
+			now:           t0.Add(time.Hour),
+			wantRemaining: sbkit.MaxTTL,
+		},
 		{name: "nil message", msg: nil, now: t0, wantRemaining: sbkit.MaxTTL},
 	}
 	for _, tc := range tests {
