@@ -42,4 +42,16 @@
 // hot path) and each sleeps the namespace's Latency without holding any lock, so
 // concurrent senders and receivers are served in parallel, which makes sbtest usable for
 // throughput benchmarks.
+//
+// # On the wire
+//
+// NewServer serves a Namespace over AMQP 1.0 on a loopback TCP port, so that the
+// unmodified azservicebus client runs against sbtest: hand it Server.ConnectionString
+// (UseDevelopmentEmulator=true). No Docker, no SQL, no network beyond 127.0.0.1. The
+// entities, faults, latency and inspection are the Namespace's; what the wire does and
+// does not emulate is listed on Server.
+//
+//	srv, _ := sbtest.NewServer(&sbtest.ServerOptions{Queues: map[string]*sbtest.EntityOptions{"orders": nil}})
+//	defer srv.Close()
+//	client, _ := azservicebus.NewClientFromConnectionString(srv.ConnectionString(), nil)
 package sbtest
