@@ -27,9 +27,9 @@ type scriptedPeer struct {
 	frames  [][]byte     // raw frames read, for fuzz seeds
 
 	mu          sync.Mutex
-	received    []*Message     // messages (batches split) the client sent
-	formats     []uint32       // message-format of each delivery
-	filters     []Map          // source filters of the client's receiver attaches
+	received    []*Message      // messages (batches split) the client sent
+	formats     []uint32        // message-format of each delivery
+	filters     []Map           // source filters of the client's receiver attaches
 	outcomes    []DeliveryState // states of the client's dispositions
 	senderModes []*SenderSettleMode
 	toSend      []*Message // messages for the client's receiver link
@@ -133,8 +133,8 @@ func (p *scriptedPeer) run() error {
 		return err
 	}
 	_ = begin
-	var nextOut uint32 // delivery-id of the next transfer sent here
-	var partial []byte // payload of an incomplete multi-frame delivery
+	var nextOut uint32  // delivery-id of the next transfer sent here
+	var partial []byte  // payload of an incomplete multi-frame delivery
 	var first *Transfer // first frame of the delivery being received
 	for {
 		f, err := p.read()
