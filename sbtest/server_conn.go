@@ -32,6 +32,7 @@ const (
 	condTimeout          amqp.Symbol = "com.microsoft:timeout"
 	condDeadLetter       amqp.Symbol = "com.microsoft:dead-letter"
 	condResourceLimit    amqp.Symbol = "amqp:resource-limit-exceeded"
+	condTransferLimit    amqp.Symbol = "amqp:link:transfer-limit-exceeded"
 )
 
 const (
@@ -180,7 +181,7 @@ func (c *srvConn) handshake(br *bufio.Reader) error {
 	reply := &amqp.Open{
 		ContainerID:  fmt.Sprintf("sbtest-%d", c.id),
 		MaxFrameSize: amqp.Ptr(c.srv.maxFrame),
-		ChannelMax:   amqp.Ptr(uint16(65535)),
+		ChannelMax:   amqp.Ptr(uint16(channelMax)),
 		IdleTimeOut:  amqp.Ptr(uint32(idleTimeout / time.Millisecond)),
 	}
 	b, err := amqp.AppendFrame(nil, amqp.Frame{Type: amqp.FrameTypeAMQP, Body: reply})
@@ -289,6 +290,9 @@ func (c *srvConn) session(ch uint16) *srvSession {
 
 // begin starts a session. The server answers on the same channel number as the client's.
 func (c *srvConn) begin(ch uint16, b *amqp.Begin) error {
+	if ch > channelMax {
+		return protoError(condNotAllowed, "channel %d above channel-max %d", ch, channelMax)
+	}
 	if b.RemoteChannel != nil {
 		return protoError(condNotAllowed, "begin with remote-channel %d: the server starts no sessions", *b.RemoteChannel)
 	}
@@ -305,7 +309,7 @@ func (c *srvConn) begin(ch uint16, b *amqp.Begin) error {
 		NextOutgoingID: 0,
 		IncomingWindow: sessionWindow,
 		OutgoingWindow: sessionWindow,
-		HandleMax:      amqp.Ptr(uint32(1<<32 - 1)),
+		HandleMax:      amqp.Ptr(uint32(handleMax)),
 	}, nil)
 	return nil
 }

@@ -243,6 +243,41 @@ func TestServerHostileInput(t *testing.T) {
 		}
 	})
 
+	t.Run("transfers beyond the credit", func(t *testing.T) {
+		slow, err := w.srv.Namespace().NewQueue("slow", nil)
+		if err != nil {
+			t.Fatal(err)
+		}
+		slow.InjectFault(Fault{Op: OpSend, Hang: true}) // stores never finish: no credit comes back
+		c := dialRaw(t, w.srv)
+		c.open()
+		c.writeFrame(amqp.FrameTypeAMQP, 0, &amqp.Begin{NextOutgoingID: 0, IncomingWindow: 100, OutgoingWindow: 100}, nil)
+		c.readFrame()
+		c.writeFrame(amqp.FrameTypeAMQP, 0, &amqp.Attach{Name: "s", Handle: 0, Role: amqp.RoleSender, Target: &amqp.Target{Address: "slow"}}, nil)
+		c.readFrame()
+		f, ok := c.readFrame().Body.(*amqp.Flow)
+		if !ok || f.LinkCredit == nil {
+			t.Fatal("no credit")
+		}
+		msg, _ := (&amqp.Message{Data: [][]byte{[]byte("x")}}).MarshalBinary()
+		var b []byte
+		for i := range *f.LinkCredit + 1 {
+			b, err = amqp.AppendFrame(b, amqp.Frame{Type: amqp.FrameTypeAMQP, Body: &amqp.Transfer{Handle: 0, DeliveryID: amqp.Ptr(i),
+				DeliveryTag: []byte("t"), MessageFormat: amqp.Ptr(uint32(0))}, Payload: msg})
+			if err != nil {
+				t.Fatal(err)
+			}
+		}
+		c.write(b)
+		if got := c.expectClose(); got != condTransferLimit {
+			t.Fatalf("close condition %q, want %q", got, condTransferLimit)
+		}
+		if n := slow.Stats().Sent; n != 0 {
+			t.Fatalf("%d hung sends were stored", n)
+		}
+		roundTrip(t)
+	})
+
 	t.Run("malformed message is rejected, the connection lives", func(t *testing.T) {
 		c := dialRaw(t, w.srv)
 		c.open()

@@ -34,8 +34,16 @@ const (
 )
 
 // creditWindow is the link credit the server grants to a client's sending link; it tops
-// the credit up when half of it is used.
+// the credit up when half of it is used, counting the deliveries still being handled.
 const creditWindow = 1000
+
+// handleMax and channelMax are the limits the server announces (and enforces) on link
+// handles per session and on session channels per connection, which bound what one
+// client can make the server hold.
+const (
+	handleMax  = 1023
+	channelMax = 4095
+)
 
 // srvLink is one attached link. Fields set at attach are read-only afterwards.
 type srvLink struct {
@@ -49,12 +57,15 @@ type srvLink struct {
 	ctx    context.Context // cancelled when the link goes away
 	cancel context.CancelFunc
 
-	// linkSend and linkRequest; cur, received and inCredit belong to the reader goroutine.
+	// linkSend and linkRequest. cur belongs to the reader goroutine; the credit state is
+	// guarded by mu, and flowMu keeps the flows that grant credit in order.
 	sender   *Sender   // linkSend
 	node     *mgmtNode // linkRequest
 	cur      *inDelivery
+	flowMu   sync.Mutex
 	received uint32 // deliveries received: the link's delivery-count as receiver
-	inCredit uint32
+	inCredit uint32 // credit the client has left
+	inFlight uint32 // deliveries received and not yet answered
 
 	// linkReceive and linkResponse
 	rcv     *Receiver // linkReceive
@@ -108,6 +119,9 @@ func (l *srvLink) wakeLocked() {
 // or refuses it (an attach without the terminus, then a detach with the error).
 func (s *srvSession) attach(a *amqp.Attach) error {
 	c := s.c
+	if a.Handle > handleMax {
+		return protoError(condInvalidField, "handle %d above handle-max %d", a.Handle, handleMax)
+	}
 	s.mu.Lock()
 	if _, inUse := s.links[a.Handle]; inUse {
 		s.mu.Unlock()
@@ -155,8 +169,7 @@ func (s *srvSession) attach(a *amqp.Attach) error {
 	s.mu.Unlock()
 	switch l.kind {
 	case linkSend, linkRequest:
-		l.inCredit = creditWindow
-		s.writeFlow(&amqp.Flow{Handle: amqp.Ptr(l.handle), DeliveryCount: amqp.Ptr(uint32(0)), LinkCredit: amqp.Ptr(uint32(creditWindow))})
+		l.grantCredit()
 	case linkReceive:
 		c.wg.Add(1)
 		go l.receiveLoop()
@@ -358,9 +371,40 @@ func (l *srvLink) onFlow(f *amqp.Flow) {
 		}
 	default:
 		if f.Echo {
-			l.s.writeFlow(&amqp.Flow{Handle: amqp.Ptr(l.handle), DeliveryCount: amqp.Ptr(l.received), LinkCredit: amqp.Ptr(l.inCredit)})
+			l.flowMu.Lock()
+			l.mu.Lock()
+			fl := &amqp.Flow{Handle: amqp.Ptr(l.handle), DeliveryCount: amqp.Ptr(l.received), LinkCredit: amqp.Ptr(l.inCredit)}
+			l.mu.Unlock()
+			l.s.writeFlow(fl)
+			l.flowMu.Unlock()
 		}
 	}
+}
+
+// grantCredit tops up the credit of a link the client sends on once half of it is used:
+// the client may have creditWindow deliveries unanswered (received or in flight), so a
+// slow entity (latency, a hanging fault) pushes back on the client instead of piling up
+// goroutines.
+func (l *srvLink) grantCredit() {
+	l.flowMu.Lock()
+	defer l.flowMu.Unlock()
+	l.mu.Lock()
+	if l.detached || l.inCredit >= creditWindow/2 || l.inFlight+l.inCredit >= creditWindow {
+		l.mu.Unlock()
+		return
+	}
+	l.inCredit = creditWindow - l.inFlight
+	f := &amqp.Flow{Handle: amqp.Ptr(l.handle), DeliveryCount: amqp.Ptr(l.received), LinkCredit: amqp.Ptr(l.inCredit)}
+	l.mu.Unlock()
+	l.s.writeFlow(f)
+}
+
+// answered records that a delivery the client sent was handled, and grants credit.
+func (l *srvLink) answered() {
+	l.mu.Lock()
+	l.inFlight--
+	l.mu.Unlock()
+	l.grantCredit()
 }
 
 // writeSenderFlow sends the flow state of a link the server sends on.
@@ -433,15 +477,16 @@ func (l *srvLink) onTransfer(t *amqp.Transfer, payload []byte) error {
 		if t.MessageFormat != nil {
 			d.format = *t.MessageFormat
 		}
-		l.cur = d
+		l.mu.Lock()
+		if l.inCredit == 0 {
+			l.mu.Unlock()
+			return protoError(condTransferLimit, "transfer on link %q without credit", l.name)
+		}
+		l.inCredit--
 		l.received++
-		if l.inCredit > 0 {
-			l.inCredit--
-		}
-		if l.inCredit < creditWindow/2 && !l.isDetached() {
-			l.inCredit = creditWindow
-			l.s.writeFlow(&amqp.Flow{Handle: amqp.Ptr(l.handle), DeliveryCount: amqp.Ptr(l.received), LinkCredit: amqp.Ptr(uint32(creditWindow))})
-		}
+		l.inFlight++
+		l.mu.Unlock()
+		l.cur = d
 	}
 	d := l.cur
 	if t.Settled {
@@ -449,6 +494,7 @@ func (l *srvLink) onTransfer(t *amqp.Transfer, payload []byte) error {
 	}
 	if t.Aborted {
 		l.cur = nil
+		l.answered()
 		return nil
 	}
 	if !d.oversize {
@@ -463,6 +509,7 @@ func (l *srvLink) onTransfer(t *amqp.Transfer, payload []byte) error {
 	}
 	l.cur = nil
 	if l.isDetached() {
+		l.answered()
 		return nil // frames that crossed the server's detach
 	}
 	c := l.s.c
@@ -470,6 +517,7 @@ func (l *srvLink) onTransfer(t *amqp.Transfer, payload []byte) error {
 	if l.kind == linkSend {
 		go func() {
 			defer c.wg.Done()
+			defer l.answered()
 			l.store(d)
 		}()
 		return nil
@@ -479,6 +527,7 @@ func (l *srvLink) onTransfer(t *amqp.Transfer, payload []byte) error {
 	}
 	go func() {
 		defer c.wg.Done()
+		defer l.answered()
 		l.request(d)
 	}()
 	return nil

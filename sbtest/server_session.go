@@ -275,8 +275,11 @@ func (s *srvSession) disposition(d *amqp.Disposition) error {
 			if od, ok := s.unsettled[id]; ok {
 				items = append(items, item{id, od})
 				delete(s.unsettled, id)
-			} else if !d.Settled {
-				items = append(items, item{id: id})
+			} else if !d.Settled && !s.closed {
+				// Not (or no longer) held: settled before, or its link went away.
+				s.c.writeFrame(s.ch, &amqp.Disposition{Role: amqp.RoleSender, First: id, Settled: true, State: &amqp.Rejected{
+					Error: &amqp.Error{Condition: condLockLost, Description: "the delivery is not held: the lock was lost or the message was settled"},
+				}}, nil)
 			}
 			if id == last {
 				break
@@ -299,12 +302,7 @@ func (s *srvSession) disposition(d *amqp.Disposition) error {
 	go func() {
 		defer c.wg.Done()
 		for _, it := range items {
-			var state amqp.DeliveryState
-			if it.od.link == nil {
-				state = &amqp.Rejected{Error: &amqp.Error{Condition: condLockLost, Description: "the delivery is not held: the lock was lost or the message was settled"}}
-			} else {
-				state = it.od.link.settle(c.ctx, it.od.token, d.State)
-			}
+			state := it.od.link.settle(c.ctx, it.od.token, d.State)
 			if !d.Settled {
 				s.mu.Lock()
 				if !s.closed {
