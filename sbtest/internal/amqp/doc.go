@@ -4,13 +4,22 @@
 // the Azure Service Bus SDK, written from the OASIS AMQP 1.0 specification (part 1 types,
 // part 2 transport, part 3 messaging, part 5 SASL). It contains:
 //
-//   - the type system (types.go, encode.go, decode.go): Marshal, AppendValue and Unmarshal
-//     map AMQP values to Go values (see the table below);
-//   - frames (frame.go): ReadFrame, AppendFrame and the protocol headers;
-//   - performatives and their parts (performatives.go, sasl.go): Open ... Close, Source,
-//     Target, Error, the delivery states and the SASL frames;
-//   - messages (message.go, batch.go): the bare message sections and the batch format
-//     0x80013700 that Service Bus uses for MessageBatch.
+//   - the type system: Marshal, AppendValue (encode.go, array.go) and Unmarshal
+//     (decode.go) map AMQP values to Go values (see the table below);
+//   - frames (frame.go): ReadFrame, AppendFrame, ParseFrameBody and the protocol headers;
+//   - performatives and their parts (performatives.go, fields.go, sasl.go): Open ... Close,
+//     Source, Target, Error, the delivery states and the SASL frame bodies, encoded and
+//     decoded as described lists (composite.go) without reflection;
+//   - messages (message.go, batch.go): the message sections and the batch format
+//     0x80013700 that Service Bus uses for MessageBatch (SplitBatch, MakeBatch).
+//
+// Encoding omits trailing absent fields of a performative and picks the smallest
+// constructor; decoding of a performative checks each field's AMQP type, fills absent
+// fields with the specification's defaults, rejects missing mandatory fields and accepts
+// numeric or symbolic descriptors. Facts about what the Service Bus SDK sends (go-amqp
+// v1.7.0) are pinned by the cross-check tests: it writes every composite as a list32,
+// string annotation keys as symbols, error info keys as strings, timestamps as
+// milliseconds, and batches as one data section per encoded message.
 //
 // Type mapping (encoding picks the smallest constructor; decoding accepts every constructor
 // the specification defines):
