@@ -9,14 +9,20 @@ import (
 	"github.com/sbkit/sbkit/internal/scenario"
 )
 
-// TestScenarios runs the whole suite against every backend: memory always, live only
-// when SBKIT_CONNECTION_STRING is set. After each backend no goroutine may remain.
+// TestScenarios runs the whole suite against every backend: memory and server always
+// (at the same time), live only when SBKIT_CONNECTION_STRING is set. Once every backend
+// is done and closed, no goroutine may remain.
 func TestScenarios(t *testing.T) {
 	baseline := runtime.NumGoroutine()
+	t.Cleanup(func() { checkGoroutines(t, baseline) })
 	t.Run("memory", func(t *testing.T) {
+		t.Parallel()
 		scenario.Run(t, scenario.NewMemory())
 	})
-	checkGoroutines(t, baseline, "memory")
+	t.Run("server", func(t *testing.T) {
+		t.Parallel()
+		scenario.Run(t, scenario.NewServer(t))
+	})
 	t.Run("live", func(t *testing.T) {
 		b, err := scenario.NewLive(t, os.Getenv)
 		if err != nil {
@@ -31,14 +37,14 @@ func TestScenarios(t *testing.T) {
 }
 
 // checkGoroutines fails t when more than baseline goroutines remain a few seconds after
-// a backend's scenarios and cleanups finished.
-func checkGoroutines(t *testing.T, baseline int, after string) {
+// the backends' scenarios and cleanups finished.
+func checkGoroutines(t *testing.T, baseline int) {
 	t.Helper()
 	deadline := time.Now().Add(5 * time.Second)
 	for runtime.NumGoroutine() > baseline {
 		if time.Now().After(deadline) {
 			buf := make([]byte, 1<<20)
-			t.Fatalf("%d goroutines remain after %s (%d before):\n%s", runtime.NumGoroutine(), after, baseline, buf[:runtime.Stack(buf, true)])
+			t.Fatalf("%d goroutines remain after the scenarios (%d before):\n%s", runtime.NumGoroutine(), baseline, buf[:runtime.Stack(buf, true)])
 		}
 		time.Sleep(10 * time.Millisecond)
 	}

@@ -1,6 +1,9 @@
 package scenario
 
-import "testing"
+import (
+	"sync"
+	"testing"
+)
 
 // scenario is one end-to-end check run against a Backend.
 type scenario struct {
@@ -26,14 +29,20 @@ var scenarios = []scenario{
 }
 
 // Run runs every scenario against b, each as a subtest of t named after it
-// ("sender/batched", "processor/lock-renewal", ...), in parallel when b allows.
+// ("sender/batched", "processor/lock-renewal", ...). When b allows, all run at once:
+// scenarios spend their time waiting for the broker, not computing, so they are started
+// on goroutines of their own rather than with t.Parallel, whose limit (-parallel,
+// GOMAXPROCS by default) would serialise them on a small machine. Run returns when every
+// scenario has.
 func Run(t *testing.T, b Backend) {
+	var wg sync.WaitGroup
 	for _, sc := range scenarios {
-		t.Run(sc.name, func(t *testing.T) {
-			if b.Parallel() {
-				t.Parallel()
-			}
-			sc.run(t, b)
-		})
+		run := func() { t.Run(sc.name, func(t *testing.T) { sc.run(t, b) }) }
+		if b.Parallel() {
+			wg.Go(run)
+		} else {
+			run()
+		}
 	}
+	wg.Wait()
 }
