@@ -221,11 +221,9 @@ func (l *srvLink) setup(a *amqp.Attach) *amqp.Error {
 		return nil
 	}
 	l.kind = linkReceive
-	if a.Source.Filter != nil && len(a.Source.Filter) > 0 {
-		for _, f := range a.Source.Filter {
-			if k, _ := f.Key.(amqp.Symbol); k == "com.microsoft:session-filter" {
-				return protoError(condNotImplemented, "sbtest does not emulate sessions")
-			}
+	for _, f := range a.Source.Filter {
+		if k, _ := f.Key.(amqp.Symbol); k == "com.microsoft:session-filter" {
+			return protoError(condNotImplemented, "sbtest does not emulate sessions")
 		}
 	}
 	// Pre-settled deliveries (snd-settle-mode settled) are receive-and-delete; otherwise
@@ -497,12 +495,14 @@ func (l *srvLink) onTransfer(t *amqp.Transfer, payload []byte) error {
 		l.answered()
 		return nil
 	}
-	if !d.oversize {
-		if len(d.buf)+len(payload) > l.maxDeliveryBytes() {
-			d.oversize, d.buf = true, nil
-		} else {
-			d.buf = append(d.buf, payload...)
-		}
+	switch {
+	case d.oversize:
+	case len(d.buf)+len(payload) > l.maxDeliveryBytes():
+		d.oversize, d.buf = true, nil
+	case d.buf == nil && !t.More:
+		d.buf = payload // a single-frame delivery: ReadFrame's buffer is fresh, keep it
+	default:
+		d.buf = append(d.buf, payload...)
 	}
 	if t.More {
 		return nil
