@@ -53,6 +53,16 @@ func newWire(t *testing.T, opts *ServerOptions) *wire {
 	return &wire{srv: srv, client: client}
 }
 
+// oneConnection fails the test if the client had to reconnect: an answer the SDK did not
+// like (a settlement confirmed with an error, a malformed response) makes it drop the
+// connection and retry, which hides the error from the caller.
+func (w *wire) oneConnection(t *testing.T) {
+	t.Helper()
+	if n := w.srv.connID.Load(); n != 1 {
+		t.Fatalf("the client opened %d connections, want 1", n)
+	}
+}
+
 func wireCtx(t *testing.T) context.Context {
 	ctx, cancel := context.WithTimeout(context.Background(), wireTimeout)
 	t.Cleanup(cancel)

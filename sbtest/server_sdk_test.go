@@ -73,6 +73,7 @@ func TestServerSendReceiveComplete(t *testing.T) {
 	if st := q.Stats(); st.Completed != 1 || q.ActiveCount()+q.LockedCount() != 0 {
 		t.Fatalf("after complete: %+v", st)
 	}
+	w.oneConnection(t)
 }
 
 func TestServerBatchAndReceiveAndDelete(t *testing.T) {
@@ -115,6 +116,7 @@ func TestServerBatchAndReceiveAndDelete(t *testing.T) {
 	if err := r.CompleteMessage(ctx, got[0], nil); err == nil {
 		t.Fatal("completing a receive-and-delete message succeeded")
 	}
+	w.oneConnection(t)
 }
 
 func TestServerSettlement(t *testing.T) {
@@ -257,6 +259,7 @@ func TestServerSettlement(t *testing.T) {
 			t.Fatalf("renew after complete: %v, want CodeLockLost", err)
 		}
 	})
+	w.oneConnection(t)
 }
 
 func TestServerPeekScheduleCancel(t *testing.T) {
@@ -324,6 +327,7 @@ func TestServerPeekScheduleCancel(t *testing.T) {
 	if string(got[0].Body) != "now" || string(got[1].Body) != "soon" || time.Now().Before(soon) {
 		t.Fatalf("received %q, %q at %v (scheduled %v)", got[0].Body, got[1].Body, time.Now(), soon)
 	}
+	w.oneConnection(t)
 }
 
 func TestServerLockExpiryAndMaxDeliveryCount(t *testing.T) {
@@ -359,6 +363,7 @@ func TestServerLockExpiryAndMaxDeliveryCount(t *testing.T) {
 	if d.DeadLetterReason == nil || *d.DeadLetterReason != MaxDeliveryCountExceededReason {
 		t.Fatalf("dead-letter reason %v", d.DeadLetterReason)
 	}
+	w.oneConnection(t)
 }
 
 func TestServerTTL(t *testing.T) {
@@ -389,6 +394,7 @@ func TestServerTTL(t *testing.T) {
 	if string(d.Body) != "short" || *d.TimeToLive != short || d.DeadLetterReason == nil || *d.DeadLetterReason != "TTLExpiredException" {
 		t.Fatalf("expired message %q ttl %v reason %v", d.Body, d.TimeToLive, d.DeadLetterReason)
 	}
+	w.oneConnection(t)
 }
 
 func TestServerTopic(t *testing.T) {
@@ -439,6 +445,7 @@ func TestServerTopic(t *testing.T) {
 		_ = dlq.Close(ctx)
 		_ = r.Close(ctx)
 	}
+	w.oneConnection(t)
 }
 
 func TestServerErrors(t *testing.T) {
@@ -553,6 +560,7 @@ func TestServerLocksFollowTheLink(t *testing.T) {
 			}
 		}
 	})
+	w.oneConnection(t)
 }
 
 func TestServerRefusesSessions(t *testing.T) {
