@@ -621,3 +621,20 @@ func TestServerFaults(t *testing.T) {
 		t.Fatalf("renew with a permanent fault: %v, want CodeUnauthorizedAccess", err)
 	}
 }
+
+func TestServerDuplicateDetection(t *testing.T) {
+	t.Parallel()
+	w := newWire(t, &ServerOptions{Queues: map[string]*EntityOptions{"q": {DuplicateDetectionWindow: time.Minute}}})
+	ctx := wireCtx(t)
+	s := w.sender(t, "q")
+	for range 2 {
+		if err := s.SendMessage(ctx, &azservicebus.Message{MessageID: sp("same"), Body: []byte("x")}, nil); err != nil {
+			t.Fatal(err)
+		}
+	}
+	q, _ := w.srv.Namespace().Entity("q")
+	if st := q.Stats(); st.Sent != 1 || st.DuplicatesDropped != 1 {
+		t.Fatalf("stats %+v, want one stored and one dropped", st)
+	}
+	w.oneConnection(t)
+}
