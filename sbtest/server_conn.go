@@ -43,6 +43,9 @@ const (
 	// maxHeartbeat is the longest the server stays silent on a connection whose peer
 	// announced no idle timeout.
 	maxHeartbeat = 15 * time.Second
+	// minHeartbeat bounds how often the server sends heartbeats, whatever idle timeout
+	// the client announces.
+	minHeartbeat = 50 * time.Millisecond
 	// idleTimeout is the idle timeout the server announces: a client that sends nothing
 	// (not even the empty frames AMQP uses as heartbeats) for twice as long is considered
 	// gone and its connection is closed. The SDK sends a heartbeat every half of it.
@@ -409,7 +412,7 @@ func (c *srvConn) writeLoop() {
 	defer c.wg.Done()
 	beat := maxHeartbeat
 	if c.peerIdle > 0 {
-		beat = min(beat, c.peerIdle/2)
+		beat = max(min(beat, c.peerIdle/2), minHeartbeat)
 	}
 	ticker := time.NewTicker(beat)
 	defer ticker.Stop()
