@@ -75,15 +75,23 @@ func (m Map) Set(key, value any) Map {
 
 // keyEqual compares two map keys without panicking on uncomparable values.
 func keyEqual(a, b any) bool {
-	if ab, ok := a.([]byte); ok {
-		bb, ok := b.([]byte)
-		return ok && string(ab) == string(bb)
+	switch ka := a.(type) {
+	case Symbol: // the usual keys: no reflection
+		kb, ok := b.(Symbol)
+		return ok && ka == kb
+	case string:
+		kb, ok := b.(string)
+		return ok && ka == kb
+	case []byte:
+		kb, ok := b.([]byte)
+		return ok && string(ka) == string(kb)
 	}
-	ta, tb := reflect.TypeOf(a), reflect.TypeOf(b)
-	if ta != tb {
+	if reflect.TypeOf(a) != reflect.TypeOf(b) {
 		return false
 	}
-	if ta != nil && !ta.Comparable() {
+	// Value.Comparable also looks inside interfaces: Described{Value: []any{}} has a
+	// comparable type but == would panic on it.
+	if a != nil && !reflect.ValueOf(a).Comparable() || b != nil && !reflect.ValueOf(b).Comparable() {
 		return reflect.DeepEqual(a, b)
 	}
 	return a == b

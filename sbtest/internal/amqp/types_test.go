@@ -275,7 +275,7 @@ func TestMarshalUnsupported(t *testing.T) {
 }
 
 func TestMapGetSet(t *testing.T) {
-	m := Map{{Symbol("a"), 1}, {"a", 2}, {[]byte("b"), 3}, {[]any{}, 4}}
+	m := Map{{Symbol("a"), 1}, {"a", 2}, {[]byte("b"), 3}, {[]any{}, 4}, {Described{uint64(1), []any{"x"}}, 7}}
 	tests := []struct {
 		key  any
 		want any
@@ -285,6 +285,9 @@ func TestMapGetSet(t *testing.T) {
 		{"a", 2, true},
 		{[]byte("b"), 3, true},
 		{[]any{}, 4, true},
+		{Described{uint64(1), []any{"x"}}, 7, true},
+		{Described{uint64(1), []any{"y"}}, nil, false},
+		{Described{uint64(1), Map{}}, nil, false},
 		{"b", nil, false},
 		{nil, nil, false},
 		{uint64(1), nil, false},
@@ -299,7 +302,7 @@ func TestMapGetSet(t *testing.T) {
 	if v, _ := m.Get("a"); v != 5 {
 		t.Errorf("Set existing: %v", v)
 	}
-	if v, _ := m.Get("new"); v != 6 || len(m) != 5 {
+	if v, _ := m.Get("new"); v != 6 || len(m) != 6 {
 		t.Errorf("Set new: %v, len %d", v, len(m))
 	}
 }
