@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"io"
 	"math"
+	"reflect"
 )
 
 // Frame types (part 2.3): an AMQP frame carries a performative, a SASL frame a SASL body.
@@ -175,7 +176,8 @@ func isSASL(p Performative) bool {
 // AppendFrame appends the encoded frame f to dst. The doff is 2 (no extended header).
 // It fails if f.Body fails to encode, if the frame type does not fit the body (SASL bodies
 // go in FrameTypeSASL frames, the others in FrameTypeAMQP), if a body other than *Transfer
-// has a Payload, or if the frame exceeds 4 GiB. On error dst is returned unchanged.
+// has a Payload, if Body is a nil pointer, or if the frame exceeds 4 GiB. On error dst is
+// returned unchanged.
 func AppendFrame(dst []byte, f Frame) ([]byte, error) {
 	start := len(dst)
 	switch {
@@ -183,6 +185,8 @@ func AppendFrame(dst []byte, f Frame) ([]byte, error) {
 		return dst, fmt.Errorf("amqp: frame type 0x%02x", f.Type)
 	case f.Body == nil && len(f.Payload) > 0:
 		return dst, errors.New("amqp: payload without a transfer body")
+	case f.Body != nil && reflect.ValueOf(f.Body).IsNil():
+		return dst, fmt.Errorf("amqp: nil %T body (use a nil Body for an empty frame)", f.Body)
 	case f.Body != nil && isSASL(f.Body) != (f.Type == FrameTypeSASL):
 		return dst, fmt.Errorf("amqp: %T in a frame of type 0x%02x", f.Body, f.Type)
 	}

@@ -177,6 +177,7 @@ func TestAppendFrameErrors(t *testing.T) {
 		{"sasl body in amqp frame", Frame{Body: &SASLInit{}}},
 		{"amqp body in sasl frame", Frame{Type: FrameTypeSASL, Body: &Open{}}},
 		{"unencodable field", Frame{Body: &Open{Properties: Map{{Symbol("k"), 1}}}}},
+		{"nil pointer body", Frame{Body: (*Close)(nil)}},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
