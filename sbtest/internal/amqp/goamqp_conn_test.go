@@ -29,6 +29,7 @@ type scriptedPeer struct {
 	mu          sync.Mutex
 	received    []*Message      // messages (batches split) the client sent
 	formats     []uint32        // message-format of each delivery
+	tags        [][]byte        // delivery tag of each delivery
 	filters     []Map           // source filters of the client's receiver attaches
 	outcomes    []DeliveryState // states of the client's dispositions
 	senderModes []*SenderSettleMode
@@ -208,6 +209,7 @@ func (p *scriptedPeer) run() error {
 			p.mu.Lock()
 			p.received = append(p.received, msgs...)
 			p.formats = append(p.formats, format)
+			p.tags = append(p.tags, first.DeliveryTag)
 			p.mu.Unlock()
 			id := *first.DeliveryID
 			first = nil
@@ -379,6 +381,10 @@ func TestGoAMQPClient(t *testing.T) {
 	}
 	if fmt.Sprint(peer.formats) != fmt.Sprint([]uint32{0, 0, MessageFormatBatch}) {
 		t.Errorf("formats %v", peer.formats)
+	}
+	// go-amqp's delivery tags: an 8-byte big-endian counter per link.
+	if fmt.Sprint(peer.tags) != "[[0 0 0 0 0 0 0 0] [0 0 0 0 0 0 0 1] [0 0 0 0 0 0 0 2]]" {
+		t.Errorf("delivery tags %v", peer.tags)
 	}
 	first := peer.received[0]
 	if v, _ := first.MessageAnnotations.Get(Symbol("x-opt-partition-key")); v != "pk" {
