@@ -71,9 +71,10 @@ type Queue interface {
 	NewReceiver(t *testing.T, mode azservicebus.ReceiveMode, deadLetter bool) Receiver
 }
 
-// Receiver is a queue receiver that can renew locks and must be closed, as
-// *azservicebus.Receiver and *sbtest.Receiver are.
+// Receiver is a queue receiver that can renew locks, receive deferred messages and must
+// be closed, as *azservicebus.Receiver and *sbtest.Receiver are.
 type Receiver interface {
 	sbkit.LockingReceiver
+	sbkit.DeferredReceiver
 	Close(ctx context.Context) error
 }

@@ -231,5 +231,90 @@ func processorLockRenewal(t *testing.T, b Backend) {
 	if st.Completed != 1 || st.LockLost != 0 || st.Renewed < 1 {
 		t.Errorf("stats %+v, want 1 completed after at least 1 renewal, no lock lost", st)
 	}
+	for _, e := range pr.errorsFrom(receiver.SourceRenew) {
+		t.Errorf("renewal error: %v", e)
+	}
+	expectEmpty(t, q, r)
+}
+
+// processorLockExpiry: without renewal a handler that outlives its lock has its context
+// cancelled with a lock-lost cause; the processor does not settle the message (it counts
+// it LockLost, reported once) and the broker delivers it again with its delivery counted,
+// and that second delivery completes.
+func processorLockExpiry(t *testing.T, b Backend) {
+	q := b.Queue(t, QueueOptions{LockDuration: time.Second})
+	p := q.Properties()
+	if !p.Known || p.LockDuration > 10*time.Second {
+		t.Skipf("needs a queue with a known lock duration of at most 10s (known %v, %v)", p.Known, p.LockDuration)
+	}
+	sendAll(t, q.NewSender(t), message("stuck", "x"))
+	r := q.NewReceiver(t, azservicebus.ReceiveModePeekLock, false)
+	cause := make(chan error, 1)
+	rec := &recorder{}
+	h := func(ctx context.Context, m *azservicebus.ReceivedMessage) error {
+		if m.DeliveryCount > 1 {
+			return nil
+		}
+		select {
+		case <-ctx.Done():
+			cause <- context.Cause(ctx)
+		case <-time.After(waitTimeout):
+			cause <- errors.New("handler context not cancelled at the lock's expiry")
+		}
+		return context.Cause(ctx)
+	}
+	noRenewal := time.Duration(0)
+	pr := startProcessor(t, r, rec.wrap(h), receiver.Options{MaxAutoLockRenewalDuration: &noRenewal})
+	if c := <-cause; !sbkit.IsLockLost(c) {
+		t.Errorf("handler context cause %v, want a lock-lost error", c)
+	}
+	waitFor(t, "the redelivery completed", func() bool { return pr.p.Stats().Completed == 1 })
+	st := pr.stop(t, waitTimeout)
+	if st.Received != 2 || st.LockLost != 1 || st.Completed != 1 || st.Abandoned != 0 {
+		t.Errorf("stats %+v, want 2 received, 1 lock-lost, 1 completed", st)
+	}
+	if n := len(pr.errorsFrom(receiver.SourceRenew)); n != 1 {
+		t.Errorf("lock loss reported %d times, want once", n)
+	}
+	var counts []uint32
+	for _, c := range rec.snapshot() {
+		counts = append(counts, c.DeliveryCount)
+	}
+	if !slices.Equal(counts, []uint32{1, 2}) {
+		t.Errorf("delivery counts seen by the handler %v, want [1 2]", counts)
+	}
+	expectEmpty(t, q, r)
+}
+
+// processorDefer: a defer marker sets the message aside; ReceiveMessages no longer
+// delivers it, and it is received by its sequence number and completed.
+func processorDefer(t *testing.T, b Backend) {
+	q := b.Queue(t, QueueOptions{})
+	sendAll(t, q.NewSender(t), message("later", "deferred body"))
+	r := q.NewReceiver(t, azservicebus.ReceiveModePeekLock, false)
+	seq := make(chan int64, 1)
+	h := func(_ context.Context, m *azservicebus.ReceivedMessage) error {
+		if m.SequenceNumber == nil {
+			return sbkit.DeadLetter("NoSequenceNumber", "", nil)
+		}
+		seq <- *m.SequenceNumber
+		return sbkit.Defer(nil)
+	}
+	pr := startProcessor(t, r, h, receiver.Options{})
+	waitFor(t, "the message deferred", func() bool { return pr.p.Stats().Deferred == 1 })
+	st := pr.stop(t, waitTimeout)
+	if st.Received != 1 || st.Deferred != 1 {
+		t.Errorf("stats %+v, want 1 received and deferred", st)
+	}
+	expectEmpty(t, q, r)
+	n := <-seq
+	got, err := r.ReceiveDeferredMessages(testContext(t), []int64{n}, nil)
+	if err != nil {
+		t.Fatalf("ReceiveDeferredMessages(%d): %v", n, err)
+	}
+	if len(got) != 1 || got[0].MessageID != "later" || string(got[0].Body) != "deferred body" || deref(got[0].SequenceNumber) != n {
+		t.Fatalf("received deferred %v, want the message with sequence number %d", ids(got), n)
+	}
+	completeAll(t, r, got)
 	expectEmpty(t, q, r)
 }

@@ -215,3 +215,45 @@ func senderTooLarge(batched bool) func(t *testing.T, b Backend) {
 		expectEmpty(t, q, r)
 	}
 }
+
+// senderScheduled: a message scheduled through the sender is held by the broker until
+// its time and arrives with that ScheduledEnqueueTime; one sent next to it arrives at
+// once.
+func senderScheduled(t *testing.T, b Backend) {
+	q := b.Queue(t, QueueOptions{})
+	s, err := sender.New(q.NewSender(t), nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx := testContext(t)
+	// The broker's clock may differ from ours on a real namespace: the schedule is far
+	// enough ahead that a message delivered at once is told apart from one held.
+	const ahead, skew = 1500 * time.Millisecond, time.Second
+	at := time.Now().Add(ahead).Truncate(time.Millisecond)
+	if err := s.Schedule(ctx, message("scheduled", "x"), at); err != nil {
+		t.Fatalf("Schedule: %v", err)
+	}
+	if err := s.Send(ctx, message("now", "y")); err != nil {
+		t.Fatalf("Send: %v", err)
+	}
+	if err := s.Close(ctx); err != nil {
+		t.Fatal(err)
+	}
+	r := q.NewReceiver(t, azservicebus.ReceiveModeReceiveAndDelete, false)
+	first := receiveN(t, r, 1)[0]
+	if first.MessageID != "now" {
+		t.Fatalf("first message %q, want the one sent without a schedule", first.MessageID)
+	}
+	got := receiveN(t, r, 1)[0]
+	arrived := time.Now()
+	if got.MessageID != "scheduled" {
+		t.Fatalf("second message %q, want the scheduled one", got.MessageID)
+	}
+	if arrived.Before(at.Add(-skew)) {
+		t.Errorf("scheduled message arrived %v before its time", at.Sub(arrived))
+	}
+	if got.ScheduledEnqueueTime == nil || !got.ScheduledEnqueueTime.Equal(at) {
+		t.Errorf("ScheduledEnqueueTime %v, want %v", deref(got.ScheduledEnqueueTime), at)
+	}
+	expectEmpty(t, q, r)
+}
