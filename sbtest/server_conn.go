@@ -8,6 +8,7 @@ import (
 	"io"
 	"log/slog"
 	"net"
+	"runtime/debug"
 	"sync"
 	"time"
 
@@ -260,7 +261,15 @@ func (c *srvConn) readLoop(br *bufio.Reader) error {
 	}
 }
 
-func (c *srvConn) dispatch(fr amqp.Frame) error {
+func (c *srvConn) dispatch(fr amqp.Frame) (err error) {
+	defer func() {
+		// A bug of the server must not take the process (the test binary) down with a
+		// client's input: the connection ends with an internal error, the rest goes on.
+		if p := recover(); p != nil {
+			c.log.Error("panic while handling a frame", "frame", fmt.Sprintf("%T", fr.Body), "panic", p, "stack", string(debug.Stack()))
+			err = protoError(condInternalError, "internal error handling %T", fr.Body)
+		}
+	}()
 	switch body := fr.Body.(type) {
 	case *amqp.Begin:
 		return c.begin(fr.Channel, body)
