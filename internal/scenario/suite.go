@@ -29,6 +29,7 @@ var scenarios = []scenario{
 	{"dedupe/same-message-id", dedupeSameMessageID},
 	{"serialize/typed-json", serializeTypedJSON},
 	{"serialize/undecodable", serializeUndecodable},
+	{"ttl/expiry", ttlExpiry},
 }
 
 // Run runs every scenario against b, each as a subtest of t named after it
