@@ -140,6 +140,23 @@ func (c *srvConn) serve() {
 	_ = c.nc.Close()
 }
 
+// goWork runs fn in a goroutine that the connection waits for when it ends. A panic in
+// fn (a bug of the server, triggered by a client) is logged and ends this connection
+// only.
+func (c *srvConn) goWork(what string, fn func()) {
+	c.wg.Add(1)
+	go func() {
+		defer c.wg.Done()
+		defer func() {
+			if p := recover(); p != nil {
+				c.log.Error("panic in "+what, "panic", p, "stack", string(debug.Stack()))
+				c.abort()
+			}
+		}()
+		fn()
+	}()
+}
+
 // errConnClosedByPeer ends the read loop after the client's close frame was answered.
 var errConnClosedByPeer = errors.New("sbtest: server: connection closed by the client")
 

@@ -56,6 +56,18 @@ func FuzzServerFrames(f *testing.F) {
 		&amqp.Disposition{Role: amqp.RoleReceiver, First: 0, Last: amqp.Ptr(uint32(1 << 31)), State: &amqp.Accepted{}},
 		&amqp.Detach{Handle: 0, Closed: true}, &amqp.End{}))
 	f.Add(fuzzFrames(f, begin, &amqp.Attach{Name: "m", Role: amqp.RoleSender, Target: &amqp.Target{Address: "q/$management"}}, &amqp.Close{}))
+	req, _ := (&amqp.Message{
+		Properties:            &amqp.Properties{MessageID: "1", ReplyTo: amqp.Ptr("r")},
+		ApplicationProperties: amqp.Map{{Key: "operation", Value: "com.microsoft:renew-lock"}},
+		Value:                 amqp.Map{{Key: "lock-tokens", Value: []any{"not", "uuids"}}}, HasValue: true,
+	}).MarshalBinary()
+	reqTransfer, _ := amqp.AppendFrame(nil, amqp.Frame{Type: amqp.FrameTypeAMQP, Body: &amqp.Transfer{Handle: 0,
+		DeliveryID: amqp.Ptr(uint32(0)), DeliveryTag: []byte("t"), MessageFormat: amqp.Ptr(uint32(0))}, Payload: req})
+	f.Add(append(fuzzFrames(f, begin,
+		&amqp.Attach{Name: "m", Role: amqp.RoleSender, Target: &amqp.Target{Address: "q/$management"}},
+		&amqp.Attach{Name: "n", Handle: 1, Role: amqp.RoleReceiver, Source: &amqp.Source{Address: "q/$management"}, Target: &amqp.Target{Address: "r"}},
+		&amqp.Flow{IncomingWindow: 10, NextOutgoingID: 0, OutgoingWindow: 10, Handle: amqp.Ptr(uint32(1)), LinkCredit: amqp.Ptr(uint32(5))},
+	), reqTransfer...))
 	f.Fuzz(func(t *testing.T, data []byte) {
 		srv, err := fuzzServer()
 		if err != nil {

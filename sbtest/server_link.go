@@ -171,8 +171,7 @@ func (s *srvSession) attach(a *amqp.Attach) error {
 	case linkSend, linkRequest:
 		l.grantCredit()
 	case linkReceive:
-		c.wg.Add(1)
-		go l.receiveLoop()
+		c.goWork("receive loop", l.receiveLoop)
 	case linkResponse:
 		c.registerReply(l.replyTo, l)
 	}
@@ -513,23 +512,20 @@ func (l *srvLink) onTransfer(t *amqp.Transfer, payload []byte) error {
 		return nil // frames that crossed the server's detach
 	}
 	c := l.s.c
-	c.wg.Add(1)
 	if l.kind == linkSend {
-		go func() {
-			defer c.wg.Done()
+		c.goWork("store", func() {
 			defer l.answered()
 			l.store(d)
-		}()
+		})
 		return nil
 	}
 	if !d.settled {
 		l.s.writeIncomingDisposition(d.id, &amqp.Accepted{})
 	}
-	go func() {
-		defer c.wg.Done()
+	c.goWork("management request", func() {
 		defer l.answered()
 		l.request(d)
-	}()
+	})
 	return nil
 }
 

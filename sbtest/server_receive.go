@@ -15,7 +15,6 @@ import (
 // (tagged with its lock token) and settled in receive-and-delete mode. A drain request
 // sends what is available at once and then spends the rest of the credit.
 func (l *srvLink) receiveLoop() {
-	defer l.s.c.wg.Done()
 	for {
 		credit, drain, ok := l.waitCredit()
 		if !ok {

@@ -298,9 +298,7 @@ func (s *srvSession) disposition(d *amqp.Disposition) error {
 		return nil
 	}
 	c := s.c
-	c.wg.Add(1)
-	go func() {
-		defer c.wg.Done()
+	c.goWork("settlement", func() {
 		for _, it := range items {
 			state := it.od.link.settle(c.ctx, it.od.token, d.State)
 			if !d.Settled {
@@ -311,7 +309,7 @@ func (s *srvSession) disposition(d *amqp.Disposition) error {
 				s.mu.Unlock()
 			}
 		}
-	}()
+	})
 	return nil
 }
 
