@@ -32,7 +32,7 @@ const liveQuietWait = time.Second
 
 // drainWait is how long a drain waits for one more message before it calls the queue
 // empty.
-const drainWait = 2 * time.Second
+const drainWait = time.Second
 
 // Live is the backend of a real Service Bus namespace. It cannot create queues: every
 // scenario gets the same existing queue, drained first, so scenarios run one at a time.
