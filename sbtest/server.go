@@ -75,9 +75,16 @@ type ServerTopic struct {
 //
 // Locks follow the connection as in sbtest's Receiver: a receiver link that detaches, a
 // session that ends or a connection that drops releases the locks it holds (the messages
-// come back without their delivery counted). Messages without a time-to-live are sent
-// without a header ttl, as the service does, so the SDK reports TimeToLive 0 and
-// ExpiresAt equal to EnqueuedTime for them.
+// come back without their delivery counted). Messages without a time-to-live (or with
+// one above the 49.7 days a header ttl can carry) are sent without a header ttl, as the
+// service does, so the SDK reports TimeToLive 0 and ExpiresAt equal to EnqueuedTime for
+// them (sbkit.MessageExpiresAt reads that as unknown).
+//
+// Entities are looked up when a link attaches, so entities added to the Namespace after
+// NewServer are reachable too. Limits per connection: 4096 sessions, 1024 links per
+// session, a credit of 1000 unanswered deliveries per sending link (the server grants
+// more as it answers, so a slow entity pushes back on the client), and an idle timeout of
+// 60 s announced (a client silent for 120 s is disconnected; the SDK sends heartbeats).
 //
 // Faults injected into the namespace apply as in memory; the client sees them as the
 // service would send them: CodeLockLost as com.microsoft:message-lock-lost (status 410 on
