@@ -3,30 +3,11 @@ package sbtest
 import (
 	"io"
 	"net"
-	"sync"
 	"testing"
 	"time"
 
 	"github.com/sbkit/sbkit/sbtest/internal/amqp"
 )
-
-var (
-	fuzzSrvOnce sync.Once
-	fuzzSrv     *Server
-	fuzzSrvErr  error
-)
-
-// fuzzServer is one server shared by every input of FuzzServerFrames (stopped by no
-// one: the fuzzing process ends).
-func fuzzServer() (*Server, error) {
-	fuzzSrvOnce.Do(func() {
-		fuzzSrv, fuzzSrvErr = NewServer(&ServerOptions{
-			Queues: map[string]*EntityOptions{"q": nil},
-			Topics: map[string]ServerTopic{"t": {Subscriptions: map[string]*EntityOptions{"s": nil}}},
-		})
-	})
-	return fuzzSrv, fuzzSrvErr
-}
 
 func fuzzFrames(t testing.TB, frames ...amqp.Performative) []byte {
 	var b []byte
@@ -69,15 +50,19 @@ func FuzzServerFrames(f *testing.F) {
 		&amqp.Flow{IncomingWindow: 10, NextOutgoingID: 0, OutgoingWindow: 10, Handle: amqp.Ptr(uint32(1)), LinkCredit: amqp.Ptr(uint32(5))},
 	), reqTransfer...))
 	f.Fuzz(func(t *testing.T, data []byte) {
-		srv, err := fuzzServer()
+		srv, err := NewServer(&ServerOptions{
+			Queues: map[string]*EntityOptions{"q": nil},
+			Topics: map[string]ServerTopic{"t": {Subscriptions: map[string]*EntityOptions{"s": nil}}},
+		})
 		if err != nil {
 			t.Fatal(err)
 		}
+		defer srv.Close()
 		c := dialRaw(t, srv)
 		c.open()
 		_, _ = c.nc.Write(data)
 		// The server answers, closes the connection, or waits for more: all fine.
-		_ = c.nc.SetReadDeadline(time.Now().Add(100 * time.Millisecond))
+		_ = c.nc.SetReadDeadline(time.Now().Add(50 * time.Millisecond))
 		_, _ = io.Copy(io.Discard, c.br)
 		_ = c.nc.Close()
 
