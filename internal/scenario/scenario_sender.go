@@ -228,7 +228,7 @@ func senderScheduled(t *testing.T, b Backend) {
 	ctx := testContext(t)
 	// The broker's clock may differ from ours on a real namespace: the schedule is far
 	// enough ahead that a message delivered at once is told apart from one held.
-	const ahead, skew = 1500 * time.Millisecond, time.Second
+	const ahead, skew = 2 * time.Second, time.Second
 	at := time.Now().Add(ahead).Truncate(time.Millisecond)
 	if err := s.Schedule(ctx, message("scheduled", "x"), at); err != nil {
 		t.Fatalf("Schedule: %v", err)
