@@ -410,7 +410,7 @@ func (c *srvConn) writeFrame(ch uint16, body amqp.Performative, payload []byte) 
 		c.wbuf = c.wbuf[:n]
 		c.log.Error("encoding a frame failed", "frame", fmt.Sprintf("%T", body), "err", err)
 		c.wclosed = true
-		go c.abort()
+		c.abort()
 		return false
 	}
 	c.wbuf = b
