@@ -350,7 +350,11 @@ func (c *srvConn) end(ch uint16, e *amqp.End) error {
 	delete(c.sessions, ch)
 	c.mu.Unlock()
 	if s == nil {
-		return protoError(condNotAllowed, "end on channel %d, which has no session", ch)
+		// go-amqp sends End for a session it abandoned when the context of NewSession
+		// ended, even when its Begin never left the client. There is nothing to end, and
+		// answering would make the client drop the connection over an unknown channel.
+		c.log.Debug("end on a channel with no session, ignored", "channel", ch)
+		return nil
 	}
 	if e.Error != nil {
 		c.log.Debug("client ended session with error", "channel", ch, "condition", string(e.Error.Condition))

@@ -278,6 +278,35 @@ func TestServerHostileInput(t *testing.T) {
 		roundTrip(t)
 	})
 
+	// go-amqp ends a session it abandoned (NewSession's context ended) even when its Begin
+	// was never written; the server must not drop the connection and its other sessions.
+	t.Run("end on a channel with no session is ignored", func(t *testing.T) {
+		c := dialRaw(t, w.srv)
+		c.open()
+		c.writeFrame(amqp.FrameTypeAMQP, 5, &amqp.End{}, nil)
+		c.beginAndAttach() // fails if the next frame is not the answer to this begin
+		before := q.Stats().Sent
+		msg, _ := (&amqp.Message{Data: [][]byte{[]byte("after end")}}).MarshalBinary()
+		c.writeFrame(amqp.FrameTypeAMQP, 0, &amqp.Transfer{Handle: 0, DeliveryID: amqp.Ptr(uint32(0)),
+			DeliveryTag: []byte("t"), MessageFormat: amqp.Ptr(uint32(0))}, msg)
+		for {
+			if d, ok := c.readFrame().Body.(*amqp.Disposition); ok {
+				if _, ok := d.State.(*amqp.Accepted); !ok {
+					t.Fatalf("disposition %+v, want accepted", d)
+				}
+				break
+			}
+		}
+		if got := q.Stats().Sent - before; got != 1 {
+			t.Fatalf("%d messages stored, want 1", got)
+		}
+		m := receiveN(t, r, 1)[0]
+		if string(m.Body) != "after end" {
+			t.Fatalf("received %q", m.Body)
+		}
+		roundTrip(t)
+	})
+
 	t.Run("malformed message is rejected, the connection lives", func(t *testing.T) {
 		c := dialRaw(t, w.srv)
 		c.open()
