@@ -7,6 +7,7 @@ import (
 	"time"
 
 	"github.com/Azure/azure-sdk-for-go/sdk/messaging/azservicebus"
+	"github.com/sbkit/sbkit"
 	"github.com/sbkit/sbkit/sbtest"
 	"github.com/sbkit/sbkit/sender"
 )
@@ -54,11 +55,24 @@ func reportRate(b *testing.B, topic *sbtest.Topic, perOp int) {
 	}
 }
 
-// benchSender sends messages through one sender.Sender, pipelined. With perOp > 0 every
-// iteration sends perOp messages and waits for their outcomes (Flush); with perOp == 0
-// the benchmark streams b.N messages and waits once at the end.
-func benchSender(b *testing.B, lat sbtest.Latency, opts *sender.Options, perOp int) {
-	dst, topic := benchTopic(b, lat)
+// benchSequential sends b.N messages to dst one at a time, awaiting each: one message per
+// round trip.
+func benchSequential(b *testing.B, dst sbkit.MessageSender, topic *sbtest.Topic) {
+	ctx := context.Background()
+	b.ResetTimer()
+	for range b.N {
+		if err := dst.SendMessage(ctx, &azservicebus.Message{Body: benchBody}, nil); err != nil {
+			b.Fatal(err)
+		}
+	}
+	b.StopTimer()
+	reportRate(b, topic, 1)
+}
+
+// benchSender sends messages to dst through one sender.Sender, pipelined. With perOp > 0
+// every iteration sends perOp messages and waits for their outcomes (Flush); with
+// perOp == 0 the benchmark streams b.N messages and waits once at the end.
+func benchSender(b *testing.B, dst sbkit.BatchSender, topic *sbtest.Topic, opts *sender.Options, perOp int) {
 	s, err := sender.New(dst, opts)
 	if err != nil {
 		b.Fatal(err)
@@ -92,6 +106,12 @@ func benchSender(b *testing.B, lat sbtest.Latency, opts *sender.Options, perOp i
 	reportRate(b, topic, max(perOp, 1))
 }
 
+// benchMemorySender is benchSender on a fresh in-memory topic with latency lat.
+func benchMemorySender(b *testing.B, lat sbtest.Latency, opts *sender.Options, perOp int) {
+	dst, topic := benchTopic(b, lat)
+	benchSender(b, dst, topic, opts, perOp)
+}
+
 // BenchmarkSend compares ways of sending messages of 1 KiB to a broker with an 8ms
 // request latency (see benchLatency); msgs/s is the throughput. The sequential baseline
 // sends b.N messages, the others b.N bursts of 1,024 (see burst).
@@ -101,14 +121,7 @@ func BenchmarkSend(b *testing.B) {
 	// round trip).
 	b.Run("sequential", func(b *testing.B) {
 		dst, topic := benchTopic(b, benchLatency)
-		b.ResetTimer()
-		for range b.N {
-			if err := dst.SendMessage(ctx, &azservicebus.Message{Body: benchBody}, nil); err != nil {
-				b.Fatal(err)
-			}
-		}
-		b.StopTimer()
-		reportRate(b, topic, 1)
+		benchSequential(b, dst, topic)
 	})
 	// The documentation's second loop: start every send of a burst at once, each on its
 	// own goroutine, and await them all. Nothing bounds the memory in flight but the
@@ -132,11 +145,11 @@ func BenchmarkSend(b *testing.B) {
 	})
 	// The documentation's semaphore: at most 64 sends in flight, one message each.
 	b.Run("pipelined-64", func(b *testing.B) {
-		benchSender(b, benchLatency, &sender.Options{MaxInFlightMessages: 64, DisableBatching: true}, burst)
+		benchMemorySender(b, benchLatency, &sender.Options{MaxInFlightMessages: 64, DisableBatching: true}, burst)
 	})
 	// The sender's defaults: pipelined and batched.
 	b.Run("batched", func(b *testing.B) {
-		benchSender(b, benchLatency, nil, burst)
+		benchMemorySender(b, benchLatency, nil, burst)
 	})
 }
 
@@ -146,22 +159,14 @@ func BenchmarkSendOverhead(b *testing.B) {
 	b.Run("direct", func(b *testing.B) {
 		b.ReportAllocs()
 		dst, topic := benchTopic(b, sbtest.Latency{})
-		ctx := context.Background()
-		b.ResetTimer()
-		for range b.N {
-			if err := dst.SendMessage(ctx, &azservicebus.Message{Body: benchBody}, nil); err != nil {
-				b.Fatal(err)
-			}
-		}
-		b.StopTimer()
-		reportRate(b, topic, 1)
+		benchSequential(b, dst, topic)
 	})
 	b.Run("single", func(b *testing.B) {
 		b.ReportAllocs()
-		benchSender(b, sbtest.Latency{}, &sender.Options{DisableBatching: true}, 0)
+		benchMemorySender(b, sbtest.Latency{}, &sender.Options{DisableBatching: true}, 0)
 	})
 	b.Run("batched", func(b *testing.B) {
 		b.ReportAllocs()
-		benchSender(b, sbtest.Latency{}, nil, 0)
+		benchMemorySender(b, sbtest.Latency{}, nil, 0)
 	})
 }

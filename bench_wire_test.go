@@ -53,61 +53,25 @@ func wireTopic(b *testing.B, lat sbtest.Latency) (*azservicebus.Sender, *sbtest.
 	return s, topic
 }
 
-// benchWireSender is benchSender through the real client: every iteration sends burst
-// messages through one sender.Sender and waits for their outcomes.
-func benchWireSender(b *testing.B, lat sbtest.Latency, opts *sender.Options) {
-	dst, topic := wireTopic(b, lat)
-	s, err := sender.New(sbkit.NewBatchSender(dst), opts)
-	if err != nil {
-		b.Fatal(err)
-	}
-	ctx := context.Background()
-	b.ResetTimer()
-	for range b.N {
-		for range burst {
-			if _, err := s.SendAsync(ctx, &azservicebus.Message{Body: benchBody}); err != nil {
-				b.Fatal(err)
-			}
-		}
-		if err := s.Flush(ctx); err != nil {
-			b.Fatal(err)
-		}
-	}
-	b.StopTimer()
-	if st := s.Stats(); st.Failed != 0 {
-		b.Fatalf("%d messages failed", st.Failed)
-	}
-	if err := s.Close(ctx); err != nil {
-		b.Fatal(err)
-	}
-	reportRate(b, topic, burst)
-}
-
 // benchWire runs the three ways of sending of BenchmarkSend through the real
 // *azservicebus.Client talking AMQP over loopback to sbtest.NewServer, whose namespace
 // applies the latency model lat, and checks that no goroutine outlives them.
 func benchWire(b *testing.B, lat sbtest.Latency) {
 	before := runtime.NumGoroutine()
-	ctx := context.Background()
 	// One SendMessage at a time, each awaited: one message per round trip.
 	b.Run("sequential", func(b *testing.B) {
 		dst, topic := wireTopic(b, lat)
-		b.ResetTimer()
-		for range b.N {
-			if err := dst.SendMessage(ctx, &azservicebus.Message{Body: benchBody}, nil); err != nil {
-				b.Fatal(err)
-			}
-		}
-		b.StopTimer()
-		reportRate(b, topic, 1)
+		benchSequential(b, dst, topic)
 	})
 	// At most 64 sends in flight, one message each.
 	b.Run("pipelined-64", func(b *testing.B) {
-		benchWireSender(b, lat, &sender.Options{MaxInFlightMessages: 64, DisableBatching: true})
+		dst, topic := wireTopic(b, lat)
+		benchSender(b, sbkit.NewBatchSender(dst), topic, &sender.Options{MaxInFlightMessages: 64, DisableBatching: true}, burst)
 	})
 	// The sender's defaults: pipelined and batched.
 	b.Run("batched", func(b *testing.B) {
-		benchWireSender(b, lat, nil)
+		dst, topic := wireTopic(b, lat)
+		benchSender(b, sbkit.NewBatchSender(dst), topic, nil, burst)
 	})
 	deadline := time.Now().Add(5 * time.Second)
 	for runtime.NumGoroutine() > before {
