@@ -108,6 +108,23 @@ func (c *rawConn) beginAndAttach() {
 	}
 }
 
+// sendFirst sends payload as delivery 0, unsettled, on the link beginAndAttach attached.
+func (c *rawConn) sendFirst(payload []byte) {
+	c.t.Helper()
+	c.writeFrame(amqp.FrameTypeAMQP, 0, &amqp.Transfer{Handle: 0, DeliveryID: amqp.Ptr(uint32(0)),
+		DeliveryTag: []byte("t"), MessageFormat: amqp.Ptr(uint32(0))}, payload)
+}
+
+// readDisposition reads until the server's next disposition and returns it.
+func (c *rawConn) readDisposition() *amqp.Disposition {
+	c.t.Helper()
+	for {
+		if d, ok := c.readFrame().Body.(*amqp.Disposition); ok {
+			return d
+		}
+	}
+}
+
 // expectClose reads until the server's close frame and returns its error condition, then
 // expects the socket to be closed.
 func (c *rawConn) expectClose() amqp.Symbol {
@@ -287,15 +304,10 @@ func TestServerHostileInput(t *testing.T) {
 		c.beginAndAttach() // fails if the next frame is not the answer to this begin
 		before := q.Stats().Sent
 		msg, _ := (&amqp.Message{Data: [][]byte{[]byte("after end")}}).MarshalBinary()
-		c.writeFrame(amqp.FrameTypeAMQP, 0, &amqp.Transfer{Handle: 0, DeliveryID: amqp.Ptr(uint32(0)),
-			DeliveryTag: []byte("t"), MessageFormat: amqp.Ptr(uint32(0))}, msg)
-		for {
-			if d, ok := c.readFrame().Body.(*amqp.Disposition); ok {
-				if _, ok := d.State.(*amqp.Accepted); !ok {
-					t.Fatalf("disposition %+v, want accepted", d)
-				}
-				break
-			}
+		c.sendFirst(msg)
+		d := c.readDisposition()
+		if _, ok := d.State.(*amqp.Accepted); !ok {
+			t.Fatalf("disposition %+v, want accepted", d)
 		}
 		if got := q.Stats().Sent - before; got != 1 {
 			t.Fatalf("%d messages stored, want 1", got)
@@ -311,17 +323,10 @@ func TestServerHostileInput(t *testing.T) {
 		c := dialRaw(t, w.srv)
 		c.open()
 		c.beginAndAttach()
-		c.writeFrame(amqp.FrameTypeAMQP, 0, &amqp.Transfer{Handle: 0, DeliveryID: amqp.Ptr(uint32(0)),
-			DeliveryTag: []byte("t"), MessageFormat: amqp.Ptr(uint32(0))}, []byte{0x00, 0x53, 0x75, 0xff})
-		for {
-			fr := c.readFrame()
-			if d, ok := fr.Body.(*amqp.Disposition); ok {
-				rej, ok := d.State.(*amqp.Rejected)
-				if !ok || rej.Error == nil || rej.Error.Condition != condDecodeError || !d.Settled {
-					t.Fatalf("disposition %+v, want rejected with %s", d, condDecodeError)
-				}
-				break
-			}
+		c.sendFirst([]byte{0x00, 0x53, 0x75, 0xff})
+		d := c.readDisposition()
+		if rej, ok := d.State.(*amqp.Rejected); !ok || rej.Error == nil || rej.Error.Condition != condDecodeError || !d.Settled {
+			t.Fatalf("disposition %+v, want rejected with %s", d, condDecodeError)
 		}
 		roundTrip(t)
 	})
