@@ -9,19 +9,19 @@ import (
 
 // ErrLockLost is the cause given to a handler's context when sbkit knows that the
 // message's lock is gone: the broker said so, the lock expired before it could be renewed,
-// the renewal limit was reached, or the connection dropped. IsLockLost reports true for it.
+// the renewal limit was reached, or the connection dropped. [IsLockLost] reports true for it.
 var ErrLockLost = errors.New("sbkit: message lock lost")
 
-// IsLockLost reports whether err means that a message's lock is no longer held: ErrLockLost,
-// or an *azservicebus.Error with Code CodeLockLost, anywhere in err's chain.
+// IsLockLost reports whether err means that a message's lock is no longer held: [ErrLockLost],
+// or an [*azservicebus.Error] with Code CodeLockLost, anywhere in err's chain.
 func IsLockLost(err error) bool {
 	return errors.Is(err, ErrLockLost) || hasCode(err, azservicebus.CodeLockLost)
 }
 
 // IsTransient reports whether retrying the operation that returned err may succeed: an
-// *azservicebus.Error with Code CodeConnectionLost or CodeTimeout, or an error that says
+// [*azservicebus.Error] with Code CodeConnectionLost or CodeTimeout, or an error that says
 // so itself through a Temporary() bool or Timeout() bool method (as net.Error does).
-// Context errors, azservicebus.ErrMessageTooLarge, unauthorized, not found, closed and
+// Context errors, [azservicebus.ErrMessageTooLarge], unauthorized, not found, closed and
 // lock-lost errors are never transient, and neither is an error sbkit cannot classify:
 // retrying blindly would turn a bug into a duplicate.
 func IsTransient(err error) bool {
@@ -40,7 +40,7 @@ func IsTransient(err error) bool {
 }
 
 // IsPermanent reports whether err can never be cured by retrying: a cancelled or expired
-// context, azservicebus.ErrMessageTooLarge, ErrLockLost, or an *azservicebus.Error with
+// context, [azservicebus.ErrMessageTooLarge], [ErrLockLost], or an [*azservicebus.Error] with
 // Code CodeUnauthorizedAccess, CodeNotFound, CodeClosed or CodeLockLost.
 func IsPermanent(err error) bool {
 	switch {

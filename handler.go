@@ -2,6 +2,7 @@ package sbkit
 
 import (
 	"context"
+	"errors"
 
 	"github.com/Azure/azure-sdk-for-go/sdk/messaging/azservicebus"
 )
@@ -31,3 +32,8 @@ func Chain(h Handler, middleware ...Middleware) Handler {
 	}
 	return h
 }
+
+// ErrNilHandler is returned by every constructor in sbkit that is given a nil [Handler]
+// (or a nil registry, store or function that a handler would need): a nil handler fails
+// at construction, never per message.
+var ErrNilHandler = errors.New("sbkit: nil handler")

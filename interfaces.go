@@ -2,17 +2,15 @@ package sbkit
 
 import (
 	"context"
-	"time"
 
 	"github.com/Azure/azure-sdk-for-go/sdk/messaging/azservicebus"
 )
 
-// MessageSender sends and schedules single messages. *azservicebus.Sender satisfies it,
-// and so does the sender of package sbtest.
+// MessageSender sends single messages: what package sender needs of its destination
+// when it does not batch. [*azservicebus.Sender] satisfies it, and so does the sender of
+// package sbtest.
 type MessageSender interface {
 	SendMessage(ctx context.Context, message *azservicebus.Message, options *azservicebus.SendMessageOptions) error
-	ScheduleMessages(ctx context.Context, messages []*azservicebus.Message, scheduledEnqueueTime time.Time, options *azservicebus.ScheduleMessagesOptions) ([]int64, error)
-	CancelScheduledMessages(ctx context.Context, sequenceNumbers []int64, options *azservicebus.CancelScheduledMessagesOptions) error
 }
 
 // Batch is a set of messages that travels to the broker in one request.
@@ -67,34 +65,11 @@ type LockingReceiver interface {
 	LockRenewer
 }
 
-// DeferredReceiver receives deferred messages by sequence number.
-type DeferredReceiver interface {
-	ReceiveDeferredMessages(ctx context.Context, sequenceNumbers []int64, options *azservicebus.ReceiveDeferredMessagesOptions) ([]*azservicebus.ReceivedMessage, error)
-}
-
-// MessagePeeker browses messages without locking them.
-type MessagePeeker interface {
-	PeekMessages(ctx context.Context, maxMessageCount int, options *azservicebus.PeekMessagesOptions) ([]*azservicebus.ReceivedMessage, error)
-}
-
-// SessionLockRenewer renews the lock on a whole session, as *azservicebus.SessionReceiver
-// does.
-type SessionLockRenewer interface {
-	SessionID() string
-	LockedUntil() time.Time
-	RenewSessionLock(ctx context.Context, options *azservicebus.RenewSessionLockOptions) error
-}
-
 // Compile-time proof that the SDK's types satisfy the interfaces the toolkit consumes.
 var (
-	_ MessageSender      = (*azservicebus.Sender)(nil)
-	_ Batch              = (*azservicebus.MessageBatch)(nil)
-	_ LockingReceiver    = (*azservicebus.Receiver)(nil)
-	_ DeferredReceiver   = (*azservicebus.Receiver)(nil)
-	_ MessagePeeker      = (*azservicebus.Receiver)(nil)
-	_ MessageReceiver    = (*azservicebus.SessionReceiver)(nil)
-	_ DeferredReceiver   = (*azservicebus.SessionReceiver)(nil)
-	_ MessagePeeker      = (*azservicebus.SessionReceiver)(nil)
-	_ SessionLockRenewer = (*azservicebus.SessionReceiver)(nil)
-	_ BatchSender        = (*sdkBatchSender)(nil)
+	_ MessageSender   = (*azservicebus.Sender)(nil)
+	_ Batch           = (*azservicebus.MessageBatch)(nil)
+	_ LockingReceiver = (*azservicebus.Receiver)(nil)
+	_ MessageReceiver = (*azservicebus.SessionReceiver)(nil)
+	_ BatchSender     = (*sdkBatchSender)(nil)
 )

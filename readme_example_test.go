@@ -6,7 +6,6 @@ package sbkit_test
 
 import (
 	"context"
-	"errors"
 	"fmt"
 	"log"
 	"os"
@@ -46,8 +45,8 @@ func Example_producer() {
 	defer sdkSender.Close(ctx)
 
 	// Defaults: 1,024 messages and 16 MiB in flight, batches sealed after 2 ms,
-	// transient errors retried with backoff for up to a minute.
-	s, err := sender.New(sbkit.NewBatchSender(sdkSender), nil)
+	// transient errors retried 5 times with backoff. The SDK's sender is batched as it is.
+	s, err := sender.New(sdkSender, nil)
 	if err != nil {
 		log.Fatal(err)
 	}
@@ -55,7 +54,7 @@ func Example_producer() {
 
 	var results []*sender.Result
 	for i := range 10_000 {
-		msg, err := reg.Encode(Order{ID: fmt.Sprint("order-", i), Total: 9.99}, "application/json")
+		msg, err := reg.Encode(Order{ID: fmt.Sprint("order-", i), Total: 9.99}, "application/json", nil)
 		if err != nil {
 			log.Fatal(err)
 		}
@@ -91,7 +90,8 @@ func Example_worker() {
 		log.Fatal(err)
 	}
 	reg, _ := serialize.New(nil)
-	dupes, _ := dedupe.New(nil, &dedupe.Options{Entity: "orders"}) // in memory; redisdedupe for many workers
+	store, _ := dedupe.NewMemoryStore(nil) // this process only; redisdedupe for many workers
+	dupes, _ := dedupe.New(store, &dedupe.Options{Entity: "orders"})
 
 	fulfil := func(ctx context.Context, o Order, m *azservicebus.ReceivedMessage) error {
 		if o.Total <= 0 {
@@ -99,21 +99,21 @@ func Example_worker() {
 		}
 		return nil // completed; any other error abandons
 	}
-	handler := sbkit.Chain(serialize.Handler(reg, fulfil),
-		receiver.Expiry(&receiver.ExpiryOptions{Policy: receiver.ExpiredDeadLetter}),
-		dupes.Middleware())
-
-	p, err := receiver.New(src, handler, &receiver.Options{MaxConcurrency: 16})
+	typed, err := serialize.Handler(reg, fulfil, nil) // dead-letters what it cannot decode
 	if err != nil {
 		log.Fatal(err)
 	}
-	go func() {
-		<-ctx.Done() // SIGINT or SIGTERM: let running handlers finish for up to 30 s
-		grace, cancel := context.WithTimeout(context.Background(), 30*time.Second)
-		defer cancel()
-		_ = p.Close(grace)
-	}()
-	if err := p.Run(context.Background()); err != nil && !errors.Is(err, receiver.ErrClosed) {
+	handler := sbkit.Chain(typed,
+		receiver.Expiry(&receiver.ExpiryOptions{Policy: receiver.ExpiredDeadLetter}),
+		dupes.Middleware())
+
+	p, err := receiver.New(src, handler, &receiver.Options{MaxConcurrency: 16, ShutdownGrace: 20 * time.Second})
+	if err != nil {
+		log.Fatal(err)
+	}
+	// SIGINT or SIGTERM ends ctx: receiving stops, running handlers get 20 s to finish, and
+	// every unsettled message is abandoned before Run returns.
+	if err := p.Run(ctx); err != nil && ctx.Err() == nil {
 		log.Fatal(err)
 	}
 }
@@ -123,20 +123,20 @@ func Example_worker() {
 func Example_testingHandlers() {
 	ns := sbtest.NewNamespace(nil)
 	queue, _ := ns.NewQueue("orders", &sbtest.EntityOptions{MaxDeliveryCount: 3})
-	snd, _ := ns.NewSender("orders")
+	snd, _ := ns.NewSender("orders", nil)
 	reg, _ := serialize.New(nil)
 	for _, o := range []Order{{ID: "a", Total: 5}, {ID: "b", Total: -1}} {
-		msg, _ := reg.Encode(o, "application/json")
+		msg, _ := reg.Encode(o, "application/json", nil)
 		_ = snd.SendMessage(context.Background(), msg, nil)
 	}
 	_ = snd.SendMessage(context.Background(), &azservicebus.Message{Body: []byte("{not json")}, nil)
 
-	handler := serialize.Handler(reg, func(ctx context.Context, o Order, m *azservicebus.ReceivedMessage) error {
+	handler, _ := serialize.Handler(reg, func(ctx context.Context, o Order, m *azservicebus.ReceivedMessage) error {
 		if o.Total <= 0 {
 			return sbkit.DeadLetter("InvalidOrder", "total must be positive", nil)
 		}
 		return nil
-	})
+	}, nil)
 	src, _ := ns.NewReceiverForQueue("orders", nil)
 	p, _ := receiver.New(src, handler, nil)
 	go func() { _ = p.Run(context.Background()) }()

@@ -5,12 +5,13 @@ import (
 	"fmt"
 )
 
-// Action is the settlement a handler's result asks for.
+// Action is the settlement a handler's result asks for. The zero value is no action
+// (its String is "none"): an event or error that is not about a settlement carries it.
 type Action int
 
 const (
 	// ActionComplete removes the message from the entity.
-	ActionComplete Action = iota
+	ActionComplete Action = iota + 1
 	// ActionAbandon releases the lock so the message is delivered again; the broker
 	// increments its delivery count and dead-letters it after MaxDeliveryCount.
 	ActionAbandon
@@ -23,6 +24,8 @@ const (
 // String returns the action's name in lower case, for logs and metrics.
 func (a Action) String() string {
 	switch a {
+	case 0:
+		return "none"
 	case ActionComplete:
 		return "complete"
 	case ActionAbandon:

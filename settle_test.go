@@ -61,6 +61,7 @@ func TestActionString(t *testing.T) {
 	for action, want := range map[sbkit.Action]string{
 		sbkit.ActionComplete: "complete", sbkit.ActionAbandon: "abandon",
 		sbkit.ActionDeadLetter: "deadletter", sbkit.ActionDefer: "defer", sbkit.Action(42): "Action(42)",
+		sbkit.Action(0): "none", // the zero value is no settlement, never "complete"
 	} {
 		if got := action.String(); got != want {
 			t.Errorf("%d.String() = %q, want %q", int(action), got, want)

@@ -17,14 +17,18 @@ const MaxTTL = time.Duration(math.MaxInt64)
 // the one sbkit uses when it dead-letters an expired message itself.
 const TTLExpiredReason = "TTLExpiredException"
 
-// ErrInvalidTTL is returned for a time-to-live that is zero or negative.
+// ErrInvalidTTL is returned (wrapped) by [SetTTL] for a time-to-live that is zero or
+// negative.
 var ErrInvalidTTL = errors.New("sbkit: time-to-live must be positive")
+
+// ErrInvalidSchedule is returned by [SetSchedule] for the zero time.
+var ErrInvalidSchedule = errors.New("sbkit: scheduled enqueue time is the zero time")
 
 // maxTime is the latest time.Time that arithmetic here returns instead of overflowing.
 var maxTime = time.Unix(math.MaxInt64-62135596801, 999999999).UTC()
 
 // ExpiresAt returns enqueued + ttl: the instant a message stops being deliverable. A ttl of
-// zero or less means no TTL (MaxTTL). The sum saturates at the latest representable time
+// zero or less means no TTL ([MaxTTL]). The sum saturates at the latest representable time
 // instead of overflowing.
 func ExpiresAt(enqueued time.Time, ttl time.Duration) time.Time {
 	if ttl <= 0 {
@@ -38,7 +42,7 @@ func ExpiresAt(enqueued time.Time, ttl time.Duration) time.Time {
 
 // EffectiveTTL returns the time-to-live the broker applies to a message: the message's own
 // TTL when set, capped silently at the entity's default; the entity's default when the
-// message sets none. An entity default of zero or less means none (MaxTTL).
+// message sets none. An entity default of zero or less means none ([MaxTTL]).
 func EffectiveTTL(messageTTL *time.Duration, entityDefault time.Duration) time.Duration {
 	if entityDefault <= 0 {
 		entityDefault = MaxTTL
@@ -95,7 +99,7 @@ func MessageExpiresAt(message *azservicebus.ReceivedMessage) (expiresAt time.Tim
 }
 
 // Remaining returns how long a received message has before it expires, as seen at now:
-// negative once expired, MaxTTL when its expiry cannot be known.
+// negative once expired, [MaxTTL] when its expiry cannot be known.
 func Remaining(message *azservicebus.ReceivedMessage, now time.Time) time.Duration {
 	expiresAt, ok := MessageExpiresAt(message)
 	if !ok {
@@ -112,8 +116,8 @@ func IsExpired(message *azservicebus.ReceivedMessage, now time.Time) bool {
 	return ok && !now.Before(expiresAt)
 }
 
-// SetTTL sets an outgoing message's TimeToLive. It returns ErrNilMessage for a nil message
-// and ErrInvalidTTL for a ttl of zero or less. The broker caps the TTL at the entity's
+// SetTTL sets an outgoing message's TimeToLive. It returns [ErrNilMessage] for a nil message
+// and [ErrInvalidTTL] for a ttl of zero or less. The broker caps the TTL at the entity's
 // default silently.
 func SetTTL(message *azservicebus.Message, ttl time.Duration) error {
 	if message == nil {
@@ -127,14 +131,14 @@ func SetTTL(message *azservicebus.Message, ttl time.Duration) error {
 }
 
 // SetSchedule sets an outgoing message's ScheduledEnqueueTime, so that the broker makes it
-// available only at that time; its TTL starts counting then. It returns ErrNilMessage for
-// a nil message and an error for the zero time.
+// available only at that time; its TTL starts counting then. It returns [ErrNilMessage] for
+// a nil message and [ErrInvalidSchedule] for the zero time.
 func SetSchedule(message *azservicebus.Message, enqueueAt time.Time) error {
 	if message == nil {
 		return ErrNilMessage
 	}
 	if enqueueAt.IsZero() {
-		return errors.New("sbkit: scheduled enqueue time is the zero time")
+		return ErrInvalidSchedule
 	}
 	t := enqueueAt.UTC()
 	message.ScheduledEnqueueTime = &t

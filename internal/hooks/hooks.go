@@ -1,0 +1,39 @@
+// Package hooks implements sbkit's hook convention once: a package's Options.Hooks is a
+// []Hook (type Hook any), and each hook implements any of the package's small optional
+// interfaces. Select picks the hooks that implement one interface; Call runs them,
+// recovering and logging a panic in any of them.
+package hooks
+
+import (
+	"context"
+	"fmt"
+	"log/slog"
+)
+
+// Select returns the elements of hs that implement H, in order. T is the package's Hook
+// type (any).
+func Select[H, T any](hs []T) []H {
+	var out []H
+	for _, x := range hs {
+		if h, ok := any(x).(H); ok {
+			out = append(out, h)
+		}
+	}
+	return out
+}
+
+// Call calls on for each of hs, on the caller's goroutine. A panic in a hook is
+// recovered and logged on log (as "<prefix>: recovered panic in <name>") and the next
+// hook still runs.
+func Call[H any](ctx context.Context, log *slog.Logger, prefix, name string, hs []H, on func(H)) {
+	for _, h := range hs {
+		func() {
+			defer func() {
+				if p := recover(); p != nil {
+					log.ErrorContext(ctx, prefix+": recovered panic in "+name, "panic", fmt.Sprint(p))
+				}
+			}()
+			on(h)
+		}()
+	}
+}

@@ -1,0 +1,77 @@
+// Package retry turns an [sbkit.RetryOptions] and a component's defaults into a
+// backoff/v4 policy. It is the one place where sbkit's retry conventions are implemented.
+package retry
+
+import (
+	"math"
+	"time"
+
+	"github.com/cenkalti/backoff/v4"
+	"github.com/sbkit/sbkit"
+)
+
+// Unlimited, as Defaults.MaxRetries, retries until the caller's context ends. It is
+// only ever a component's default: a user's negative MaxRetries means no retries.
+const Unlimited = math.MaxInt32
+
+// Policy is a resolved retry policy: every field has its final value.
+type Policy struct {
+	MaxRetries    int32         // retries after the first attempt; Unlimited for no bound
+	RetryDelay    time.Duration // first delay; 0 for none
+	MaxRetryDelay time.Duration // cap; 0 for none
+}
+
+// Resolve applies the conventions of [sbkit.RetryOptions] to o: zero fields take def's
+// value; a negative MaxRetries means no retries, a negative RetryDelay no delay and a
+// negative MaxRetryDelay no cap.
+func Resolve(o sbkit.RetryOptions, def Policy) Policy {
+	p := def
+	switch {
+	case o.MaxRetries < 0:
+		p.MaxRetries = 0
+	case o.MaxRetries > 0:
+		p.MaxRetries = o.MaxRetries
+	}
+	switch {
+	case o.RetryDelay < 0:
+		p.RetryDelay = 0
+	case o.RetryDelay > 0:
+		p.RetryDelay = o.RetryDelay
+	}
+	switch {
+	case o.MaxRetryDelay < 0:
+		p.MaxRetryDelay = 0
+	case o.MaxRetryDelay > 0:
+		p.MaxRetryDelay = o.MaxRetryDelay
+	}
+	return p
+}
+
+// BackOff returns a fresh backoff for one operation: exponential from RetryDelay,
+// doubling, jittered by ±50%, capped at MaxRetryDelay, stopping after MaxRetries
+// retries. It never stops for elapsed time: callers bound an operation by its context.
+func (p Policy) BackOff() backoff.BackOff {
+	if p.MaxRetries == 0 {
+		return &backoff.StopBackOff{}
+	}
+	var b backoff.BackOff
+	if p.RetryDelay <= 0 {
+		b = &backoff.ZeroBackOff{}
+	} else {
+		maxDelay := p.MaxRetryDelay
+		if maxDelay <= 0 {
+			maxDelay = time.Duration(math.MaxInt64)
+		}
+		b = backoff.NewExponentialBackOff(
+			backoff.WithInitialInterval(p.RetryDelay),
+			backoff.WithMaxInterval(maxDelay),
+			backoff.WithMultiplier(2),
+			backoff.WithRandomizationFactor(0.5),
+			backoff.WithMaxElapsedTime(0),
+		)
+	}
+	if p.MaxRetries == Unlimited {
+		return b
+	}
+	return backoff.WithMaxRetries(b, uint64(p.MaxRetries))
+}

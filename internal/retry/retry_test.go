@@ -1,0 +1,64 @@
+package retry
+
+import (
+	"testing"
+	"time"
+
+	"github.com/cenkalti/backoff/v4"
+	"github.com/sbkit/sbkit"
+)
+
+func TestResolve(t *testing.T) {
+	def := Policy{MaxRetries: 5, RetryDelay: 100 * time.Millisecond, MaxRetryDelay: 10 * time.Second}
+	tests := []struct {
+		name string
+		in   sbkit.RetryOptions
+		want Policy
+	}{
+		{"zero takes defaults", sbkit.RetryOptions{}, def},
+		{"set values win", sbkit.RetryOptions{MaxRetries: 2, RetryDelay: time.Second, MaxRetryDelay: time.Minute},
+			Policy{2, time.Second, time.Minute}},
+		{"negative means none", sbkit.RetryOptions{MaxRetries: -1, RetryDelay: -1, MaxRetryDelay: -1}, Policy{}},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			if got := Resolve(tt.in, def); got != tt.want {
+				t.Fatalf("Resolve(%+v) = %+v, want %+v", tt.in, got, tt.want)
+			}
+		})
+	}
+}
+
+func TestBackOff(t *testing.T) {
+	t.Run("no retries stops at once", func(t *testing.T) {
+		if d := (Policy{}).BackOff().NextBackOff(); d != backoff.Stop {
+			t.Fatalf("NextBackOff = %v, want Stop", d)
+		}
+	})
+	t.Run("bounded retries", func(t *testing.T) {
+		b := Policy{MaxRetries: 3, RetryDelay: 10 * time.Millisecond, MaxRetryDelay: 25 * time.Millisecond}.BackOff()
+		for i := range 3 {
+			d := b.NextBackOff()
+			if d == backoff.Stop || d > 25*time.Millisecond*3/2 || d < 5*time.Millisecond {
+				t.Fatalf("retry %d: delay %v outside [5ms, 37.5ms]", i+1, d)
+			}
+		}
+		if d := b.NextBackOff(); d != backoff.Stop {
+			t.Fatalf("fourth NextBackOff = %v, want Stop", d)
+		}
+	})
+	t.Run("no delay", func(t *testing.T) {
+		b := Policy{MaxRetries: 2}.BackOff()
+		if d := b.NextBackOff(); d != 0 {
+			t.Fatalf("NextBackOff = %v, want 0", d)
+		}
+	})
+	t.Run("unlimited never stops", func(t *testing.T) {
+		b := Policy{MaxRetries: Unlimited, RetryDelay: time.Millisecond, MaxRetryDelay: time.Millisecond}.BackOff()
+		for i := range 1000 {
+			if b.NextBackOff() == backoff.Stop {
+				t.Fatalf("stopped after %d retries", i)
+			}
+		}
+	})
+}
