@@ -9,12 +9,13 @@ import (
 	"time"
 
 	"github.com/Azure/azure-sdk-for-go/sdk/messaging/azservicebus"
+	"github.com/sbkit/sbkit"
 	"github.com/sbkit/sbkit/sbtest"
 	"github.com/sbkit/sbkit/sender"
 )
 
 func TestTrySendReturnsErrFull(t *testing.T) {
-	size := sender.Size(msg(0))
+	size := sbkit.MessageSize(msg(0))
 	tests := []struct {
 		name string
 		opts sender.Options
@@ -29,11 +30,11 @@ func TestTrySendReturnsErrFull(t *testing.T) {
 				tt.opts.DisableBatching = true
 				s := newSender(t, b.s, &tt.opts)
 				for i := range 2 {
-					if _, err := s.TrySend(msg(i)); err != nil {
+					if _, err := s.TrySend(t.Context(), msg(i)); err != nil {
 						t.Fatalf("TrySend %d: %v", i, err)
 					}
 				}
-				r, err := s.TrySend(msg(2))
+				r, err := s.TrySend(t.Context(), msg(2))
 				if r != nil || !errors.Is(err, sender.ErrFull) {
 					t.Fatalf("TrySend on a full window = %v, %v; want ErrFull", r, err)
 				}
@@ -42,7 +43,7 @@ func TestTrySendReturnsErrFull(t *testing.T) {
 				}
 				time.Sleep(10 * time.Millisecond)
 				synctest.Wait()
-				if _, err := s.TrySend(msg(3)); err != nil {
+				if _, err := s.TrySend(t.Context(), msg(3)); err != nil {
 					t.Fatalf("TrySend once room freed: %v", err)
 				}
 			})
@@ -54,7 +55,7 @@ func TestSendBlocksUntilRoomOrContextEnd(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		b := newBroker(t, sbtest.Latency{RoundTrip: 10 * time.Millisecond}, nil)
 		out := newOutcomes()
-		s := newSender(t, b.s, &sender.Options{MaxInFlightMessages: 1, DisableBatching: true, OnResult: out.record})
+		s := newSender(t, b.s, &sender.Options{MaxInFlightMessages: 1, DisableBatching: true, Hooks: []sender.Hook{out}})
 		if _, err := s.SendAsync(t.Context(), msg(0)); err != nil {
 			t.Fatal(err)
 		}
@@ -76,7 +77,7 @@ func TestSendBlocksUntilRoomOrContextEnd(t *testing.T) {
 		if err := s.Flush(t.Context()); err != nil {
 			t.Fatal(err)
 		}
-		out.checkOnce(t, []string{"m0000", "m0002"})
+		out.checkOnce(t, []string{"m0000", "m0001", "m0002"}) // m0001's outcome is its refusal
 		if b.q.ActiveCount() != 2 {
 			t.Errorf("queue holds %d, want 2 (the cancelled one never sent)", b.q.ActiveCount())
 		}

@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"github.com/Azure/azure-sdk-for-go/sdk/messaging/azservicebus"
+	"github.com/sbkit/sbkit"
 	"github.com/sbkit/sbkit/sbtest"
 	"github.com/sbkit/sbkit/sender"
 )
@@ -44,7 +45,7 @@ func TestBatchingSizes(t *testing.T) {
 	}{
 		{"one batch", sender.Options{}, 0, 100, 1},
 		{"count limit", sender.Options{MaxBatchMessages: 10}, 0, 95, 10},
-		{"byte limit", sender.Options{MaxBatchBytes: 10 * uint64(sender.Size(msg(0)))}, 0, 95, 10},
+		{"byte limit", sender.Options{MaxBatchBytes: 10 * uint64(sbkit.MessageSize(msg(0)))}, 0, 95, 10},
 		// The broker's batches hold 4 KiB; the sender's estimate seals at 256 KiB, so the
 		// SDK batch decides: a message that does not fit starts the next batch.
 		{"broker limit splits", sender.Options{}, 4096, 100, 2},
@@ -54,7 +55,7 @@ func TestBatchingSizes(t *testing.T) {
 			synctest.Test(t, func(t *testing.T) {
 				ns := sbtest.NewNamespace(&sbtest.NamespaceOptions{MaxMessageSize: tt.maxMsgSize, Latency: sbtest.Latency{RoundTrip: 7 * time.Millisecond}})
 				q, _ := ns.NewQueue("q", nil)
-				dst, _ := ns.NewSender("q")
+				dst, _ := ns.NewSender("q", nil)
 				s := newSender(t, dst, &tt.opts)
 				start := time.Now()
 				for _, r := range sendAsync(t, t.Context(), s, msgs(0, tt.n)...) {
@@ -65,7 +66,7 @@ func TestBatchingSizes(t *testing.T) {
 				if got := q.Stats().Batches; got != tt.wantBatches {
 					t.Errorf("broker got %d batches, want %d", got, tt.wantBatches)
 				}
-				if got := s.Stats().Batches; got != q.Stats().Batches {
+				if got := s.Stats().BatchesSent; got != q.Stats().Batches {
 					t.Errorf("sender counted %d batches, broker %d", got, q.Stats().Batches)
 				}
 				// Full batches go at once; only the last one lingers. All travel in parallel.
@@ -138,7 +139,7 @@ func TestContextEndsWhileLingering(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		b := newBroker(t, sbtest.Latency{}, nil)
 		out := newOutcomes()
-		s := newSender(t, b.s, &sender.Options{Linger: 50 * time.Millisecond, OnResult: out.record})
+		s := newSender(t, b.s, &sender.Options{Linger: 50 * time.Millisecond, Hooks: []sender.Hook{out}})
 		ctx, cancel := context.WithCancel(t.Context())
 		gone := sendAsync(t, ctx, s, msg(0))[0]
 		kept := sendAsync(t, t.Context(), s, msg(1))[0]

@@ -67,7 +67,7 @@ func TestCloseGivesUpOnHungRequests(t *testing.T) {
 				b := newBroker(t, sbtest.Latency{}, nil)
 				out := newOutcomes()
 				opts := mode.opts
-				opts.OnResult = out.record
+				opts.Hooks = []sender.Hook{out}
 				s, err := sender.New(b.s, &opts)
 				if err != nil {
 					t.Fatal(err)
@@ -94,15 +94,15 @@ func TestCloseGivesUpOnHungRequests(t *testing.T) {
 	}
 }
 
-// TestCloseRacingSends: senders keep sending while Close runs. Every call either is
-// refused with ErrClosed or gets exactly one outcome; none is lost.
+// TestCloseRacingSends: senders keep sending while Close runs. Every message gets
+// exactly one outcome (sent, or refused with ErrClosed); none is lost.
 func TestCloseRacingSends(t *testing.T) {
 	for _, batching := range []bool{false, true} {
 		t.Run(map[bool]string{false: "single", true: "batched"}[batching], func(t *testing.T) {
 			synctest.Test(t, func(t *testing.T) {
 				b := newBroker(t, sbtest.Latency{RoundTrip: 3 * time.Millisecond}, nil)
 				out := newOutcomes()
-				s, err := sender.New(b.s, &sender.Options{DisableBatching: !batching, MaxInFlightMessages: 8, OnResult: out.record})
+				s, err := sender.New(b.s, &sender.Options{DisableBatching: !batching, MaxInFlightMessages: 8, Hooks: []sender.Hook{out}})
 				if err != nil {
 					t.Fatal(err)
 				}
@@ -115,6 +115,9 @@ func TestCloseRacingSends(t *testing.T) {
 						for i := 0; ; i++ {
 							m := msg(p*10000 + i)
 							err := s.Send(t.Context(), m)
+							mu.Lock()
+							ids = append(ids, *m.MessageID) // a refused message gets an outcome too
+							mu.Unlock()
 							if errors.Is(err, sender.ErrClosed) {
 								refused.Add(1)
 								return
@@ -123,9 +126,6 @@ func TestCloseRacingSends(t *testing.T) {
 								t.Errorf("Send: %v", err)
 							}
 							accepted.Add(1)
-							mu.Lock()
-							ids = append(ids, *m.MessageID)
-							mu.Unlock()
 						}
 					})
 				}
@@ -135,6 +135,9 @@ func TestCloseRacingSends(t *testing.T) {
 				}
 				wg.Wait()
 				out.checkOnce(t, ids)
+				if st := s.Stats(); st.Sent != accepted.Load() || st.Rejected != refused.Load() || st.Failed != 0 {
+					t.Errorf("stats %+v; accepted %d, refused %d", st, accepted.Load(), refused.Load())
+				}
 				if refused.Load() != 4 || accepted.Load() == 0 {
 					t.Errorf("accepted %d, refused %d", accepted.Load(), refused.Load())
 				}
@@ -176,45 +179,148 @@ func TestNoGoroutineLeftAfterClose(t *testing.T) {
 	t.Errorf("%d goroutines after Close, %d before", runtime.NumGoroutine(), before)
 }
 
-type countingHooks struct {
-	results, retries, batches atomic.Int64
+// recordingHooks implements every hook interface and records what it saw.
+type recordingHooks struct {
+	mu      sync.Mutex
+	ctxs    []any // the "caller" value of the ctx of every start, result and retry event
+	starts  []string
+	results []sender.SendResult
+	retries []sender.SendRetry
+	batches []sender.SendBatch
 }
 
-func (h *countingHooks) OnSendResult(*sender.Result, error) { h.results.Add(1) }
-func (h *countingHooks) OnSendRetry(int, int, error, time.Duration) {
-	h.retries.Add(1)
+type callerKey struct{}
+
+func (h *recordingHooks) OnSendStart(ctx context.Context, e sender.SendStart) {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	h.ctxs = append(h.ctxs, ctx.Value(callerKey{}))
+	h.starts = append(h.starts, *e.Message.MessageID)
+	// What an OpenTelemetry adapter does: inject the caller's trace context.
+	if e.Message.ApplicationProperties == nil {
+		e.Message.ApplicationProperties = map[string]any{}
+	}
+	e.Message.ApplicationProperties["caller"] = ctx.Value(callerKey{})
 }
-func (h *countingHooks) OnBatch(int, uint64, error, time.Duration) { h.batches.Add(1) }
+
+func (h *recordingHooks) OnSendResult(ctx context.Context, e sender.SendResult) {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	h.ctxs = append(h.ctxs, ctx.Value(callerKey{}))
+	h.results = append(h.results, e)
+}
+
+func (h *recordingHooks) OnSendRetry(ctx context.Context, e sender.SendRetry) {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	h.ctxs = append(h.ctxs, ctx.Value(callerKey{}))
+	h.retries = append(h.retries, e)
+}
+
+func (h *recordingHooks) OnSendBatch(_ context.Context, e sender.SendBatch) {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	h.batches = append(h.batches, e)
+}
 
 type panickingHook struct{}
 
-func (panickingHook) OnSendResult(*sender.Result, error) { panic("hook") }
+func (panickingHook) OnSendStart(context.Context, sender.SendStart)   { panic("hook") }
+func (panickingHook) OnSendResult(context.Context, sender.SendResult) { panic("hook") }
 
-func TestHooksAndPanickingCallbacks(t *testing.T) {
-	synctest.Test(t, func(t *testing.T) {
-		b := newBroker(t, sbtest.Latency{RoundTrip: time.Millisecond}, nil)
-		hooks := &countingHooks{}
-		var calls atomic.Int64
-		s := newSender(t, b.s, &sender.Options{
-			Hooks: []sender.Hook{panickingHook{}, hooks, "not a hook"},
-			OnResult: func(r *sender.Result) {
-				if calls.Add(1)%2 == 0 {
-					panic("callback")
+// TestHooks: each hook sees what it promises, with the caller's ctx; a hook that panics
+// or is not a hook changes nothing.
+func TestHooks(t *testing.T) {
+	for _, batching := range []bool{false, true} {
+		t.Run(map[bool]string{false: "single", true: "batched"}[batching], func(t *testing.T) {
+			synctest.Test(t, func(t *testing.T) {
+				b := newBroker(t, sbtest.Latency{RoundTrip: 10 * time.Millisecond}, nil)
+				h := &recordingHooks{}
+				var funcResults atomic.Int64
+				s, err := sender.New(b.s, &sender.Options{
+					DisableBatching:     !batching,
+					MaxInFlightMessages: 10,
+					Hooks: []sender.Hook{panickingHook{}, h, "not a hook",
+						sender.SendResultFunc(func(context.Context, sender.SendResult) { funcResults.Add(1) })},
+				})
+				if err != nil {
+					t.Fatal(err)
 				}
-			},
+				b.q.InjectFault(sbtest.Fault{Count: 1})
+				ctx := context.WithValue(t.Context(), callerKey{}, "c1")
+				rs := sendAsync(t, ctx, s, msgs(0, 10)...)
+				if _, err := s.TrySend(ctx, msg(10)); !errors.Is(err, sender.ErrFull) {
+					t.Fatalf("TrySend = %v, want ErrFull", err)
+				}
+				for i, r := range rs {
+					if err := r.Wait(t.Context()); err != nil {
+						t.Errorf("message %d: %v", i, err)
+					}
+				}
+				if err := s.Close(t.Context()); err != nil {
+					t.Fatal(err)
+				}
+				h.mu.Lock()
+				defer h.mu.Unlock()
+				if len(h.starts) != 11 || len(h.results) != 11 || funcResults.Load() != 11 {
+					t.Fatalf("%d starts, %d results, %d func results; want 11 each", len(h.starts), len(h.results), funcResults.Load())
+				}
+				for i, c := range h.ctxs {
+					if c != "c1" {
+						t.Fatalf("event %d saw ctx value %v, want the caller's", i, c)
+					}
+				}
+				for _, m := range b.q.Active() {
+					if m.ApplicationProperties["caller"] != "c1" {
+						t.Errorf("stored message %s has properties %v: the start hook's change was lost", m.MessageID, m.ApplicationProperties)
+					}
+				}
+				// One fault: the first request fails once (a batch of 10, or message 0).
+				wantRetries, wantAttempts := 1, 2
+				if batching {
+					wantRetries = 10
+				}
+				if len(h.retries) != wantRetries {
+					t.Fatalf("%d retry events, want %d", len(h.retries), wantRetries)
+				}
+				for _, e := range h.retries {
+					if e.Attempt != 1 || e.Delay <= 0 || !errors.Is(e.Err, sbtest.TransientError) || e.Messages != wantRetries {
+						t.Errorf("retry event %+v", e)
+					}
+				}
+				sent := 0
+				for _, e := range h.results {
+					switch {
+					case e.Err == nil:
+						sent++
+						if e.Duration < 10*time.Millisecond || e.Attempts < 1 || e.Attempts > wantAttempts {
+							t.Errorf("result of %s: %d attempts in %v", e.MessageID, e.Attempts, e.Duration)
+						}
+					case e.MessageID != "m0010" || !errors.Is(e.Err, sender.ErrFull) || e.Attempts != 0:
+						t.Errorf("result %+v", e)
+					}
+				}
+				if sent != 10 {
+					t.Errorf("%d messages sent, want 10", sent)
+				}
+				if st := s.Stats(); st.Sent != 10 || st.Rejected != 1 || st.Failed != 0 {
+					t.Errorf("stats %+v", st)
+				}
+				if !batching {
+					if len(h.batches) != 0 {
+						t.Errorf("%d batch events without batching", len(h.batches))
+					}
+					return
+				}
+				if len(h.batches) != 2 || h.batches[0].Err == nil || h.batches[1].Err != nil {
+					t.Fatalf("batch events %+v, want a failed one then a sent one", h.batches)
+				}
+				if e := h.batches[1]; e.Messages != 10 || e.Bytes <= 0 || e.Duration != 10*time.Millisecond {
+					t.Errorf("batch event %+v", e)
+				}
+			})
 		})
-		b.q.InjectFault(sbtest.Fault{Count: 1})
-		rs := sendAsync(t, t.Context(), s, msgs(0, 10)...)
-		for i, r := range rs {
-			if err := r.Wait(t.Context()); err != nil {
-				t.Errorf("message %d: %v", i, err)
-			}
-		}
-		if hooks.results.Load() != 10 || calls.Load() != 10 || hooks.retries.Load() != 1 || hooks.batches.Load() != 2 {
-			t.Errorf("results %d, callbacks %d, retries %d, batches %d; want 10, 10, 1, 2",
-				hooks.results.Load(), calls.Load(), hooks.retries.Load(), hooks.batches.Load())
-		}
-	})
+	}
 }
 
 // TestCloseReleasesBlockedSenders: a Send waiting for room when Close starts is refused
@@ -239,5 +345,62 @@ func TestCloseReleasesBlockedSenders(t *testing.T) {
 		if first.Err() != nil || b.q.ActiveCount() != 1 {
 			t.Errorf("first: %v; queue holds %d, want 1", first.Err(), b.q.ActiveCount())
 		}
+	})
+}
+
+// TestFlushAndCloseSendBatchOpenedAfterByteSeal: the second message of two that do not fit
+// together in MaxBatchBytes opens a new batch right after the first one is sealed for
+// size. Flush and Close must send that batch at once, not after the 3 s linger (issue 13,
+// defect 1).
+func TestFlushAndCloseSendBatchOpenedAfterByteSeal(t *testing.T) {
+	send := func(t *testing.T) (*sender.Sender, []*sender.Result) {
+		b := newBroker(t, sbtest.Latency{RoundTrip: 10 * time.Millisecond}, nil)
+		s, err := sender.New(b.s, &sender.Options{Linger: 3 * time.Second, MaxBatchBytes: 1000})
+		if err != nil {
+			t.Fatal(err)
+		}
+		big := func(i int) *azservicebus.Message {
+			m := msg(i)
+			m.Body = make([]byte, 600)
+			return m
+		}
+		return s, sendAsync(t, t.Context(), s, big(0), big(1))
+	}
+	checkSent := func(t *testing.T, rs []*sender.Result) {
+		t.Helper()
+		for i, r := range rs {
+			if err := r.Err(); err != nil {
+				t.Errorf("message %d: %v", i, err)
+			}
+		}
+	}
+	t.Run("Flush", func(t *testing.T) {
+		synctest.Test(t, func(t *testing.T) {
+			s, rs := send(t)
+			ctx, cancel := context.WithTimeout(t.Context(), time.Second)
+			defer cancel()
+			if err := s.Flush(ctx); err != nil {
+				t.Fatalf("Flush: %v (in flight: %d)", err, s.Stats().InFlightMessages)
+			}
+			checkSent(t, rs)
+			if err := s.Close(t.Context()); err != nil {
+				t.Fatal(err)
+			}
+		})
+	})
+	t.Run("Close", func(t *testing.T) {
+		synctest.Test(t, func(t *testing.T) {
+			s, rs := send(t)
+			ctx, cancel := context.WithTimeout(t.Context(), time.Second)
+			defer cancel()
+			start := time.Now()
+			if err := s.Close(ctx); err != nil {
+				t.Fatalf("Close: %v", err)
+			}
+			if d := time.Since(start); d > 100*time.Millisecond {
+				t.Errorf("Close took %v, want one round trip", d)
+			}
+			checkSent(t, rs)
+		})
 	})
 }

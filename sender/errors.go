@@ -6,22 +6,27 @@ import (
 	"strconv"
 )
 
-// ErrClosed is the cause of a send attempted after Close was called.
+// ErrClosed is the cause of a send attempted after [Sender.Close] was called, and of the
+// messages still in flight when Close gave up waiting.
 var ErrClosed = errors.New("sender: closed")
 
-// ErrFull is the cause of a TrySend that found a window full.
+// ErrFull is the cause of a [Sender.TrySend] that found a window full.
 var ErrFull = errors.New("sender: window full")
 
-// ErrPending is returned by Result.Err before the result is known.
+// ErrPending is returned by [Result.Err] before the result is known.
 var ErrPending = errors.New("sender: result pending")
 
-// ErrNilContext is the cause of a send given a nil context.
-var ErrNilContext = errors.New("sender: nil context")
+// ErrInvalidOptions is wrapped by the error [New] returns for invalid [Options].
+var ErrInvalidOptions = errors.New("sender: invalid options")
+
+// ErrNilDestination is returned by [New] for a nil destination (including a nil
+// [*azservicebus.Sender]).
+var ErrNilDestination = errors.New("sender: nil destination")
 
 // SendError is the error of a message that was not sent. Every error the Sender reports
 // for a message is a *SendError; errors.Is and errors.As see its cause through Unwrap
-// (ErrClosed, ErrFull, sbkit.ErrNilMessage, a context error, azservicebus.ErrMessageTooLarge,
-// an *azservicebus.Error, ...).
+// ([ErrClosed], [ErrFull], [sbkit.ErrNilMessage], a context error,
+// [azservicebus.ErrMessageTooLarge], an [*azservicebus.Error], ...).
 type SendError struct {
 	// MessageID is the message's ID (empty for a nil message).
 	MessageID string
@@ -40,7 +45,7 @@ func (e *SendError) Error() string {
 // Unwrap returns the cause.
 func (e *SendError) Unwrap() error { return e.Err }
 
-// SendAllError is the error of a SendAll call in which some messages were not sent.
+// SendAllError is the error of a [Sender.SendAll] call in which some messages were not sent.
 type SendAllError struct {
 	// Errs has one entry per message given to SendAll, in the same order: nil for a
 	// message that was sent, its *SendError otherwise.

@@ -4,7 +4,6 @@ import (
 	"errors"
 	"testing"
 
-	"github.com/Azure/azure-sdk-for-go/sdk/messaging/azservicebus"
 	"github.com/sbkit/sbkit/sender"
 )
 
@@ -20,28 +19,5 @@ func TestErrorMessages(t *testing.T) {
 	}
 	if !errors.Is(all, cause) || len(all.Unwrap()) != 1 {
 		t.Errorf("SendAllError does not unwrap to its causes")
-	}
-}
-
-func TestSize(t *testing.T) {
-	id, session := "0123456789", "s"
-	tests := []struct {
-		name string
-		m    *azservicebus.Message
-		want int64
-	}{
-		{"nil", nil, 0},
-		{"empty", &azservicebus.Message{}, 128},
-		{"body", &azservicebus.Message{Body: make([]byte, 1000)}, 1128},
-		{"strings", &azservicebus.Message{MessageID: &id, SessionID: &session}, 128 + 10 + 1},
-		{"properties", &azservicebus.Message{ApplicationProperties: map[string]any{
-			"ab": "xyz", "c": []byte{1, 2}, "d": 42}}, 128 + (2 + 8 + 3) + (1 + 8 + 2) + (1 + 8 + 16)},
-	}
-	for _, tt := range tests {
-		t.Run(tt.name, func(t *testing.T) {
-			if got := sender.Size(tt.m); got != tt.want {
-				t.Errorf("Size = %d, want %d", got, tt.want)
-			}
-		})
 	}
 }

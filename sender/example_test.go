@@ -15,7 +15,7 @@ func Example() {
 	ctx := context.Background()
 	ns := sbtest.NewNamespace(nil)
 	queue, _ := ns.NewQueue("orders", nil)
-	dst, _ := ns.NewSender("orders") // in production: sbkit.NewBatchSender(client.NewSender(...))
+	dst, _ := ns.NewSender("orders", nil) // in production: client.NewSender("orders", nil)
 
 	s, err := sender.New(dst, &sender.Options{MaxInFlightMessages: 64})
 	if err != nil {
@@ -40,7 +40,7 @@ func ExampleSender_SendAsync() {
 	ctx := context.Background()
 	ns := sbtest.NewNamespace(nil)
 	queue, _ := ns.NewQueue("events", nil)
-	dst, _ := ns.NewSender("events")
+	dst, _ := ns.NewSender("events", nil)
 	s, _ := sender.New(dst, &sender.Options{Linger: time.Second})
 	defer s.Close(ctx)
 
@@ -71,7 +71,7 @@ func ExampleSender_SendAll() {
 	ctx := context.Background()
 	ns := sbtest.NewNamespace(nil)
 	_, _ = ns.NewQueue("q", nil)
-	dst, _ := ns.NewSender("q")
+	dst, _ := ns.NewSender("q", nil)
 	s, _ := sender.New(dst, nil)
 	defer s.Close(ctx)
 
@@ -94,13 +94,14 @@ func ExampleSender_SendAll() {
 func ExampleSender_TrySend() {
 	ns := sbtest.NewNamespace(nil)
 	_, _ = ns.NewQueue("q", nil)
-	dst, _ := ns.NewSender("q")
+	dst, _ := ns.NewSender("q", nil)
 	s, _ := sender.New(dst, &sender.Options{MaxInFlightMessages: 1, Linger: 1 << 40})
-	defer s.Close(context.Background())
+	ctx := context.Background()
+	defer s.Close(ctx)
 
-	_, err := s.TrySend(&azservicebus.Message{Body: []byte("first")}) // waits in its linger batch
+	_, err := s.TrySend(ctx, &azservicebus.Message{Body: []byte("first")}) // waits in its linger batch
 	fmt.Println(err)
-	_, err = s.TrySend(&azservicebus.Message{Body: []byte("second")})
+	_, err = s.TrySend(ctx, &azservicebus.Message{Body: []byte("second")})
 	fmt.Println(errors.Is(err, sender.ErrFull))
 	// Output:
 	// <nil>

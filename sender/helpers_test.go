@@ -26,7 +26,7 @@ func newBroker(t *testing.T, lat sbtest.Latency, opts *sbtest.EntityOptions) *br
 	if err != nil {
 		t.Fatal(err)
 	}
-	s, err := ns.NewSender("q")
+	s, err := ns.NewSender("q", nil)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -42,6 +42,8 @@ func newSender(t *testing.T, dst any, opts *sender.Options) *sender.Sender {
 	var err error
 	switch d := dst.(type) {
 	case *sbtest.Sender:
+		s, err = sender.New(d, opts)
+	case *azservicebus.Sender:
 		s, err = sender.New(d, opts)
 	case onlySender:
 		s, err = sender.New(d, opts)
@@ -62,7 +64,7 @@ func newSender(t *testing.T, dst any, opts *sender.Options) *sender.Sender {
 // onlySender hides the batch methods of a BatchSender, so that a Sender cannot batch.
 type onlySender struct{ sbkit.MessageSender }
 
-// outcomes counts the results delivered to OnResult per message ID.
+// outcomes is a SendResultHook that counts the results per message ID.
 type outcomes struct {
 	mu   sync.Mutex
 	n    map[string]int
@@ -71,11 +73,11 @@ type outcomes struct {
 
 func newOutcomes() *outcomes { return &outcomes{n: map[string]int{}, errs: map[string]error{}} }
 
-func (o *outcomes) record(r *sender.Result) {
+func (o *outcomes) OnSendResult(_ context.Context, e sender.SendResult) {
 	o.mu.Lock()
 	defer o.mu.Unlock()
-	o.n[r.MessageID()]++
-	o.errs[r.MessageID()] = r.Err()
+	o.n[e.MessageID]++
+	o.errs[e.MessageID] = e.Err
 }
 
 // checkOnce fails the test unless every id got exactly one outcome, and nothing else did.

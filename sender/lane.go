@@ -1,6 +1,10 @@
 package sender
 
-import "time"
+import (
+	"time"
+
+	"github.com/Azure/azure-sdk-for-go/sdk/messaging/azservicebus"
+)
 
 // A lane holds the messages of one key (SessionID, PartitionKey, or "" for neither)
 // that are not on the wire yet: the open linger batch, and, when ordering is on, the
@@ -45,6 +49,9 @@ func (s *Sender) addToBatchLocked(r *Result) {
 	maxBytes := s.maxBatchBytes()
 	if len(l.open) > 0 && l.openBytes+r.size > maxBytes {
 		s.sealLocked(l)
+		// Sealing may drop l from s.lanes; the next batch must live in the map, where
+		// Flush and Close find it.
+		l = s.laneLocked(r.key)
 	}
 	l.open = append(l.open, r)
 	l.openBytes += r.size
@@ -158,4 +165,16 @@ func (s *Sender) worker() {
 	}
 	s.workers--
 	s.mu.Unlock()
+}
+
+// keyOf returns the ordering and batching key of a message: its SessionID, or its
+// PartitionKey when it has no SessionID, or "" when it has neither.
+func keyOf(m *azservicebus.Message) string {
+	switch {
+	case m.SessionID != nil:
+		return "s:" + *m.SessionID
+	case m.PartitionKey != nil:
+		return "p:" + *m.PartitionKey
+	}
+	return ""
 }

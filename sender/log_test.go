@@ -9,6 +9,7 @@ import (
 	"testing/synctest"
 
 	"github.com/Azure/azure-sdk-for-go/sdk/messaging/azservicebus"
+	"github.com/sbkit/sbkit"
 	"github.com/sbkit/sbkit/sbtest"
 	"github.com/sbkit/sbkit/sender"
 )
@@ -35,7 +36,7 @@ func TestLogsNameMessagesNotPayloads(t *testing.T) {
 		var buf syncBuffer
 		logger := slog.New(slog.NewTextHandler(&buf, &slog.HandlerOptions{Level: slog.LevelDebug}))
 		b := newBroker(t, sbtest.Latency{}, nil)
-		s := newSender(t, b.s, &sender.Options{Logger: logger, Retry: sender.RetryOptions{MaxRetries: 1}})
+		s := newSender(t, b.s, &sender.Options{Logger: logger, Retry: sbkit.RetryOptions{MaxRetries: 1}})
 		b.q.InjectFault(sbtest.Fault{})
 		id := "id-42"
 		err := s.Send(t.Context(), &azservicebus.Message{MessageID: &id, Body: []byte("SECRET-PAYLOAD")})
@@ -52,3 +53,21 @@ func TestLogsNameMessagesNotPayloads(t *testing.T) {
 		}
 	})
 }
+
+// TestLogsHookOfNoInterface: a hook that implements no hook interface (an outdated
+// method signature, say) is named in a warning instead of being ignored silently.
+func TestLogsHookOfNoInterface(t *testing.T) {
+	var buf syncBuffer
+	logger := slog.New(slog.NewTextHandler(&buf, nil))
+	b := newBroker(t, sbtest.Latency{}, nil)
+	newSender(t, b.s, &sender.Options{Logger: logger, Hooks: []sender.Hook{&recordingHooks{}, outdatedHook{}}})
+	out := buf.String()
+	if !strings.Contains(out, "outdatedHook") || strings.Contains(out, "recordingHooks") {
+		t.Errorf("log should name outdatedHook only:\n%s", out)
+	}
+}
+
+// outdatedHook has the result hook's method in its old shape.
+type outdatedHook struct{}
+
+func (outdatedHook) OnSendResult(*sender.Result, error) {}

@@ -1,13 +1,15 @@
 package sender
 
 import (
-	"errors"
 	"fmt"
 	"log/slog"
 	"time"
+
+	"github.com/sbkit/sbkit"
+	"github.com/sbkit/sbkit/internal/retry"
 )
 
-// Defaults of Options.
+// Defaults of [Options].
 const (
 	DefaultMaxInFlightMessages = 1024
 	DefaultMaxInFlightBytes    = 16 << 20 // 16 MiB
@@ -15,32 +17,31 @@ const (
 	DefaultMaxBatchMessages    = 1000
 	DefaultMaxBatchBytes       = 256 << 10 // 256 KiB, the Standard tier's limit
 	DefaultMaxRetries          = 5
-	DefaultInitialInterval     = 100 * time.Millisecond
-	DefaultMaxInterval         = 10 * time.Second
-	DefaultMultiplier          = 2.0
-	DefaultRandomizationFactor = 0.5
-	DefaultMaxElapsedTime      = time.Minute
+	DefaultRetryDelay          = 100 * time.Millisecond
+	DefaultMaxRetryDelay       = 10 * time.Second
 )
 
-// Options configures a Sender. The zero value of every field means its documented default;
-// a nil *Options means all defaults. Negative sizes and durations are errors.
+// Options configures a [Sender]. The zero value of every field means its documented
+// default; a nil *Options means all defaults. Negative sizes and durations are errors
+// wrapping [ErrInvalidOptions], except in Retry, which follows [sbkit.RetryOptions].
 type Options struct {
 	// MaxInFlightMessages bounds how many accepted messages have no outcome yet (queued
 	// in a linger batch, waiting for their key, on the wire or between retries).
 	// Default DefaultMaxInFlightMessages (1024).
 	MaxInFlightMessages int
 
-	// MaxInFlightBytes bounds the estimated size (see Size) of the messages in flight.
-	// A message larger than the window takes the whole window and travels alone.
+	// MaxInFlightBytes bounds the estimated size ([sbkit.MessageSize]) of the messages in
+	// flight. A message larger than the window takes the whole window and travels alone.
 	// Default DefaultMaxInFlightBytes (16 MiB).
 	MaxInFlightBytes int64
 
-	// DisableBatching sends every message with its own SendMessage request even when the
-	// destination implements sbkit.BatchSender. Batching is always off when it does not.
+	// DisableBatching sends every message with its own SendMessage request. Default
+	// false: batching is on when the destination is an [*azservicebus.Sender] or
+	// implements [sbkit.BatchSender], and off otherwise.
 	DisableBatching bool
 
 	// Linger is how long an unsealed batch waits for more messages after its first one.
-	// Default DefaultLinger (2ms).
+	// Flush and Close do not wait for it. Default DefaultLinger (2ms).
 	Linger time.Duration
 
 	// MaxBatchMessages seals a batch when it holds this many messages.
@@ -48,34 +49,30 @@ type Options struct {
 	MaxBatchMessages int
 
 	// MaxBatchBytes seals a batch when the estimated size of its messages reaches it, and
-	// is passed to NewBatch as MessageBatchOptions.MaxBytes when set. Default: the
-	// broker's limit for NewBatch, DefaultMaxBatchBytes (256 KiB) for sealing.
+	// is passed to NewBatch as [azservicebus.MessageBatchOptions.MaxBytes] when set.
+	// Default: the broker's limit for NewBatch, DefaultMaxBatchBytes (256 KiB) for sealing.
 	MaxBatchBytes uint64
 
 	// Ordered keeps messages that share a SessionID (or a PartitionKey when there is no
 	// SessionID) in order: at most one request per key is in flight. Default false.
 	Ordered bool
 
-	// Retry configures the retries of transient failures.
-	Retry RetryOptions
+	// Retry configures the retries of transient failures ([sbkit.IsTransient]); other
+	// failures are never retried. A message's retries are also bounded by its context
+	// and by Close. Default: MaxRetries 5, RetryDelay 100ms, MaxRetryDelay 10s.
+	Retry sbkit.RetryOptions
 
 	// AttemptTimeout bounds each request. A request that times out counts as a transient
 	// failure. Default 0: requests are bounded only by the message's context (batching
 	// off) or by Close (batches).
 	AttemptTimeout time.Duration
 
-	// DefaultTTL is set with sbkit.SetTTL on every message that has no TimeToLive.
+	// DefaultTTL is set with [sbkit.SetTTL] on every message that has no TimeToLive.
 	// Default 0: messages keep the entity's default TTL.
 	DefaultTTL time.Duration
 
-	// OnResult, when set, is called once with the outcome of every accepted message,
-	// before its Result's Done channel is closed, on the goroutine that learnt the
-	// outcome. It must be fast and must not block, and must not call Flush or Close (they
-	// wait for the message being reported); a panic in it is recovered and logged.
-	OnResult func(*Result)
-
-	// Hooks receive events; each may implement any of ResultHook, RetryHook and
-	// BatchHook. Hooks must be fast and must not block; panics are recovered and logged.
+	// Hooks observe the Sender's events; each may implement any of [SendStartHook],
+	// [SendResultHook], [SendRetryHook] and [SendBatchHook] (see [Hook]). Default none.
 	Hooks []Hook
 
 	// Logger receives retries, failures and recovered panics, never payloads.
@@ -83,45 +80,31 @@ type Options struct {
 	Logger *slog.Logger
 }
 
-// RetryOptions configures retries of transient failures (sbkit.IsTransient). Other
-// failures are never retried.
-type RetryOptions struct {
-	// MaxRetries is how many times a message is retried after its first attempt.
-	// Default DefaultMaxRetries (5); a negative value disables retries.
-	MaxRetries int
-	// InitialInterval is the first backoff. Default DefaultInitialInterval (100ms).
-	InitialInterval time.Duration
-	// MaxInterval caps each backoff. Default DefaultMaxInterval (10s).
-	MaxInterval time.Duration
-	// Multiplier grows the backoff after each retry. Default DefaultMultiplier (2);
-	// values below 1 are errors.
-	Multiplier float64
-	// RandomizationFactor jitters each backoff by ± this fraction.
-	// Default DefaultRandomizationFactor (0.5); must be in [0, 1].
-	RandomizationFactor float64
-	// MaxElapsedTime stops retrying once this long has passed since the first failure of
-	// a request. Default DefaultMaxElapsedTime (1 min).
-	MaxElapsedTime time.Duration
-}
+// retryDefaults is the Sender's retry policy for zero fields of Options.Retry.
+var retryDefaults = retry.Policy{MaxRetries: DefaultMaxRetries, RetryDelay: DefaultRetryDelay, MaxRetryDelay: DefaultMaxRetryDelay}
 
 func (o *Options) withDefaults() (Options, error) {
 	var v Options
 	if o != nil {
 		v = *o
 	}
+	var bad string
 	switch {
 	case v.MaxInFlightMessages < 0:
-		return v, fmt.Errorf("sender: negative MaxInFlightMessages %d", v.MaxInFlightMessages)
+		bad = fmt.Sprintf("MaxInFlightMessages %d", v.MaxInFlightMessages)
 	case v.MaxInFlightBytes < 0:
-		return v, fmt.Errorf("sender: negative MaxInFlightBytes %d", v.MaxInFlightBytes)
+		bad = fmt.Sprintf("MaxInFlightBytes %d", v.MaxInFlightBytes)
 	case v.Linger < 0:
-		return v, fmt.Errorf("sender: negative Linger %v", v.Linger)
+		bad = fmt.Sprintf("Linger %v", v.Linger)
 	case v.MaxBatchMessages < 0:
-		return v, fmt.Errorf("sender: negative MaxBatchMessages %d", v.MaxBatchMessages)
+		bad = fmt.Sprintf("MaxBatchMessages %d", v.MaxBatchMessages)
 	case v.AttemptTimeout < 0:
-		return v, fmt.Errorf("sender: negative AttemptTimeout %v", v.AttemptTimeout)
+		bad = fmt.Sprintf("AttemptTimeout %v", v.AttemptTimeout)
 	case v.DefaultTTL < 0:
-		return v, fmt.Errorf("sender: negative DefaultTTL %v", v.DefaultTTL)
+		bad = fmt.Sprintf("DefaultTTL %v", v.DefaultTTL)
+	}
+	if bad != "" {
+		return v, fmt.Errorf("%w: negative %s", ErrInvalidOptions, bad)
 	}
 	if v.MaxInFlightMessages == 0 {
 		v.MaxInFlightMessages = DefaultMaxInFlightMessages
@@ -137,35 +120,6 @@ func (o *Options) withDefaults() (Options, error) {
 	}
 	if v.Logger == nil {
 		v.Logger = slog.New(slog.DiscardHandler)
-	}
-	r := &v.Retry
-	switch {
-	case r.InitialInterval < 0, r.MaxInterval < 0, r.MaxElapsedTime < 0:
-		return v, errors.New("sender: negative retry interval")
-	case r.Multiplier != 0 && r.Multiplier < 1:
-		return v, fmt.Errorf("sender: retry Multiplier %v below 1", r.Multiplier)
-	case r.RandomizationFactor < 0 || r.RandomizationFactor > 1:
-		return v, fmt.Errorf("sender: retry RandomizationFactor %v outside [0, 1]", r.RandomizationFactor)
-	}
-	if r.MaxRetries == 0 {
-		r.MaxRetries = DefaultMaxRetries
-	} else if r.MaxRetries < 0 {
-		r.MaxRetries = 0
-	}
-	if r.InitialInterval == 0 {
-		r.InitialInterval = DefaultInitialInterval
-	}
-	if r.MaxInterval == 0 {
-		r.MaxInterval = DefaultMaxInterval
-	}
-	if r.Multiplier == 0 {
-		r.Multiplier = DefaultMultiplier
-	}
-	if r.RandomizationFactor == 0 {
-		r.RandomizationFactor = DefaultRandomizationFactor
-	}
-	if r.MaxElapsedTime == 0 {
-		r.MaxElapsedTime = DefaultMaxElapsedTime
 	}
 	return v, nil
 }

@@ -3,6 +3,7 @@ package sender
 import (
 	"context"
 	"sync/atomic"
+	"time"
 
 	"github.com/Azure/azure-sdk-for-go/sdk/messaging/azservicebus"
 )
@@ -20,8 +21,9 @@ type Result struct {
 	ctx      context.Context
 	id       string
 	key      string        // ordering and batching key; "" for none
-	size     int64         // estimated size (Size)
+	size     int64         // estimated size (sbkit.MessageSize)
 	weight   int64         // bytes taken from the byte window
+	start    time.Duration // when accepted, since Sender.epoch; set only for SendResultHooks
 	attempts int           // written only by the goroutine that sends the message
 	state    atomic.Uint32 // statePending, stateFinishing, stateKnown
 	err      error
@@ -37,9 +39,8 @@ func (r *Result) MessageID() string { return r.id }
 // Done returns a channel closed once the outcome is known.
 func (r *Result) Done() <-chan struct{} { return r.done }
 
-// Err returns the outcome once it is known (from within Options.OnResult and hooks, and
-// once Done is closed): nil when the broker accepted the message, a *SendError otherwise.
-// Before that it returns ErrPending.
+// Err returns the outcome once it is known (once Done is closed): nil when the broker
+// accepted the message, a *[SendError] otherwise. Before that it returns [ErrPending].
 func (r *Result) Err() error {
 	if r.state.Load() != stateKnown {
 		return ErrPending

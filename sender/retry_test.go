@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"github.com/Azure/azure-sdk-for-go/sdk/messaging/azservicebus"
+	"github.com/sbkit/sbkit"
 	"github.com/sbkit/sbkit/sbtest"
 	"github.com/sbkit/sbkit/sender"
 )
@@ -18,7 +19,7 @@ func TestRetries(t *testing.T) {
 	tests := []struct {
 		name          string
 		fault         sbtest.Fault
-		retry         sender.RetryOptions
+		retry         sbkit.RetryOptions
 		ctxTimeout    time.Duration
 		wantErr       error // nil: sent
 		wantAttempts  int
@@ -27,19 +28,14 @@ func TestRetries(t *testing.T) {
 		{name: "transient then success", fault: sbtest.Fault{Count: 2}, wantAttempts: 3},
 		{name: "permanent fails at once", fault: sbtest.Fault{Count: 1, Err: sbtest.PermanentError}, wantErr: sbtest.PermanentError, wantAttempts: 1},
 		{name: "too large is permanent", fault: sbtest.Fault{Count: 1, Err: azservicebus.ErrMessageTooLarge}, wantErr: azservicebus.ErrMessageTooLarge, wantAttempts: 1},
-		{name: "retry limit", fault: sbtest.Fault{}, retry: sender.RetryOptions{MaxRetries: 3}, wantErr: sbtest.TransientError, wantAttempts: 4},
-		{name: "retries disabled", fault: sbtest.Fault{}, retry: sender.RetryOptions{MaxRetries: -1}, wantErr: sbtest.TransientError, wantAttempts: 1},
+		{name: "retry limit", fault: sbtest.Fault{}, retry: sbkit.RetryOptions{MaxRetries: 3}, wantErr: sbtest.TransientError, wantAttempts: 4},
+		{name: "retries disabled", fault: sbtest.Fault{}, retry: sbkit.RetryOptions{MaxRetries: -1}, wantErr: sbtest.TransientError, wantAttempts: 1},
+		{name: "no delay", fault: sbtest.Fault{}, retry: sbkit.RetryOptions{MaxRetries: 3, RetryDelay: -1}, wantErr: sbtest.TransientError, wantAttempts: 4},
 		{
-			name:  "max elapsed time",
-			fault: sbtest.Fault{},
-			retry: sender.RetryOptions{MaxRetries: 1000, InitialInterval: 100 * time.Millisecond,
-				Multiplier: 1, RandomizationFactor: 0.01, MaxElapsedTime: time.Second},
-			wantErr: sbtest.TransientError, wantAttempts: 9, attemptsSlack: 2,
-		},
-		{
-			name: "context ends during backoff", fault: sbtest.Fault{}, ctxTimeout: 150 * time.Millisecond,
-			retry:   sender.RetryOptions{MaxRetries: 1000, InitialInterval: 100 * time.Millisecond, Multiplier: 1, RandomizationFactor: 0.01},
-			wantErr: context.DeadlineExceeded, wantAttempts: 2,
+			// The first delay is 50ms to 150ms (100ms ± 50% jitter): the context ends in it.
+			name: "context ends during backoff", fault: sbtest.Fault{}, ctxTimeout: 40 * time.Millisecond,
+			retry:   sbkit.RetryOptions{MaxRetries: 1000, RetryDelay: 100 * time.Millisecond},
+			wantErr: context.DeadlineExceeded, wantAttempts: 1,
 		},
 	}
 	for _, tt := range tests {
@@ -49,7 +45,7 @@ func TestRetries(t *testing.T) {
 				synctest.Test(t, func(t *testing.T) {
 					b := newBroker(t, sbtest.Latency{RoundTrip: time.Millisecond}, nil)
 					out := newOutcomes()
-					s := newSender(t, b.s, &sender.Options{DisableBatching: !batching, Retry: tt.retry, OnResult: out.record})
+					s := newSender(t, b.s, &sender.Options{DisableBatching: !batching, Retry: tt.retry, Hooks: []sender.Hook{out}})
 					b.q.InjectFault(tt.fault)
 					ctx := t.Context()
 					if tt.ctxTimeout > 0 {
@@ -121,7 +117,7 @@ func TestRetriedStatistic(t *testing.T) {
 
 // TestExactlyOnceUnderMixedFaults sends many messages from many goroutines while
 // transient and permanent faults come and go, and checks that every message gets exactly
-// one outcome, that Send's return value and OnResult agree, and that what the sender
+// one outcome, that Send's return value and the result hook agree, and that what the sender
 // reports as sent is exactly what the broker stored.
 func TestExactlyOnceUnderMixedFaults(t *testing.T) {
 	modes := []struct {
@@ -140,8 +136,8 @@ func TestExactlyOnceUnderMixedFaults(t *testing.T) {
 				out := newOutcomes()
 				opts := mode.opts
 				opts.MaxInFlightMessages = 32
-				opts.OnResult = out.record
-				opts.Retry = sender.RetryOptions{MaxRetries: 2, InitialInterval: 5 * time.Millisecond}
+				opts.Hooks = []sender.Hook{out}
+				opts.Retry = sbkit.RetryOptions{MaxRetries: 2, RetryDelay: 5 * time.Millisecond}
 				s := newSender(t, b.s, &opts)
 
 				stop := make(chan struct{})
@@ -193,7 +189,7 @@ func TestExactlyOnceUnderMixedFaults(t *testing.T) {
 				var sent, failed int64
 				for id, err := range returned {
 					if cb := out.errs[id]; (cb == nil) != (err == nil) {
-						t.Errorf("%s: Send returned %v, OnResult saw %v", id, err, cb)
+						t.Errorf("%s: Send returned %v, the result hook saw %v", id, err, cb)
 					}
 					if err == nil {
 						sent++
@@ -211,7 +207,7 @@ func TestExactlyOnceUnderMixedFaults(t *testing.T) {
 				if failed == 0 || st.Retried == 0 {
 					t.Errorf("the faults did not bite: failed %d retried %d", failed, st.Retried)
 				}
-				t.Logf("sent %d, failed %d, retried %d, batches %d", sent, failed, st.Retried, st.Batches)
+				t.Logf("sent %d, failed %d, retried %d, batches %d", sent, failed, st.Retried, st.BatchesSent)
 			})
 		})
 	}
@@ -232,6 +228,38 @@ func TestAttemptTimeoutIsRetried(t *testing.T) {
 				}
 				if r.Attempts() != 2 || b.q.ActiveCount() != 1 {
 					t.Errorf("attempts %d, stored %d; want 2 and 1", r.Attempts(), b.q.ActiveCount())
+				}
+			})
+		})
+	}
+}
+
+// TestRetriesEndAtClose: a message whose context never ends is retried only until Close
+// gives up; then it fails with ErrClosed, wrapping the last attempt's error.
+func TestRetriesEndAtClose(t *testing.T) {
+	for _, batching := range []bool{false, true} {
+		t.Run(map[bool]string{false: "single", true: "batched"}[batching], func(t *testing.T) {
+			synctest.Test(t, func(t *testing.T) {
+				b := newBroker(t, sbtest.Latency{RoundTrip: time.Millisecond}, nil)
+				s, err := sender.New(b.s, &sender.Options{DisableBatching: !batching,
+					Retry: sbkit.RetryOptions{MaxRetries: 1000, RetryDelay: time.Second, MaxRetryDelay: time.Second}})
+				if err != nil {
+					t.Fatal(err)
+				}
+				b.q.InjectFault(sbtest.Fault{})
+				r := sendAsync(t, context.Background(), s, msg(0))[0]
+				ctx, cancel := context.WithTimeout(t.Context(), 5*time.Second)
+				defer cancel()
+				start := time.Now()
+				if err := s.Close(ctx); !errors.Is(err, context.DeadlineExceeded) {
+					t.Fatalf("Close = %v, want DeadlineExceeded", err)
+				}
+				if d := time.Since(start); d != 5*time.Second {
+					t.Errorf("Close returned after %v, want 5s", d)
+				}
+				err = r.Err()
+				if !errors.Is(err, sender.ErrClosed) || !errors.Is(err, sbtest.TransientError) || r.Attempts() < 4 {
+					t.Errorf("outcome %v after %d attempts; want ErrClosed wrapping the transient error, after several attempts", err, r.Attempts())
 				}
 			})
 		})

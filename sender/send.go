@@ -33,7 +33,7 @@ func (s *Sender) sendSingle(r *Result) { s.finish(r, s.trySingle(r)) }
 func (s *Sender) trySingle(r *Result) error {
 	ctx, stop := s.messageContext(r.ctx)
 	defer stop()
-	var bo *backoff.ExponentialBackOff
+	var bo backoff.BackOff
 	for {
 		if err := ctx.Err(); err != nil {
 			return s.stopCause(ctx, err, nil)
@@ -50,9 +50,9 @@ func (s *Sender) trySingle(r *Result) error {
 			return s.endedCause(ctx, err)
 		}
 		if bo == nil {
-			bo = s.newBackOff()
+			bo = s.retry.BackOff()
 		}
-		if err := s.backoff(ctx, bo, 1, r.attempts, err); err != nil {
+		if err := s.backoff(ctx, bo, []*Result{r}, err); err != nil {
 			return err
 		}
 	}
@@ -61,7 +61,7 @@ func (s *Sender) trySingle(r *Result) error {
 // sendBatch sends a prefix of group as one batch, retrying transient failures, completes
 // the messages of that prefix and returns the rest of group.
 func (s *Sender) sendBatch(group []*Result) (rest []*Result) {
-	var bo *backoff.ExponentialBackOff
+	var bo backoff.BackOff
 	var lastErr error
 	for {
 		group = s.dropEnded(group, lastErr)
@@ -105,10 +105,10 @@ func (s *Sender) sendBatch(group []*Result) (rest []*Result) {
 			err = s.endedCause(s.life, err)
 		}
 		if bo == nil {
-			bo = s.newBackOff()
+			bo = s.retry.BackOff()
 		}
 		wctx, stop := s.groupContext(chunk)
-		berr := s.backoff(wctx, bo, len(chunk), chunk[0].attempts, err)
+		berr := s.backoff(wctx, bo, chunk, err)
 		stop()
 		if berr != nil {
 			for _, r := range chunk {
@@ -147,10 +147,10 @@ func (s *Sender) sendBatchOnce(batch sbkit.Batch, n int) error {
 	start := time.Now()
 	err := s.batch.SendBatch(ctx, batch, nil)
 	err = s.attemptError(s.life, ctx, err)
-	if len(s.batchHooks) > 0 {
-		elapsed := time.Since(start)
-		for _, h := range s.batchHooks {
-			s.safely("BatchHook", func() { h.OnBatch(n, batch.NumBytes(), err, elapsed) })
+	if len(s.hooks.batch) > 0 {
+		e := SendBatch{Messages: n, Bytes: int64(batch.NumBytes()), Duration: time.Since(start), Err: err}
+		for _, h := range s.hooks.batch {
+			s.safely("SendBatchHook", func() { h.OnSendBatch(s.life, e) })
 		}
 	}
 	return err
@@ -175,20 +175,24 @@ func (s *Sender) dropEnded(group []*Result, lastErr error) []*Result {
 	return keep
 }
 
-// backoff decides whether a failed attempt is retried and waits before the retry. It
-// returns nil to retry, or the error to report.
-func (s *Sender) backoff(ctx context.Context, bo *backoff.ExponentialBackOff, messages, attempt int, err error) error {
-	if !sbkit.IsTransient(err) || attempt > s.opts.Retry.MaxRetries {
+// backoff decides whether a failed attempt of the messages rs (one request) is retried
+// and waits before the retry. It returns nil to retry, or the error to report.
+func (s *Sender) backoff(ctx context.Context, bo backoff.BackOff, rs []*Result, err error) error {
+	attempt := rs[0].attempts
+	if !sbkit.IsTransient(err) || int64(attempt) > int64(s.retry.MaxRetries) {
 		return err
 	}
 	wait := bo.NextBackOff()
 	if wait == backoff.Stop {
 		return err
 	}
-	s.stats.retried.Add(int64(messages))
-	s.log.Debug("sender: retrying", "messages", messages, "attempt", attempt, "wait", wait, "error", err)
-	for _, h := range s.retryHooks {
-		s.safely("RetryHook", func() { h.OnSendRetry(messages, attempt, err, wait) })
+	s.stats.retried.Add(int64(len(rs)))
+	s.log.Debug("sender: retrying", "messages", len(rs), "attempt", attempt, "wait", wait, "error", err)
+	for _, h := range s.hooks.retry {
+		for _, r := range rs {
+			e := SendRetry{Message: r.msg, MessageID: r.id, Attempt: attempt, Messages: len(rs), Delay: wait, Err: err}
+			s.safely("SendRetryHook", func() { h.OnSendRetry(r.ctx, e) })
+		}
 	}
 	t := time.NewTimer(wait)
 	defer t.Stop()
@@ -198,17 +202,6 @@ func (s *Sender) backoff(ctx context.Context, bo *backoff.ExponentialBackOff, me
 	case <-ctx.Done():
 		return s.stopCause(ctx, ctx.Err(), err)
 	}
-}
-
-func (s *Sender) newBackOff() *backoff.ExponentialBackOff {
-	r := s.opts.Retry
-	return backoff.NewExponentialBackOff(
-		backoff.WithInitialInterval(r.InitialInterval),
-		backoff.WithMaxInterval(r.MaxInterval),
-		backoff.WithMultiplier(r.Multiplier),
-		backoff.WithRandomizationFactor(r.RandomizationFactor),
-		backoff.WithMaxElapsedTime(r.MaxElapsedTime),
-	)
 }
 
 // groupContext returns a context that ends when Close gives up or when the context of
@@ -249,7 +242,7 @@ func (s *Sender) messageContext(ctx context.Context) (context.Context, func()) {
 	return mctx, func() { stop(); cancel(nil) }
 }
 
-// attemptContext bounds one request by Options.AttemptTimeout.
+// attemptContext bounds one request by [Options.AttemptTimeout].
 func (s *Sender) attemptContext(ctx context.Context) (context.Context, context.CancelFunc) {
 	if s.opts.AttemptTimeout <= 0 {
 		return ctx, func() {}
@@ -278,9 +271,6 @@ func (s *Sender) stopCause(ctx context.Context, err, last error) error {
 	return err
 }
 
-// attemptTimeoutError is the transient error of an attempt that ran out of
-// Options.AttemptTimeout. It does not unwrap to context.DeadlineExceeded, which
-// sbkit.IsTransient would call permanent.
 // endedCause is the error of an attempt that failed after ctx ended: ctx's cause, with
 // the attempt's own error when it says more than ctx's.
 func (s *Sender) endedCause(ctx context.Context, err error) error {
@@ -290,6 +280,9 @@ func (s *Sender) endedCause(ctx context.Context, err error) error {
 	return s.stopCause(ctx, ctx.Err(), err)
 }
 
+// attemptTimeoutError is the transient error of an attempt that ran out of
+// [Options.AttemptTimeout]. It does not unwrap to context.DeadlineExceeded, which
+// [sbkit.IsTransient] would call permanent.
 type attemptTimeoutError struct{ err error }
 
 func (e *attemptTimeoutError) Error() string { return "sender: attempt timed out: " + e.err.Error() }

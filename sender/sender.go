@@ -2,7 +2,6 @@ package sender
 
 import (
 	"context"
-	"errors"
 	"fmt"
 	"log/slog"
 	"sync"
@@ -11,26 +10,27 @@ import (
 
 	"github.com/Azure/azure-sdk-for-go/sdk/messaging/azservicebus"
 	"github.com/sbkit/sbkit"
+	"github.com/sbkit/sbkit/internal/retry"
 	"golang.org/x/sync/semaphore"
 )
 
 // Sender is a bounded, pipelined, auto-batching sender; see the package documentation.
-// Create one with New; the zero value is not usable. A Sender is safe for concurrent use.
+// Create one with [New]; the zero value is not usable. A Sender is safe for concurrent use.
 // It owns goroutines while messages are in flight: call Close when done.
 type Sender struct {
 	dst   sbkit.MessageSender
 	batch sbkit.BatchSender // nil when batching is off
 	opts  Options
+	retry retry.Policy
 	log   *slog.Logger
 
 	msgSem, byteSem *semaphore.Weighted
 	life            context.Context // ends when Close gives up waiting
 	kill            context.CancelCauseFunc
 
-	resultHooks []ResultHook
-	retryHooks  []RetryHook
-	batchHooks  []BatchHook
-	stats       counters
+	hooks hooks
+	epoch time.Time // origin of Result.start
+	stats counters
 
 	closedFlag atomic.Bool
 	closeDone  chan struct{}
@@ -46,16 +46,31 @@ type Sender struct {
 	workers int       // running workers; kept >= jobs
 }
 
-// New returns a Sender that sends to dst. Batching is on when dst implements
-// sbkit.BatchSender and opts.DisableBatching is false. A nil opts means defaults. It
-// returns an error for a nil dst or invalid options.
+// New returns a Sender that sends to dst: an [*azservicebus.Sender], the sender of
+// package sbtest, or any [sbkit.MessageSender]. Batching is on unless
+// [Options.DisableBatching] is set, when dst is an [*azservicebus.Sender] (New adapts it
+// with [sbkit.NewBatchSender]) or implements [sbkit.BatchSender]; any other dst gets one
+// request per message. A nil opts means defaults. New returns [ErrNilDestination] for a
+// nil dst and an error wrapping [ErrInvalidOptions] for invalid options.
 func New(dst sbkit.MessageSender, opts *Options) (*Sender, error) {
-	if dst == nil {
-		return nil, errors.New("sender: nil destination")
+	var batch sbkit.BatchSender
+	switch d := dst.(type) {
+	case nil:
+		return nil, ErrNilDestination
+	case *azservicebus.Sender:
+		if d == nil {
+			return nil, ErrNilDestination
+		}
+		batch = sbkit.NewBatchSender(d)
+	case sbkit.BatchSender:
+		batch = d
 	}
 	o, err := opts.withDefaults()
 	if err != nil {
 		return nil, err
+	}
+	if o.DisableBatching {
+		batch = nil
 	}
 	s := &Sender{
 		dst:       dst,
@@ -65,33 +80,23 @@ func New(dst sbkit.MessageSender, opts *Options) (*Sender, error) {
 		byteSem:   semaphore.NewWeighted(o.MaxInFlightBytes),
 		closeDone: make(chan struct{}),
 		lanes:     make(map[string]*lane),
-	}
-	if bs, ok := dst.(sbkit.BatchSender); ok && !o.DisableBatching {
-		s.batch = bs
+		batch:     batch,
+		retry:     retry.Resolve(o.Retry, retryDefaults),
 	}
 	s.life, s.kill = context.WithCancelCause(context.Background())
-	for _, h := range o.Hooks {
-		if h, ok := h.(ResultHook); ok {
-			s.resultHooks = append(s.resultHooks, h)
-		}
-		if h, ok := h.(RetryHook); ok {
-			s.retryHooks = append(s.retryHooks, h)
-		}
-		if h, ok := h.(BatchHook); ok {
-			s.batchHooks = append(s.batchHooks, h)
-		}
-	}
+	s.hooks = newHooks(o.Hooks, s.log)
+	s.epoch = time.Now()
 	return s, nil
 }
 
 // Batching reports whether the Sender batches messages.
 func (s *Sender) Batching() bool { return s.batch != nil }
 
-// Stats returns a snapshot of the Sender's counters.
+// Stats returns a snapshot of the Sender's counters and gauges.
 func (s *Sender) Stats() Stats { return s.stats.snapshot() }
 
 // Send sends message and returns its outcome: nil once the broker accepted it, a
-// *SendError otherwise (see SendAsync for the causes). It blocks while the windows are
+// *[SendError] otherwise (see [Sender.SendAsync] for the causes). It blocks while the windows are
 // full, then until the outcome is known.
 func (s *Sender) Send(ctx context.Context, message *azservicebus.Message) error {
 	r, err := s.SendAsync(ctx, message)
@@ -102,24 +107,26 @@ func (s *Sender) Send(ctx context.Context, message *azservicebus.Message) error 
 	return r.err
 }
 
-// SendAsync accepts message for sending and returns its Result, which completes once the
+// SendAsync accepts message for sending and returns its [Result], which completes once the
 // outcome is known. It blocks while the windows are full, until room frees or ctx ends.
-// When the message is not accepted it returns a nil Result and a *SendError whose cause is
-// sbkit.ErrNilMessage, ErrNilContext, ErrClosed or ctx's error; nothing is in flight then
-// and Options.OnResult is not called. Exactly one of the two results is non-nil.
+// When the message is not accepted it returns a nil Result and a *[SendError] whose cause
+// is [sbkit.ErrNilMessage], [ErrClosed] or ctx's error; nothing is in flight then.
+// Exactly one of the two results is non-nil. ctx also bounds the message's time in a
+// linger batch and its retries (see the package documentation).
 func (s *Sender) SendAsync(ctx context.Context, message *azservicebus.Message) (*Result, error) {
 	return s.admit(ctx, message, true)
 }
 
-// TrySend is SendAsync without blocking: when a window is full it returns a *SendError
-// whose cause is ErrFull.
-func (s *Sender) TrySend(message *azservicebus.Message) (*Result, error) {
-	return s.admit(context.Background(), message, false)
+// TrySend is SendAsync without blocking: when a window is full it returns a *[SendError]
+// whose cause is [ErrFull]. ctx is not waited on; it bounds the message once accepted,
+// as in SendAsync, and is what the hooks see.
+func (s *Sender) TrySend(ctx context.Context, message *azservicebus.Message) (*Result, error) {
+	return s.admit(ctx, message, false)
 }
 
-// Schedule sets message's ScheduledEnqueueTime to at (sbkit.SetSchedule) and sends it
+// Schedule sets message's ScheduledEnqueueTime to at ([sbkit.SetSchedule]) and sends it
 // like Send: the broker makes it available at that time. No sequence number is returned;
-// use the destination's ScheduleMessages when you need one to cancel the message.
+// use [azservicebus.Sender.ScheduleMessages] when you need one to cancel the message.
 func (s *Sender) Schedule(ctx context.Context, message *azservicebus.Message, at time.Time) error {
 	if err := sbkit.SetSchedule(message, at); err != nil {
 		return &SendError{Err: err}
@@ -128,7 +135,7 @@ func (s *Sender) Schedule(ctx context.Context, message *azservicebus.Message, at
 }
 
 // SendAll sends messages, pipelined and batched, and waits for all their outcomes. It
-// returns nil when every message was sent, otherwise a *SendAllError with one entry per
+// returns nil when every message was sent, otherwise a *[SendAllError] with one entry per
 // message (nil for those sent). When ctx ends while SendAll waits for room, the messages
 // not yet accepted fail with ctx's error; the accepted ones still get their own outcome.
 func (s *Sender) SendAll(ctx context.Context, messages []*azservicebus.Message) error {
@@ -152,9 +159,10 @@ func (s *Sender) SendAll(ctx context.Context, messages []*azservicebus.Message) 
 	return &SendAllError{Errs: errs}
 }
 
-// Flush sends the messages waiting in linger batches at once and waits until no message
-// is in flight, or until ctx ends (then it returns ctx's error). Messages accepted while
-// Flush waits are waited for too.
+// Flush sends the messages waiting in linger batches at once, whatever [Options.Linger],
+// and waits until no message is in flight, or until ctx ends (then it returns ctx's
+// error). Messages accepted while Flush waits are waited for too; they wait in their own
+// linger batch as usual.
 func (s *Sender) Flush(ctx context.Context) error {
 	s.mu.Lock()
 	s.sealAllLocked()
@@ -175,8 +183,8 @@ func (s *Sender) Flush(ctx context.Context) error {
 	}
 }
 
-// Close stops accepting messages (later sends fail with ErrClosed), sends what waits in
-// linger batches and waits for every outcome. If ctx ends first, the requests in flight
+// Close stops accepting messages (later sends fail with [ErrClosed]), sends what waits in
+// linger batches at once, whatever [Options.Linger], and waits for every outcome. If ctx ends first, the requests in flight
 // and the backoffs are cancelled, their messages fail (cause ErrClosed or a context
 // error), Close waits for those outcomes and returns ctx's error. No goroutine of the
 // Sender remains when Close returns. Closing twice is safe: the second call waits for the
@@ -207,50 +215,66 @@ func (s *Sender) Close(ctx context.Context) error {
 	return err
 }
 
-// admit validates message, takes room in the windows and hands the message to the
-// pipeline.
+// admit shows message to the SendStartHooks, then accepts it or reports why not.
 func (s *Sender) admit(ctx context.Context, m *azservicebus.Message, block bool) (*Result, error) {
 	if m == nil {
 		return nil, &SendError{Err: sbkit.ErrNilMessage}
 	}
 	id, _ := sbkit.EnsureMessageID(m)
-	switch {
-	case ctx == nil:
-		return nil, &SendError{MessageID: id, Err: ErrNilContext}
-	case s.closedFlag.Load():
-		return nil, &SendError{MessageID: id, Err: ErrClosed}
-	case ctx.Err() != nil:
-		return nil, &SendError{MessageID: id, Err: ctx.Err()}
-	}
 	if s.opts.DefaultTTL > 0 && m.TimeToLive == nil {
 		_ = sbkit.SetTTL(m, s.opts.DefaultTTL)
 	}
-	size := Size(m)
+	for _, h := range s.hooks.start {
+		s.safely("SendStartHook", func() { h.OnSendStart(ctx, SendStart{Message: m}) })
+	}
+	r, err := s.accept(ctx, m, id, block)
+	if err != nil {
+		err = &SendError{MessageID: id, Err: err}
+		s.stats.rejected.Add(1)
+		s.reportResult(ctx, SendResult{Message: m, MessageID: id, Err: err})
+		return nil, err
+	}
+	return r, nil
+}
+
+// accept takes room in the windows and hands the message to the pipeline. Its error is
+// the cause of the refusal.
+func (s *Sender) accept(ctx context.Context, m *azservicebus.Message, id string, block bool) (*Result, error) {
+	if s.closedFlag.Load() {
+		return nil, ErrClosed
+	}
+	if err := ctx.Err(); err != nil {
+		return nil, err
+	}
+	size := sbkit.MessageSize(m)
 	weight := min(size, s.opts.MaxInFlightBytes)
 	if block {
 		if err := s.msgSem.Acquire(ctx, 1); err != nil {
-			return nil, &SendError{MessageID: id, Err: err}
+			return nil, err
 		}
 		if err := s.byteSem.Acquire(ctx, weight); err != nil {
 			s.msgSem.Release(1)
-			return nil, &SendError{MessageID: id, Err: err}
+			return nil, err
 		}
 	} else {
 		if !s.msgSem.TryAcquire(1) {
-			return nil, &SendError{MessageID: id, Err: ErrFull}
+			return nil, ErrFull
 		}
 		if !s.byteSem.TryAcquire(weight) {
 			s.msgSem.Release(1)
-			return nil, &SendError{MessageID: id, Err: ErrFull}
+			return nil, ErrFull
 		}
 	}
 	r := &Result{msg: m, ctx: ctx, id: id, key: keyOf(m), size: size, weight: weight, done: make(chan struct{})}
+	if len(s.hooks.result) > 0 {
+		r.start = time.Since(s.epoch)
+	}
 	s.mu.Lock()
 	if s.closed {
 		s.mu.Unlock()
 		s.byteSem.Release(weight)
 		s.msgSem.Release(1)
-		return nil, &SendError{MessageID: id, Err: ErrClosed}
+		return nil, ErrClosed
 	}
 	s.pending++
 	s.stats.addInFlight(size)
@@ -282,11 +306,9 @@ func (s *Sender) finish(r *Result, err error) {
 	}
 	r.err = err
 	r.state.Store(stateKnown)
-	for _, h := range s.resultHooks {
-		s.safely("ResultHook", func() { h.OnSendResult(r, err) })
-	}
-	if s.opts.OnResult != nil {
-		s.safely("OnResult", func() { s.opts.OnResult(r) })
+	if len(s.hooks.result) > 0 {
+		s.reportResult(r.ctx, SendResult{Message: r.msg, MessageID: r.id, Attempts: r.attempts,
+			Duration: time.Since(s.epoch) - r.start, Err: err})
 	}
 	s.stats.inFlightMsgs.Add(-1)
 	s.stats.inFlightBytes.Add(-r.size)
@@ -300,6 +322,13 @@ func (s *Sender) finish(r *Result, err error) {
 		s.idle = nil
 	}
 	s.mu.Unlock()
+}
+
+// reportResult calls the SendResultHooks.
+func (s *Sender) reportResult(ctx context.Context, e SendResult) {
+	for _, h := range s.hooks.result {
+		s.safely("SendResultHook", func() { h.OnSendResult(ctx, e) })
+	}
 }
 
 // safely calls f, recovering and logging a panic.

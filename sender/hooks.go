@@ -1,0 +1,140 @@
+package sender
+
+import (
+	"context"
+	"fmt"
+	"log/slog"
+	"time"
+
+	"github.com/Azure/azure-sdk-for-go/sdk/messaging/azservicebus"
+)
+
+// Hook observes a Sender's events. A Hook implements any of [SendStartHook],
+// [SendResultHook], [SendRetryHook] and [SendBatchHook]; a value that implements none is
+// ignored (New logs a warning). Hooks are called synchronously, in the order of
+// [Options.Hooks], possibly from many goroutines at once: they must be fast, must not
+// block and must not call the Sender's Flush or Close (which wait for the message being
+// reported). A panic in a hook is recovered and logged.
+type Hook any
+
+// SendStartHook sees every non-nil message given to [Sender.Send], [Sender.SendAsync],
+// [Sender.TrySend], [Sender.SendAll] or [Sender.Schedule], before the Sender accepts it,
+// on the caller's goroutine and with the caller's ctx. The message already has its
+// MessageID. The hook may modify the message, for example to inject trace context into
+// its ApplicationProperties: the Sender measures its size afterwards. Every message a
+// SendStartHook saw gets exactly one [SendResult].
+type SendStartHook interface {
+	OnSendStart(ctx context.Context, e SendStart)
+}
+
+// SendStart is the event of [SendStartHook].
+type SendStart struct {
+	// Message is the message about to be accepted.
+	Message *azservicebus.Message
+}
+
+// SendResultHook sees the outcome of every message a [SendStartHook] saw, exactly once:
+// the broker accepted it, or it failed, or it was not accepted at all (window full,
+// Sender closed, ctx ended; then Attempts is 0 and the caller also got the error). For
+// an accepted message it runs before the message's [Result] completes, on the goroutine
+// that learnt the outcome; ctx is the context the message was sent with.
+type SendResultHook interface {
+	OnSendResult(ctx context.Context, e SendResult)
+}
+
+// SendResult is the event of [SendResultHook].
+type SendResult struct {
+	// Message is the message.
+	Message *azservicebus.Message
+	// MessageID is the message's ID.
+	MessageID string
+	// Attempts is how many requests carried the message; 0 when it was never sent.
+	Attempts int
+	// Duration is the time from acceptance to the outcome; 0 when it was not accepted.
+	Duration time.Duration
+	// Err is nil when the broker accepted the message, a *[SendError] otherwise.
+	Err error
+}
+
+// SendResultFunc is a [SendResultHook] made of a function, for the common case of one
+// result callback: Options{Hooks: []Hook{sender.SendResultFunc(f)}}.
+type SendResultFunc func(ctx context.Context, e SendResult)
+
+// OnSendResult calls f.
+func (f SendResultFunc) OnSendResult(ctx context.Context, e SendResult) { f(ctx, e) }
+
+// SendRetryHook sees every retry of every message, before the delay: a batch of n
+// messages that is retried calls it n times. ctx is the context the message was sent
+// with.
+type SendRetryHook interface {
+	OnSendRetry(ctx context.Context, e SendRetry)
+}
+
+// SendRetry is the event of [SendRetryHook].
+type SendRetry struct {
+	// Message is the message that will be retried.
+	Message *azservicebus.Message
+	// MessageID is the message's ID.
+	MessageID string
+	// Attempt is the number of the attempt that failed, from 1.
+	Attempt int
+	// Messages is how many messages the failed request carried (1 when not batched).
+	Messages int
+	// Delay is the wait before the next attempt.
+	Delay time.Duration
+	// Err is the transient error of the failed attempt.
+	Err error
+}
+
+// SendBatchHook sees every batch request, once it has ended. A batch carries messages of
+// many callers, so ctx is the Sender's own context, which carries no caller's values and
+// ends when Close gives up waiting.
+type SendBatchHook interface {
+	OnSendBatch(ctx context.Context, e SendBatch)
+}
+
+// SendBatch is the event of [SendBatchHook].
+type SendBatch struct {
+	// Messages is how many messages the batch carried.
+	Messages int
+	// Bytes is the batch's size as the SDK measured it ([azservicebus.MessageBatch.NumBytes]).
+	Bytes int64
+	// Duration is how long the request took.
+	Duration time.Duration
+	// Err is the request's error; nil when the broker accepted the batch.
+	Err error
+}
+
+// hooks holds a Sender's hooks by interface.
+type hooks struct {
+	start  []SendStartHook
+	result []SendResultHook
+	retry  []SendRetryHook
+	batch  []SendBatchHook
+}
+
+// newHooks sorts hs by interface and logs those that implement none (a hook with an
+// outdated or misspelled method would otherwise be ignored silently).
+func newHooks(hs []Hook, log *slog.Logger) hooks {
+	var h hooks
+	for _, x := range hs {
+		switch x.(type) {
+		case SendStartHook, SendResultHook, SendRetryHook, SendBatchHook:
+		default:
+			log.Warn("sender: hook implements no hook interface; ignored", "type", fmt.Sprintf("%T", x))
+		}
+		if x, ok := x.(SendStartHook); ok {
+			h.start = append(h.start, x)
+		}
+		if x, ok := x.(SendResultHook); ok {
+			h.result = append(h.result, x)
+		}
+		if x, ok := x.(SendRetryHook); ok {
+			h.retry = append(h.retry, x)
+		}
+		if x, ok := x.(SendBatchHook); ok {
+			h.batch = append(h.batch, x)
+		}
+	}
+	return h
+}
