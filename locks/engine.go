@@ -1,7 +1,6 @@
 package locks
 
 import (
-	"container/heap"
 	"context"
 	"errors"
 	"fmt"
@@ -13,6 +12,7 @@ import (
 	"github.com/cenkalti/backoff/v4"
 
 	"github.com/sbkit/sbkit"
+	"github.com/sbkit/sbkit/internal/heapq"
 )
 
 // Engine renews the locks of the messages added to it, with one scheduler goroutine and
@@ -29,7 +29,7 @@ type Engine struct {
 	wg     sync.WaitGroup
 
 	mu     sync.Mutex
-	heap   lockHeap
+	heap   *heapq.Heap[*Lock] // by due time
 	all    map[*Lock]struct{} // every lock not yet done
 	closed bool
 
@@ -40,19 +40,17 @@ type Engine struct {
 
 // Stats are counters of an Engine since New.
 type Stats struct {
-	Tracked     int   // locks currently tracked
+	Tracked     int64 // gauge: locks currently tracked
 	Renewed     int64 // successful renewals
 	RenewErrors int64 // failed renewal attempts (retried or not)
-	Lost        int64 // locks reported lost
+	LocksLost   int64 // locks reported lost
 }
 
-// New starts an engine that renews locks through r. A nil options means the defaults. It
-// returns ErrNilRenewer for a nil r and an error wrapping ErrInvalidOptions for options out
+// New starts an engine that renews locks through r. A nil options means the defaults. r
+// may be nil for an engine that renews only session locks ([Engine.AddSession]); Add then
+// returns ErrNilRenewer. New returns an error wrapping ErrInvalidOptions for options out
 // of range.
 func New(r sbkit.LockRenewer, options *Options) (*Engine, error) {
-	if r == nil {
-		return nil, ErrNilRenewer
-	}
 	cfg, err := newConfig(options)
 	if err != nil {
 		return nil, err
@@ -66,6 +64,7 @@ func New(r sbkit.LockRenewer, options *Options) (*Engine, error) {
 		wake:   make(chan struct{}, 1),
 		work:   make(chan *Lock),
 		all:    make(map[*Lock]struct{}),
+		heap:   newLockHeap(),
 	}
 	e.wg.Add(1 + cfg.workers)
 	go e.schedule()
@@ -76,28 +75,30 @@ func New(r sbkit.LockRenewer, options *Options) (*Engine, error) {
 }
 
 // Add starts tracking message's lock and schedules its renewal from message.LockedUntil.
-// From now until Release, only the engine may touch message.LockedUntil. onLost, if not
-// nil, is called at most once, on an engine goroutine, with a *LostError when the lock is
-// lost; it must be fast and must not call Release. Add returns sbkit.ErrNilMessage,
-// ErrNoLock for a message without LockedUntil, and ErrClosed after Close.
-func (e *Engine) Add(message *azservicebus.ReceivedMessage, onLost func(cause error)) (*Lock, error) {
+// From now until Release, only the engine may touch message.LockedUntil. ctx gives the
+// values that the engine's hooks receive for this lock (a trace, the caller's own
+// bookkeeping); its cancellation is ignored: Release ends the tracking. A lost lock is
+// reported once, to the [LockLostHook]s and through [Lock.Done] and [Lock.Err]. Add
+// returns [sbkit.ErrNilMessage], ErrNoLock for a message without LockedUntil, and
+// ErrClosed after Close.
+func (e *Engine) Add(ctx context.Context, message *azservicebus.ReceivedMessage) (*Lock, error) {
 	if message == nil {
 		return nil, sbkit.ErrNilMessage
 	}
 	if message.LockedUntil == nil {
 		return nil, ErrNoLock
 	}
-	now := time.Now()
-	l := &Lock{
-		e:           e,
-		msg:         message,
-		onLost:      onLost,
-		added:       now,
-		done:        make(chan struct{}),
-		index:       -1,
-		lockedUntil: *message.LockedUntil,
-		period:      message.LockedUntil.Sub(now),
+	if e.r == nil {
+		return nil, ErrNilRenewer
 	}
+	return e.track(&Lock{ctx: ctx, msg: message}, *message.LockedUntil)
+}
+
+// track starts tracking l, a message or session lock that expires at until.
+func (e *Engine) track(l *Lock, until time.Time) (*Lock, error) {
+	now := time.Now()
+	l.e, l.added, l.done, l.index = e, now, make(chan struct{}), -1
+	l.lockedUntil, l.period = until, until.Sub(now)
 	e.mu.Lock()
 	defer e.mu.Unlock()
 	if e.closed {
@@ -114,10 +115,10 @@ func (e *Engine) Stats() Stats {
 	tracked := len(e.all)
 	e.mu.Unlock()
 	return Stats{
-		Tracked:     tracked,
+		Tracked:     int64(tracked),
 		Renewed:     e.renewed.Load(),
 		RenewErrors: e.renewErrors.Load(),
-		Lost:        e.lost.Load(),
+		LocksLost:   e.lost.Load(),
 	}
 }
 
@@ -133,7 +134,7 @@ func (e *Engine) Close(ctx context.Context) error {
 			l.state = stateDone
 			close(l.done)
 		}
-		e.heap, e.all = nil, nil
+		e.heap, e.all = newLockHeap(), nil
 	}
 	e.mu.Unlock()
 	e.cancel()
@@ -145,6 +146,12 @@ func (e *Engine) Close(ctx context.Context) error {
 	case <-ctx.Done():
 		return ctx.Err()
 	}
+}
+
+// newLockHeap orders locks by due time; each lock keeps its index so that Release
+// removes it in O(log n).
+func newLockHeap() *heapq.Heap[*Lock] {
+	return heapq.New(func(a, b *Lock) bool { return a.due.Before(b.due) }, func(l *Lock, i int) { l.index = i })
 }
 
 // scheduleLocked pushes l for its next renewal, or for its expiry when no renewal will be
@@ -160,7 +167,7 @@ func (e *Engine) scheduleLocked(l *Lock) {
 
 func (e *Engine) pushLocked(l *Lock) {
 	l.state = stateWaiting
-	heap.Push(&e.heap, l)
+	e.heap.Push(l)
 	if l.index == 0 {
 		e.wakeUp()
 	}
@@ -169,8 +176,7 @@ func (e *Engine) pushLocked(l *Lock) {
 // doneLocked ends the tracking of l.
 func (e *Engine) doneLocked(l *Lock) {
 	if l.index >= 0 {
-		heap.Remove(&e.heap, l.index)
-		l.index = -1
+		e.heap.Remove(l.index)
 	}
 	l.state = stateDone
 	delete(e.all, l)
@@ -195,12 +201,12 @@ func (e *Engine) schedule() {
 		e.mu.Lock()
 		now := time.Now()
 		due = due[:0]
-		for len(e.heap) > 0 && !e.heap[0].due.After(now) {
-			due = append(due, heap.Pop(&e.heap).(*Lock))
+		for head, ok := e.heap.Peek(); ok && !head.due.After(now); head, ok = e.heap.Peek() {
+			due = append(due, e.heap.Pop())
 		}
 		wait := time.Duration(-1)
-		if len(e.heap) > 0 {
-			wait = e.heap[0].due.Sub(now)
+		if head, ok := e.heap.Peek(); ok {
+			wait = head.due.Sub(now)
 		}
 		e.mu.Unlock()
 
@@ -257,7 +263,7 @@ func (e *Engine) renew(l *Lock) {
 		if reason == ReasonExpired && isConnectionLost(l.lastErr) {
 			reason = ReasonConnectionLost
 		}
-		e.loseLocked(l, reason, l.lastErr)
+		e.loseLocked(l, reason, l.lastErr, nil)
 		return // loseLocked unlocked
 	}
 	ctx, cancel := context.WithDeadline(e.ctx, l.lockedUntil)
@@ -265,16 +271,9 @@ func (e *Engine) renew(l *Lock) {
 	e.mu.Unlock()
 
 	start := time.Now()
-	err := e.r.RenewMessageLock(ctx, l.msg, nil)
-	var until time.Time
-	if err == nil {
-		if l.msg.LockedUntil == nil {
-			err = ErrNoLock
-		} else {
-			until = *l.msg.LockedUntil
-		}
-	}
+	until, err := l.renewOnce(ctx)
 	cancel()
+	took := time.Since(start)
 
 	e.mu.Lock()
 	close(l.renewDone)
@@ -286,36 +285,41 @@ func (e *Engine) renew(l *Lock) {
 		e.renewed.Add(1)
 		l.renewals++
 		l.period = max(l.period, until.Sub(start))
-		l.lockedUntil, l.bo, l.lastErr = until, nil, nil
+		l.lockedUntil, l.bo, l.lastErr, l.attempts = until, nil, nil, 0
+		renewals := l.renewals
 		e.scheduleLocked(l)
 		e.mu.Unlock()
-		e.cfg.logger.Debug("locks: renewed", "messageID", l.msg.MessageID, "lockedUntil", until)
+		k, id := l.logID()
+		e.cfg.logger.Debug("locks: renewed", k, id, "lockedUntil", until)
+		e.cfg.hooks.onRenew(l.ctx, Renewal{Message: l.msg, SessionID: l.SessionID(), LockedUntil: until, Renewals: renewals, Duration: took})
 		return
 	}
 	e.renewErrors.Add(1)
+	l.attempts++
+	failure := RenewFailure{Message: l.msg, SessionID: l.SessionID(), Err: err, Attempt: l.attempts, Duration: took}
 	switch {
 	case sbkit.IsLockLost(err):
 		reason := ReasonLockLost
 		if isConnectionLost(l.lastErr) {
 			reason = ReasonConnectionLost
 		}
-		e.loseLocked(l, reason, err)
+		e.loseLocked(l, reason, err, &failure)
 		return
 	case errors.Is(err, context.DeadlineExceeded) && !time.Now().Before(l.lockedUntil):
 		reason := ReasonExpired
 		if isConnectionLost(l.lastErr) {
 			reason, err = ReasonConnectionLost, fmt.Errorf("%w (after: %w)", err, l.lastErr)
 		}
-		e.loseLocked(l, reason, err)
+		e.loseLocked(l, reason, err, &failure)
 		return
 	case sbkit.IsPermanent(err) && !errors.Is(err, context.DeadlineExceeded):
-		e.loseLocked(l, ReasonRenewFailed, err)
+		e.loseLocked(l, ReasonRenewFailed, err, &failure)
 		return
 	}
 	// Retry: the error may be transient, and a renewal is harmless to repeat.
 	l.lastErr = err
 	if l.bo == nil {
-		l.bo = e.cfg.newBackOff()
+		l.bo = e.cfg.retry.BackOff()
 	}
 	next := l.bo.NextBackOff()
 	retryAt := time.Now().Add(next)
@@ -327,26 +331,29 @@ func (e *Engine) renew(l *Lock) {
 		l.kind, l.due, l.expired = dueExpire, l.lockedUntil, reason
 	} else {
 		l.kind, l.due = dueRenew, retryAt
+		failure.WillRetry = true
 	}
 	e.pushLocked(l)
 	e.mu.Unlock()
-	e.cfg.logger.Debug("locks: renewal failed, will retry", "messageID", l.msg.MessageID, "error", err)
-	if e.cfg.onRenewError != nil {
-		e.cfg.onRenewError(l.msg, err)
-	}
+	k, id := l.logID()
+	e.cfg.logger.Debug("locks: renewal failed", k, id, "error", err, "willRetry", failure.WillRetry)
+	e.cfg.hooks.onRenewError(l.ctx, failure)
 }
 
-// loseLocked marks l lost, unlocks e.mu, and reports the loss once.
-func (e *Engine) loseLocked(l *Lock, reason Reason, err error) {
-	cause := &LostError{Reason: reason, LockedUntil: l.lockedUntil, Err: err}
+// loseLocked marks l lost, unlocks e.mu, and reports the loss once, after the failed
+// attempt that caused it, if any.
+func (e *Engine) loseLocked(l *Lock, reason Reason, err error, failure *RenewFailure) {
+	cause := &LostError{Reason: reason, SessionID: l.SessionID(), LockedUntil: l.lockedUntil, Err: err}
 	l.lostErr = cause
 	e.doneLocked(l)
 	e.mu.Unlock()
 	e.lost.Add(1)
-	e.cfg.logger.Warn("locks: lock lost", "messageID", l.msg.MessageID, "reason", reason.String(), "error", err)
-	if l.onLost != nil {
-		l.onLost(cause)
+	k, id := l.logID()
+	e.cfg.logger.Warn("locks: lock lost", k, id, "reason", reason.String(), "error", err)
+	if failure != nil {
+		e.cfg.hooks.onRenewError(l.ctx, *failure)
 	}
+	e.cfg.hooks.onLockLost(l.ctx, LockLoss{Message: l.msg, SessionID: l.SessionID(), Cause: cause})
 }
 
 func isConnectionLost(err error) bool {

@@ -4,8 +4,8 @@ import (
 	"context"
 	"errors"
 	"runtime"
+	"slices"
 	"sync"
-	"sync/atomic"
 	"testing"
 	"testing/synctest"
 	"time"
@@ -69,17 +69,56 @@ func lockedMessage(d time.Duration) *azservicebus.ReceivedMessage {
 	return &azservicebus.ReceivedMessage{MessageID: "m", LockedUntil: &t}
 }
 
-func newEngine(t *testing.T, r sbkit.LockRenewer, o *locks.Options) *locks.Engine {
+// newEngine starts an engine with a recorder among its hooks.
+func newEngine(t *testing.T, r sbkit.LockRenewer, o *locks.Options) (*locks.Engine, *recorder) {
 	t.Helper()
-	e, err := locks.New(r, o)
+	var opts locks.Options
+	if o != nil {
+		opts = *o
+	}
+	rec := &recorder{}
+	opts.Hooks = append(opts.Hooks, rec)
+	e, err := locks.New(r, &opts)
 	if err != nil {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { _ = e.Close(context.Background()) })
-	return e
+	return e, rec
 }
 
-func dur(d time.Duration) *time.Duration { return &d }
+// recorder is a hook that records what an engine reports.
+type recorder struct {
+	mu       sync.Mutex
+	renewals []locks.Renewal
+	failures []locks.RenewFailure
+	lost     []error
+	lostAt   []time.Time
+}
+
+func (r *recorder) OnRenew(_ context.Context, e locks.Renewal) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	r.renewals = append(r.renewals, e)
+}
+
+func (r *recorder) OnRenewError(_ context.Context, e locks.RenewFailure) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	r.failures = append(r.failures, e)
+}
+
+func (r *recorder) OnLockLost(_ context.Context, e locks.LockLoss) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	r.lost = append(r.lost, e.Cause)
+	r.lostAt = append(r.lostAt, time.Now())
+}
+
+func (r *recorder) snapshot() (renewals []locks.Renewal, failures []locks.RenewFailure, lost []error, lostAt []time.Time) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	return slices.Clone(r.renewals), slices.Clone(r.failures), slices.Clone(r.lost), slices.Clone(r.lostAt)
+}
 
 // Renewals are due a margin before LockedUntil: a third of the lock duration, at most
 // MaxMargin (10 s by default).
@@ -99,9 +138,9 @@ func TestRenewalScheduledFromLockedUntil(t *testing.T) {
 		t.Run(tt.name, func(t *testing.T) {
 			synctest.Test(t, func(t *testing.T) {
 				fr := &fakeRenewer{lockDur: tt.lockDur}
-				e := newEngine(t, fr, &locks.Options{MaxMargin: tt.maxMargin, MaxAutoLockRenewalDuration: dur(locks.Unlimited)})
+				e, rec := newEngine(t, fr, &locks.Options{MaxMargin: tt.maxMargin, MaxAutoLockRenewalDuration: -1})
 				start := time.Now()
-				l, err := e.Add(lockedMessage(tt.lockDur), nil)
+				l, err := e.Add(context.Background(), lockedMessage(tt.lockDur))
 				if err != nil {
 					t.Fatal(err)
 				}
@@ -121,6 +160,11 @@ func TestRenewalScheduledFromLockedUntil(t *testing.T) {
 				if l.Err() != nil || l.Renewals() != len(tt.want) {
 					t.Errorf("Err %v, Renewals %d", l.Err(), l.Renewals())
 				}
+				renewals, _, _, _ := rec.snapshot()
+				if len(renewals) != len(tt.want) || renewals[len(renewals)-1].Renewals != len(tt.want) ||
+					!renewals[len(renewals)-1].LockedUntil.Equal(l.LockedUntil()) {
+					t.Errorf("RenewHook saw %+v", renewals)
+				}
 			})
 		})
 	}
@@ -131,29 +175,22 @@ func TestRenewalScheduledFromLockedUntil(t *testing.T) {
 func TestRenewalLimit(t *testing.T) {
 	tests := []struct {
 		name         string
-		limit        *time.Duration
+		limit        time.Duration
 		wait         time.Duration
 		wantRenewals int
 		wantLostAt   time.Duration // 0: not lost
 	}{
-		{"default 5min", nil, time.Hour, 5, 310 * time.Second},
-		{"2min", dur(2 * time.Minute), time.Hour, 2, 160 * time.Second},
-		{"zero disables", dur(0), time.Hour, 0, time.Minute},
-		{"unlimited", dur(locks.Unlimited), time.Hour + 10*time.Second, 72, 0},
-		{"any negative is unlimited", dur(-time.Second), time.Hour + 10*time.Second, 72, 0},
+		{"default 5min", 0, time.Hour, 5, 310 * time.Second},
+		{"2min", 2 * time.Minute, time.Hour, 2, 160 * time.Second},
+		{"negative is unlimited", -time.Second, time.Hour + 10*time.Second, 72, 0},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
 			synctest.Test(t, func(t *testing.T) {
 				fr := &fakeRenewer{lockDur: time.Minute}
-				e := newEngine(t, fr, &locks.Options{MaxAutoLockRenewalDuration: tt.limit})
+				e, rec := newEngine(t, fr, &locks.Options{MaxAutoLockRenewalDuration: tt.limit})
 				start := time.Now()
-				var lostAt time.Duration
-				var lostCount atomic.Int32
-				l, err := e.Add(lockedMessage(time.Minute), func(error) {
-					lostCount.Add(1)
-					lostAt = time.Since(start)
-				})
+				l, err := e.Add(context.Background(), lockedMessage(time.Minute))
 				if err != nil {
 					t.Fatal(err)
 				}
@@ -172,8 +209,8 @@ func TestRenewalLimit(t *testing.T) {
 				if !errors.As(l.Err(), &le) || le.Reason != locks.ReasonLimit || !sbkit.IsLockLost(l.Err()) {
 					t.Fatalf("Err = %v, want ReasonLimit lock lost", l.Err())
 				}
-				if lostCount.Load() != 1 || lostAt != tt.wantLostAt {
-					t.Errorf("lost %d times at %v, want once at %v", lostCount.Load(), lostAt, tt.wantLostAt)
+				if _, _, lost, lostAt := rec.snapshot(); len(lost) != 1 || lostAt[0].Sub(start) != tt.wantLostAt {
+					t.Errorf("lost %d times at %v, want once at %v", len(lost), lostAt, tt.wantLostAt)
 				}
 			})
 		})
@@ -223,22 +260,26 @@ func TestRenewalErrors(t *testing.T) {
 		t.Run(tt.name, func(t *testing.T) {
 			synctest.Test(t, func(t *testing.T) {
 				fr := &fakeRenewer{lockDur: time.Minute, errFn: tt.errFn}
-				var renewErrs atomic.Int32
-				e := newEngine(t, fr, &locks.Options{OnRenewError: func(*azservicebus.ReceivedMessage, error) { renewErrs.Add(1) }})
+				e, rec := newEngine(t, fr, nil)
 				start := time.Now()
-				var lostAt time.Duration
-				lost := make(chan error, 2)
-				l, err := e.Add(lockedMessage(time.Minute), func(cause error) {
-					lostAt = time.Since(start)
-					lost <- cause
-				})
+				l, err := e.Add(context.Background(), lockedMessage(time.Minute))
 				if err != nil {
 					t.Fatal(err)
 				}
 				time.Sleep(2 * time.Minute)
 				synctest.Wait()
-				if int(renewErrs.Load()) < tt.minRetries {
-					t.Errorf("OnRenewError called %d times, want >= %d", renewErrs.Load(), tt.minRetries)
+				_, failures, lost, lostAt := rec.snapshot()
+				retried := 0
+				for i, f := range failures {
+					if f.WillRetry {
+						retried++
+					}
+					if f.Attempt < 1 || (i > 0 && f.Attempt != failures[i-1].Attempt+1 && f.Attempt != 1) || f.Err == nil {
+						t.Errorf("failure %d: %+v", i, f)
+					}
+				}
+				if retried < tt.minRetries {
+					t.Errorf("%d failed attempts retried, want >= %d", retried, tt.minRetries)
 				}
 				if tt.wantReason == 0 {
 					if l.Err() != nil || len(lost) != 0 {
@@ -252,7 +293,7 @@ func TestRenewalErrors(t *testing.T) {
 				if len(lost) != 1 {
 					t.Fatalf("lost reported %d times, want 1", len(lost))
 				}
-				cause := <-lost
+				cause := lost[0]
 				var le *locks.LostError
 				if !errors.As(cause, &le) || le.Reason != tt.wantReason {
 					t.Fatalf("cause %v, want reason %v", cause, tt.wantReason)
@@ -260,8 +301,8 @@ func TestRenewalErrors(t *testing.T) {
 				if !errors.Is(cause, sbkit.ErrLockLost) || !errors.Is(cause, tt.wantErrIs) || cause != l.Err() {
 					t.Errorf("cause %v does not wrap ErrLockLost and %v, or differs from Err", cause, tt.wantErrIs)
 				}
-				if tt.wantLostAt != 0 && lostAt != tt.wantLostAt {
-					t.Errorf("lost at %v, want %v", lostAt, tt.wantLostAt)
+				if tt.wantLostAt != 0 && lostAt[0].Sub(start) != tt.wantLostAt {
+					t.Errorf("lost at %v, want %v", lostAt[0].Sub(start), tt.wantLostAt)
 				}
 				select {
 				case <-l.Done():
@@ -281,9 +322,9 @@ func TestRenewalErrors(t *testing.T) {
 func TestRelease(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		fr := &fakeRenewer{lockDur: time.Minute, delay: time.Hour}
-		e := newEngine(t, fr, nil)
+		e, rec := newEngine(t, fr, nil)
 		m := lockedMessage(time.Minute)
-		l, err := e.Add(m, func(error) { t.Error("lost after Release") })
+		l, err := e.Add(context.Background(), m)
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -309,6 +350,9 @@ func TestRelease(t *testing.T) {
 		if e.Stats().Tracked != 0 || len(fr.callTimes()) != 1 {
 			t.Errorf("stats %+v, calls %d", e.Stats(), len(fr.callTimes()))
 		}
+		if _, _, lost, _ := rec.snapshot(); len(lost) != 0 {
+			t.Errorf("lost after Release: %v", lost)
+		}
 	})
 }
 
@@ -319,11 +363,11 @@ func TestManyLocksBoundedGoroutines(t *testing.T) {
 		const workers = 4
 		fr := &fakeRenewer{lockDur: 30 * time.Second, delay: 10 * time.Millisecond}
 		before := runtime.NumGoroutine()
-		e := newEngine(t, fr, &locks.Options{Workers: workers})
+		e, rec := newEngine(t, fr, &locks.Options{Workers: workers})
 		ls := make([]*locks.Lock, n)
 		for i := range ls {
 			var err error
-			ls[i], err = e.Add(lockedMessage(30*time.Second+time.Duration(i)*time.Millisecond), func(err error) { t.Errorf("lost: %v", err) })
+			ls[i], err = e.Add(context.Background(), lockedMessage(30*time.Second+time.Duration(i)*time.Millisecond))
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -342,8 +386,11 @@ func TestManyLocksBoundedGoroutines(t *testing.T) {
 		if fr.maxInFlight > workers {
 			t.Errorf("%d renewals at once, want <= %d", fr.maxInFlight, workers)
 		}
-		if s := e.Stats(); s.Tracked != n || s.Lost != 0 || s.Renewed < 4*n {
+		if s := e.Stats(); s.Tracked != n || s.LocksLost != 0 || s.Renewed < 4*n {
 			t.Errorf("stats %+v", s)
+		}
+		if _, _, lost, _ := rec.snapshot(); len(lost) != 0 {
+			t.Errorf("lost: %v", lost)
 		}
 		for _, l := range ls {
 			if err := l.Release(); err != nil {
@@ -359,25 +406,28 @@ func TestManyLocksBoundedGoroutines(t *testing.T) {
 func TestCloseAndBadInput(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		fr := &fakeRenewer{lockDur: time.Minute}
-		if _, err := locks.New(nil, nil); !errors.Is(err, locks.ErrNilRenewer) {
-			t.Errorf("nil renewer: %v", err)
+		// Without a LockRenewer only session locks can be added.
+		sessionsOnly, err := locks.New(nil, nil)
+		if err != nil {
+			t.Fatalf("New without a renewer: %v", err)
 		}
+		if _, err := sessionsOnly.Add(context.Background(), &azservicebus.ReceivedMessage{LockedUntil: new(time.Time)}); !errors.Is(err, locks.ErrNilRenewer) {
+			t.Errorf("Add to a session-only engine: %v", err)
+		}
+		_ = sessionsOnly.Close(context.Background())
 		for _, o := range []*locks.Options{{MaxMargin: -1}, {Workers: -1}} {
 			if _, err := locks.New(fr, o); !errors.Is(err, locks.ErrInvalidOptions) {
 				t.Errorf("%+v: %v", o, err)
 			}
 		}
-		e, err := locks.New(fr, nil)
-		if err != nil {
-			t.Fatal(err)
-		}
-		if _, err := e.Add(nil, nil); !errors.Is(err, sbkit.ErrNilMessage) {
+		e, rec := newEngine(t, fr, nil)
+		if _, err := e.Add(context.Background(), nil); !errors.Is(err, sbkit.ErrNilMessage) {
 			t.Errorf("nil message: %v", err)
 		}
-		if _, err := e.Add(&azservicebus.ReceivedMessage{}, nil); !errors.Is(err, locks.ErrNoLock) {
+		if _, err := e.Add(context.Background(), &azservicebus.ReceivedMessage{}); !errors.Is(err, locks.ErrNoLock) {
 			t.Errorf("no lock: %v", err)
 		}
-		l, err := e.Add(lockedMessage(time.Minute), func(error) { t.Error("lost reported on Close") })
+		l, err := e.Add(context.Background(), lockedMessage(time.Minute))
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -392,10 +442,10 @@ func TestCloseAndBadInput(t *testing.T) {
 		default:
 			t.Error("Done open after Close")
 		}
-		if l.Err() != nil || l.Release() != nil {
+		if _, _, lost, _ := rec.snapshot(); l.Err() != nil || l.Release() != nil || len(lost) != 0 {
 			t.Error("a lock dropped by Close is not lost")
 		}
-		if _, err := e.Add(lockedMessage(time.Minute), nil); !errors.Is(err, locks.ErrClosed) {
+		if _, err := e.Add(context.Background(), lockedMessage(time.Minute)); !errors.Is(err, locks.ErrClosed) {
 			t.Errorf("Add after Close: %v", err)
 		}
 		time.Sleep(time.Hour)
@@ -410,24 +460,40 @@ func TestCloseAndBadInput(t *testing.T) {
 func TestShortAndExpiredLocks(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		fr := &fakeRenewer{lockDur: time.Minute}
-		e := newEngine(t, fr, nil)
+		e, rec := newEngine(t, fr, nil)
 		expired := lockedMessage(-time.Second)
-		lost := make(chan error, 1)
-		if _, err := e.Add(expired, func(err error) { lost <- err }); err != nil {
+		if _, err := e.Add(context.Background(), expired); err != nil {
 			t.Fatal(err)
 		}
 		synctest.Wait()
 		var le *locks.LostError
-		select {
-		case err := <-lost:
-			if !errors.As(err, &le) || le.Reason != locks.ReasonExpired {
-				t.Errorf("cause %v, want ReasonExpired", err)
-			}
-		default:
-			t.Fatal("expired lock not reported")
+		_, _, lost, _ := rec.snapshot()
+		if len(lost) != 1 || !errors.As(lost[0], &le) || le.Reason != locks.ReasonExpired {
+			t.Fatalf("lost %v, want one ReasonExpired", lost)
 		}
 		if len(fr.callTimes()) != 0 {
 			t.Error("expired lock renewed")
+		}
+	})
+}
+
+type panicHook struct{}
+
+func (panicHook) OnRenew(context.Context, locks.Renewal) { panic("hook bug") }
+
+// A panicking hook is recovered: the engine keeps renewing and the other hooks still run,
+// with the context given to Add.
+func TestHookPanicRecovered(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		fr := &fakeRenewer{lockDur: time.Minute}
+		e, rec := newEngine(t, fr, &locks.Options{Hooks: []locks.Hook{panicHook{}, "not a hook"}})
+		l, err := e.Add(context.Background(), lockedMessage(time.Minute))
+		if err != nil {
+			t.Fatal(err)
+		}
+		time.Sleep(160 * time.Second)
+		if renewals, _, _, _ := rec.snapshot(); l.Renewals() != 3 || len(renewals) != 3 {
+			t.Errorf("renewals %d, recorded %d; want 3", l.Renewals(), len(renewals))
 		}
 	})
 }

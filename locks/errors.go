@@ -14,7 +14,7 @@ var (
 	// ErrNoLock is returned by Add for a message without LockedUntil: it holds no
 	// peek-lock (for example it was received in ReceiveAndDelete mode).
 	ErrNoLock = errors.New("locks: message holds no lock (LockedUntil is nil)")
-	// ErrNilRenewer is returned by New for a nil LockRenewer.
+	// ErrNilRenewer is returned by Add from an engine made without a LockRenewer.
 	ErrNilRenewer = errors.New("locks: nil LockRenewer")
 	// ErrInvalidOptions is wrapped by New's errors for out-of-range options.
 	ErrInvalidOptions = errors.New("locks: invalid options")
@@ -56,11 +56,13 @@ func (r Reason) String() string {
 	return fmt.Sprintf("Reason(%d)", int(r))
 }
 
-// LostError is the cause of a lost lock. errors.Is(err, sbkit.ErrLockLost) and
-// sbkit.IsLockLost report true for it; errors.As reaches the broker's error, if any.
+// LostError is the cause of a lost lock. errors.Is(err, [sbkit.ErrLockLost]) and
+// [sbkit.IsLockLost] report true for it; errors.As reaches the broker's error, if any.
 type LostError struct {
 	// Reason says why the lock was lost.
 	Reason Reason
+	// SessionID is the session whose lock was lost; "" for a message lock.
+	SessionID string
 	// LockedUntil is the last expiry the engine knew for the lock.
 	LockedUntil time.Time
 	// Err is the last renewal error, or nil.
@@ -69,6 +71,9 @@ type LostError struct {
 
 func (e *LostError) Error() string {
 	msg := "locks: message lock lost: " + e.Reason.String()
+	if e.SessionID != "" {
+		msg = "locks: lock of session " + e.SessionID + " lost: " + e.Reason.String()
+	}
 	if !e.LockedUntil.IsZero() {
 		msg += " (locked until " + e.LockedUntil.UTC().Format(time.RFC3339Nano) + ")"
 	}
@@ -78,7 +83,7 @@ func (e *LostError) Error() string {
 	return msg
 }
 
-// Unwrap returns sbkit.ErrLockLost and the renewal error, if any.
+// Unwrap returns [sbkit.ErrLockLost] and the renewal error, if any.
 func (e *LostError) Unwrap() []error {
 	if e.Err == nil {
 		return []error{sbkit.ErrLockLost}

@@ -15,7 +15,7 @@ import (
 func ExampleEngine() {
 	ns := sbtest.NewNamespace(nil)
 	_, _ = ns.NewQueue("jobs", nil)
-	sender, _ := ns.NewSender("jobs")
+	sender, _ := ns.NewSender("jobs", nil)
 	_ = sender.SendMessage(context.Background(), sbtestMessage("resize image"), nil)
 	receiver, _ := ns.NewReceiverForQueue("jobs", nil) // an *azservicebus.Receiver in production
 
@@ -27,9 +27,10 @@ func ExampleEngine() {
 	defer engine.Close(context.Background())
 
 	msgs, _ := receiver.ReceiveMessages(context.Background(), 1, nil)
-	lock, _ := engine.Add(msgs[0], func(cause error) { fmt.Println("lost:", cause) })
+	lock, _ := engine.Add(context.Background(), msgs[0])
 
-	// ... long work; read lock.LockedUntil(), never msgs[0].LockedUntil ...
+	// ... long work; read lock.LockedUntil(), never msgs[0].LockedUntil; stop early when
+	// lock.Done() is closed and lock.Err() says the lock was lost ...
 
 	if err := lock.Release(); err != nil {
 		fmt.Println("lock lost, not settling:", err)

@@ -26,8 +26,9 @@ const (
 // Lock is one message tracked by an Engine. Its methods are safe for concurrent use.
 type Lock struct {
 	e       *Engine
-	msg     *azservicebus.ReceivedMessage
-	onLost  func(cause error)
+	ctx     context.Context               // for hooks
+	msg     *azservicebus.ReceivedMessage // nil for a session lock (AddSession)
+	session Session                       // nil for a message lock
 	added   time.Time
 	done    chan struct{} // closed when tracking ends for any reason
 	expired Reason        // the reason given when a dueExpire entry fires
@@ -42,6 +43,7 @@ type Lock struct {
 	lostErr     error
 	renewals    int
 	bo          backoff.BackOff
+	attempts    int // consecutive failed renewals
 	lastErr     error
 	cancelRenew context.CancelFunc
 	renewDone   chan struct{}
@@ -81,7 +83,7 @@ func (l *Lock) Err() error {
 // It waits for an in-flight renewal call to return (cancelling it), so that the caller may
 // then hand the message to a settlement call without racing on message.LockedUntil. It
 // returns the *LostError when the lock was lost before, and nil otherwise (also when
-// called again). The lost callback is never called after Release returned nil.
+// called again). No loss is reported for the lock after Release returned nil.
 func (l *Lock) Release() error {
 	e := l.e
 	e.mu.Lock()

@@ -23,16 +23,27 @@ type delivery struct {
 	claimed atomic.Bool
 
 	mu        sync.Mutex
+	ctx       context.Context         // for hooks: Run's values, then the start hooks' context
 	cancel    context.CancelCauseFunc // the handler's context, once it runs
 	lostCause error
 }
 
+type deliveryKey struct{}
+
 func (d *delivery) claim() bool { return d.claimed.CompareAndSwap(false, true) }
+
+// hookContext is the context d's hooks and errors are reported with.
+func (d *delivery) hookContext() context.Context {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	return d.ctx
+}
 
 // newDelivery registers a received message: its lock is tracked from now on.
 func (r *run) newDelivery(m *azservicebus.ReceivedMessage) *delivery {
 	r.p.counters.received.Add(1)
 	d := &delivery{r: r, msg: m}
+	d.ctx = context.WithValue(r.values, deliveryKey{}, d)
 	if !r.cfg.peekLock {
 		return d
 	}
@@ -45,18 +56,18 @@ func (r *run) newDelivery(m *azservicebus.ReceivedMessage) *delivery {
 		}
 		return d
 	}
-	lock, err := r.engine.Add(m, d.lost)
+	lock, err := r.engine.Add(d.ctx, m)
 	if err != nil {
 		// A message without a lock in peek-lock mode: settle it as usual and let the
 		// broker answer.
-		r.report(&Error{Source: SourceRenew, Message: m, Err: err})
+		r.report(d.ctx, &Error{Source: SourceRenew, Message: m, Err: err})
 		return d
 	}
 	d.lock = lock
 	return d
 }
 
-// lost is the engine's callback for d's lock.
+// lost handles the loss of d's lock, reported by the engine.
 func (d *delivery) lost(cause error) {
 	d.mu.Lock()
 	d.lostCause = cause
@@ -66,15 +77,15 @@ func (d *delivery) lost(cause error) {
 		cancel(cause)
 	}
 	if d.claim() {
-		d.r.finishLost(d, SourceRenew, sbkit.ActionComplete, cause)
+		d.r.finishLost(d, SourceRenew, 0, cause)
 	}
 }
 
 // finishLost accounts for a claimed delivery whose message could not be settled.
 func (r *run) finishLost(d *delivery, source ErrorSource, action sbkit.Action, err error) {
-	r.p.counters.lockLost.Add(1)
+	r.p.counters.locksLost.Add(1)
 	r.forget(d)
-	r.report(&Error{Source: source, Action: action, Message: d.msg, Err: err})
+	r.report(d.hookContext(), &Error{Source: source, Action: action, Message: d.msg, Err: err})
 }
 
 func (r *run) forget(d *delivery) {
@@ -86,35 +97,42 @@ func (r *run) forget(d *delivery) {
 // handlerWorker runs handlers on messages from buf until it is closed.
 func (r *run) handlerWorker() {
 	defer r.workers.Done()
+	id := goroutineID()
+	r.mu.Lock()
+	r.workerIDs[id] = struct{}{}
+	r.mu.Unlock()
 	for d := range r.buf {
-		r.process(d)
-		r.release(1)
+		if !r.process(d) {
+			r.release(1)
+		}
 	}
 }
 
-func (r *run) process(d *delivery) {
+// process runs the handler on d and queues its settlement. It returns true when d's
+// place passed to a hold (AbandonDelay), which releases it when the hold ends.
+func (r *run) process(d *delivery) (held bool) {
 	r.mu.Lock()
 	draining := r.draining
 	r.mu.Unlock()
 	if draining {
 		if r.cfg.peekLock {
 			r.abandonNow(d)
-			return
+			return false
 		}
 		if r.handlerBase.Err() != nil {
 			r.p.counters.dropped.Add(1)
-			r.report(&Error{Source: SourceHandler, Message: d.msg, Err: ErrDropped})
-			return
+			r.report(d.hookContext(), &Error{Source: SourceHandler, Message: d.msg, Err: ErrDropped})
+			return false
 		}
 	}
 	if d.claimed.Load() {
-		return // lock lost while waiting
+		return false // lock lost while waiting
 	}
 	if !d.expires.IsZero() && !time.Now().Before(d.expires) && d.claim() {
 		// Not renewed, and its lock ran out while it waited: the handler would work on a
 		// message that is no longer ours.
-		r.finishLost(d, SourceRenew, sbkit.ActionComplete, &locks.LostError{Reason: locks.ReasonLimit, LockedUntil: d.expires})
-		return
+		r.finishLost(d, SourceRenew, 0, &locks.LostError{Reason: locks.ReasonLimit, LockedUntil: d.expires})
+		return false
 	}
 
 	ctx, cancel := context.WithCancelCause(r.handlerBase)
@@ -131,14 +149,21 @@ func (r *run) process(d *delivery) {
 	lost := d.lostCause
 	d.mu.Unlock()
 	if lost != nil {
-		return // lost between the check and now; accounted for by lost
+		return false // lost between the check and now; accounted for by lost
 	}
+	ctx = r.cfg.hooks.onHandlerStart(ctx, HandlerStart{Message: d.msg})
+	d.mu.Lock()
+	d.ctx = context.WithoutCancel(ctx)
+	d.mu.Unlock()
 
 	r.p.counters.inFlight.Add(1)
+	start := time.Now()
 	err := r.callHandler(ctx, d.msg)
 	r.p.counters.inFlight.Add(-1)
 	r.p.counters.handled.Add(1)
-	r.afterHandler(d, err)
+	action, _ := sbkit.SettlementOf(err)
+	r.cfg.hooks.onHandlerEnd(ctx, HandlerEnd{Message: d.msg, Err: err, Action: action, Duration: time.Since(start)})
+	return r.afterHandler(d, err)
 }
 
 // callHandler runs the handler, turning a panic into a *PanicError.
@@ -152,26 +177,28 @@ func (r *run) callHandler(ctx context.Context, m *azservicebus.ReceivedMessage) 
 	return r.p.handler(ctx, m)
 }
 
-// afterHandler decides the settlement of d from its handler's result and queues it.
-func (r *run) afterHandler(d *delivery, err error) {
+// afterHandler decides the settlement of d from its handler's result and queues it, or
+// holds it (returning true) when AbandonDelay asks for a delay.
+func (r *run) afterHandler(d *delivery, err error) bool {
 	action, se := sbkit.SettlementOf(err)
 	skip := se != nil && se.Action == sbkit.ActionComplete
 	if action == sbkit.ActionAbandon {
 		r.p.counters.handlerErrors.Add(1)
-		r.report(&Error{Source: SourceHandler, Message: d.msg, Err: err})
+		r.report(d.hookContext(), &Error{Source: SourceHandler, Message: d.msg, Err: err})
 	}
 	if !r.cfg.peekLock || !d.claim() {
-		return // nothing to settle, or settled already (by the handler, a shutdown, a loss)
+		return false // nothing to settle, or settled already (by the handler, a shutdown, a loss)
 	}
 	job := settleJob{d: d, action: action, skip: skip, marker: se}
 	if err == nil && r.cfg.DisableAutoComplete {
 		job.action = sbkit.ActionAbandon
-		r.report(&Error{Source: SourceHandler, Message: d.msg, Err: ErrNotSettled})
+		r.report(d.hookContext(), &Error{Source: SourceHandler, Message: d.msg, Err: ErrNotSettled})
 	}
 	if job.action == sbkit.ActionAbandon && err != nil && r.cfg.AbandonDelay != nil {
 		if delay := r.cfg.AbandonDelay(d.msg, err); delay > 0 && r.hold(job, delay) {
-			return
+			return true
 		}
 	}
 	r.settles <- job
+	return false
 }

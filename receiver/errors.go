@@ -17,10 +17,8 @@ var (
 	ErrRunning = errors.New("receiver: processor already running")
 	// ErrNilReceiver is returned by New for a nil MessageReceiver.
 	ErrNilReceiver = errors.New("receiver: nil MessageReceiver")
-	// ErrNilHandler is returned by New for a nil Handler.
-	ErrNilHandler = errors.New("receiver: nil Handler")
 	// ErrNoLockRenewer is returned by New in peek-lock mode with lock renewal on when the
-	// MessageReceiver does not implement sbkit.LockRenewer.
+	// MessageReceiver does not implement [sbkit.LockRenewer].
 	ErrNoLockRenewer = errors.New("receiver: MessageReceiver does not implement sbkit.LockRenewer; disable lock renewal or pass an *azservicebus.Receiver")
 	// ErrInvalidOptions is wrapped by New's errors for options out of range.
 	ErrInvalidOptions = errors.New("receiver: invalid options")
@@ -40,6 +38,15 @@ var (
 	// ErrDropped is reported in ReceiveAndDelete mode for a received message that a
 	// shutdown left unhandled (the broker already deleted it).
 	ErrDropped = errors.New("receiver: message received in ReceiveAndDelete mode dropped by shutdown")
+	// ErrSettleFailed is reported (SourceSettle) for each message whose settlement failed
+	// for good (an error that is not transient, or SettleTimeout): the message counts in
+	// Stats.LocksLost and the broker delivers it again when its lock expires. Failed
+	// attempts that are retried are reported without it.
+	ErrSettleFailed = errors.New("receiver: settlement failed; the message is delivered again when its lock expires")
+	// ErrLeftLocked is reported (SourceSettle) for each message whose settlement was
+	// still pending when a shutdown's deadline passed: the processor gave up on it and its
+	// lock expires at the broker, which then delivers it again. Stats.LeftLocked counts them.
+	ErrLeftLocked = errors.New("receiver: shutdown deadline passed before the message was settled; its lock will expire")
 	// ErrMessageExpired is the cause of a handler's context cancelled by the Expiry
 	// middleware at the message's expiry.
 	ErrMessageExpired = errors.New("receiver: message expired")
@@ -56,8 +63,12 @@ const (
 	SourceHandler
 	// SourceSettle: a settlement call failed; the message then counts as lock-lost.
 	SourceSettle
-	// SourceRenew: a lock renewal attempt failed or a lock was lost.
+	// SourceRenew: a lock renewal attempt failed or a lock was lost (a session's lock
+	// too, under a SessionProcessor).
 	SourceRenew
+	// SourceAccept: accepting a session failed (SessionProcessor; a wait for a session
+	// that timed out is not an error).
+	SourceAccept
 )
 
 // String returns the source's name in lower case.
@@ -71,15 +82,19 @@ func (s ErrorSource) String() string {
 		return "settle"
 	case SourceRenew:
 		return "renew"
+	case SourceAccept:
+		return "accept"
 	}
 	return fmt.Sprintf("ErrorSource(%d)", int(s))
 }
 
-// Error is what Options.OnError receives: an error and where it came from.
+// Error is what an [ErrorHook] receives: an error and where it came from.
 type Error struct {
 	// Source says where the error came from.
 	Source ErrorSource
-	// Action is the settlement that failed, for SourceSettle.
+	// Action is the settlement concerned: the one that failed for SourceSettle, the one
+	// about to be made when a lock was found lost at settlement; zero (no action)
+	// otherwise.
 	Action sbkit.Action
 	// Message is the message concerned, nil for SourceReceive. Do not read its
 	// LockedUntil field (a renewal may be writing it).
@@ -90,7 +105,7 @@ type Error struct {
 
 func (e *Error) Error() string {
 	msg := "receiver: " + e.Source.String()
-	if e.Source == SourceSettle {
+	if e.Action != 0 {
 		msg += " (" + e.Action.String() + ")"
 	}
 	if e.Message != nil && e.Message.MessageID != "" {

@@ -18,7 +18,7 @@ import (
 func Example() {
 	ns := sbtest.NewNamespace(nil)
 	queue, _ := ns.NewQueue("orders", nil)
-	sender, _ := ns.NewSender("orders")
+	sender, _ := ns.NewSender("orders", nil)
 	for _, body := range []string{"apple", "", "pear"} {
 		_ = sender.SendMessage(context.Background(), &azservicebus.Message{Body: []byte(body)}, nil)
 	}

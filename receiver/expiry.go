@@ -16,11 +16,15 @@ import (
 type ExpiredPolicy int
 
 const (
-	// ExpiredSkip completes the message without calling the handler (sbkit.Skip), as the
-	// broker would have dropped it. The zero value.
+	// ExpiredSkip completes the message without calling the handler ([sbkit.Skip]): what
+	// the broker does with an expired message of an entity without dead-lettering on
+	// expiration, which drops it (seed 003). On an entity with dead-lettering on
+	// expiration the broker would have kept a copy in the dead-letter queue: use
+	// ExpiredDeadLetter there, or the message is lost. The zero value.
 	ExpiredSkip ExpiredPolicy = iota
-	// ExpiredDeadLetter dead-letters the message with reason sbkit.TTLExpiredReason, as
-	// an entity with dead-lettering on expiration would have.
+	// ExpiredDeadLetter dead-letters the message with reason [sbkit.TTLExpiredReason], as
+	// an entity with dead-lettering on expiration does (seed 003). The policy for such
+	// entities.
 	ExpiredDeadLetter
 	// ExpiredProcess calls the handler anyway.
 	ExpiredProcess
@@ -31,7 +35,7 @@ const (
 type ExpiryOptions struct {
 	// Policy is what happens to an already-expired message. Default ExpiredSkip.
 	Policy ExpiredPolicy
-	// Deadline bounds the handler's context by the message's expiry (sbkit.MessageExpiresAt),
+	// Deadline bounds the handler's context by the message's expiry ([sbkit.MessageExpiresAt]),
 	// with cause ErrMessageExpired, so that work on a message nobody wants any more stops.
 	// Default false.
 	Deadline bool
@@ -40,7 +44,7 @@ type ExpiryOptions struct {
 }
 
 // Expiry returns middleware that applies an expiry policy (from the root TTL helpers:
-// sbkit.IsExpired, sbkit.MessageExpiresAt) before the handler runs. A message whose
+// [sbkit.IsExpired], [sbkit.MessageExpiresAt]) before the handler runs. A message whose
 // expiry cannot be known is never expired. An unknown Policy is treated as ExpiredProcess.
 func Expiry(options *ExpiryOptions) sbkit.Middleware {
 	var o ExpiryOptions

@@ -112,7 +112,7 @@ func TestExpiredWhileBuffered(t *testing.T) {
 		if len(handled) != 1 || handled[0] != "slow" || len(dl) != 1 || dl[0].MessageID != "short" || *dl[0].DeadLetterReason != sbkit.TTLExpiredReason {
 			t.Errorf("handled %v, dead letters %d", handled, len(dl))
 		}
-		if s := p.Stats(); s.Completed != 1 || s.DeadLettered != 1 || s.LockLost != 0 {
+		if s := p.Stats(); s.Completed != 1 || s.DeadLettered != 1 || s.LocksLost != 0 {
 			t.Errorf("stats %+v", s)
 		}
 	})

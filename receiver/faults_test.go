@@ -62,7 +62,7 @@ func TestReconcileUnderFaults(t *testing.T) {
 				}
 			}
 			return nil
-		}, &receiver.Options{MaxConcurrency: 8, PrefetchCount: 8, OnError: log.add,
+		}, &receiver.Options{MaxConcurrency: 8, PrefetchCount: 8, Hooks: []receiver.Hook{log},
 			AbandonDelay: func(m *azservicebus.ReceivedMessage, _ error) time.Duration {
 				if m.SequenceNumber != nil && *m.SequenceNumber%2 == 0 {
 					return 3 * time.Second
@@ -101,7 +101,7 @@ func TestReconcileUnderFaults(t *testing.T) {
 		if s.Completed != b.Completed || s.Abandoned != b.Abandoned || s.Deferred != b.Deferred || s.Received != b.Received {
 			t.Errorf("processor %+v\nbroker %+v", s, b)
 		}
-		if s.LockLost == 0 || s.Abandoned == 0 || s.DeadLettered == 0 || s.Deferred == 0 || s.Skipped == 0 || s.Panics == 0 {
+		if s.LocksLost == 0 || s.Abandoned == 0 || s.DeadLettered == 0 || s.Deferred == 0 || s.Skipped == 0 || s.Panics == 0 {
 			t.Errorf("some outcome never happened: %+v", s)
 		}
 		if s.ReceiveErrors != 2 || s.RenewErrors < 4 {
@@ -122,8 +122,8 @@ func TestReconcileUnderFaults(t *testing.T) {
 				lostReports++
 			}
 		}
-		if int64(lostReports) != s.LockLost {
-			t.Errorf("%d loss reports for %d lost messages", lostReports, s.LockLost)
+		if int64(lostReports) != s.LocksLost {
+			t.Errorf("%d loss reports for %d lost messages", lostReports, s.LocksLost)
 		}
 		t.Logf("stats %+v, lost in handler %d", s, lostInHandler.Load())
 	})
@@ -151,7 +151,7 @@ func TestReceiveErrors(t *testing.T) {
 				e.q.InjectFault(tt.fault)
 				log := &errorLog{}
 				p := newProcessor(t, e.r, func(context.Context, *azservicebus.ReceivedMessage) error { return nil },
-					&receiver.Options{OnError: log.add})
+					&receiver.Options{Hooks: []receiver.Hook{log}})
 				wait := start(t, p, context.Background())
 				time.Sleep(time.Minute)
 				synctest.Wait()
@@ -199,14 +199,14 @@ func TestSettleErrors(t *testing.T) {
 				e.q.InjectFault(tt.fault)
 				log := &errorLog{}
 				p := newProcessor(t, e.r, func(context.Context, *azservicebus.ReceivedMessage) error { return nil },
-					&receiver.Options{OnError: log.add, SettleTimeout: 10 * time.Second})
+					&receiver.Options{Hooks: []receiver.Hook{log}, SettleTimeout: 10 * time.Second})
 				wait := start(t, p, context.Background())
 				time.Sleep(time.Minute)
 				synctest.Wait()
 				_ = p.Close(context.Background())
 				_ = wait()
 				s := p.Stats()
-				if s.Completed != tt.wantCompleted || s.LockLost != tt.wantLost || log.count(receiver.SourceSettle) != tt.wantReports {
+				if s.Completed != tt.wantCompleted || s.LocksLost != tt.wantLost || log.count(receiver.SourceSettle) != tt.wantReports {
 					t.Errorf("stats %+v, settle reports %d", s, log.count(receiver.SourceSettle))
 				}
 				for _, err := range log.all() {

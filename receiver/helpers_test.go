@@ -2,10 +2,10 @@ package receiver_test
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"sync"
 	"testing"
-	"time"
 
 	"github.com/Azure/azure-sdk-for-go/sdk/messaging/azservicebus"
 
@@ -29,7 +29,7 @@ func newEnv(t *testing.T, opts *sbtest.EntityOptions) *env {
 	if err != nil {
 		t.Fatal(err)
 	}
-	s, err := ns.NewSender("q")
+	s, err := ns.NewSender("q", nil)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -74,13 +74,13 @@ func newProcessor(t *testing.T, src sbkit.MessageReceiver, h sbkit.Handler, o *r
 	return p
 }
 
-// errorLog collects what OnError receives.
+// errorLog is an ErrorHook that collects what it receives.
 type errorLog struct {
 	mu   sync.Mutex
 	errs []*receiver.Error
 }
 
-func (l *errorLog) add(e *receiver.Error) {
+func (l *errorLog) OnError(_ context.Context, e *receiver.Error) {
 	l.mu.Lock()
 	l.errs = append(l.errs, e)
 	l.mu.Unlock()
@@ -98,6 +98,17 @@ func (l *errorLog) count(src receiver.ErrorSource) int {
 	return n
 }
 
+// countIs counts the reported errors that wrap target.
+func (l *errorLog) countIs(target error) int {
+	n := 0
+	for _, e := range l.all() {
+		if errors.Is(e, target) {
+			n++
+		}
+	}
+	return n
+}
+
 func (l *errorLog) all() []*receiver.Error {
 	l.mu.Lock()
 	defer l.mu.Unlock()
@@ -107,13 +118,11 @@ func (l *errorLog) all() []*receiver.Error {
 // checkReconciled asserts that every received message ended in exactly one outcome.
 func checkReconciled(t *testing.T, s receiver.Stats) {
 	t.Helper()
-	if sum := s.Completed + s.Abandoned + s.DeadLettered + s.Deferred + s.LockLost; sum != s.Received {
-		t.Errorf("received %d != completed %d + abandoned %d + dead-lettered %d + deferred %d + lock-lost %d = %d",
-			s.Received, s.Completed, s.Abandoned, s.DeadLettered, s.Deferred, s.LockLost, sum)
+	if sum := s.Completed + s.Abandoned + s.DeadLettered + s.Deferred + s.LocksLost + s.LeftLocked; sum != s.Received {
+		t.Errorf("received %d != completed %d + abandoned %d + dead-lettered %d + deferred %d + lock-lost %d + left locked %d = %d",
+			s.Received, s.Completed, s.Abandoned, s.DeadLettered, s.Deferred, s.LocksLost, s.LeftLocked, sum)
 	}
 }
-
-func dur(d time.Duration) *time.Duration { return &d }
 
 // noRenew hides the receiver's RenewMessageLock.
 type noRenew struct{ sbkit.MessageReceiver }

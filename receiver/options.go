@@ -6,90 +6,129 @@ import (
 	"time"
 
 	"github.com/Azure/azure-sdk-for-go/sdk/messaging/azservicebus"
-	"github.com/cenkalti/backoff/v4"
 
+	"github.com/sbkit/sbkit"
+	"github.com/sbkit/sbkit/internal/retry"
 	"github.com/sbkit/sbkit/locks"
 )
 
 const (
 	// DefaultMaxConcurrency is the number of handler goroutines when
-	// Options.MaxConcurrency is zero: 1, as in the .NET processor, so that a handler
+	// [Options.MaxConcurrency] is zero: 1, as in the .NET processor, so that a handler
 	// written without concurrency in mind stays safe.
 	DefaultMaxConcurrency = 1
-	// NoPrefetch, as Options.PrefetchCount, receives only as many messages as there are
-	// free handler goroutines.
-	NoPrefetch = -1
 	// DefaultSettleTimeout bounds one settlement, retries included.
 	DefaultSettleTimeout = 30 * time.Second
+	// DefaultShutdownGrace is how long running handlers may finish after Run's context
+	// ended: 10 s, so that a shutdown fits well within Kubernetes' default 30 s
+	// termination grace period.
+	DefaultShutdownGrace = 10 * time.Second
 )
 
 // Options configure a Processor. A nil *Options and the zero value mean the defaults.
 type Options struct {
-	// ReceiveMode must match the receiver's mode. Default azservicebus.ReceiveModePeekLock.
-	// In ReceiveModeReceiveAndDelete no settlement is made and no lock renewed: handler
-	// errors are only reported.
+	// ReceiveMode must match the receiver's mode. Default
+	// [azservicebus.ReceiveModePeekLock]. In [azservicebus.ReceiveModeReceiveAndDelete]
+	// no settlement is made and no lock renewed: handler errors are only reported.
 	ReceiveMode azservicebus.ReceiveMode
 	// MaxConcurrency is the number of goroutines that run the handler. Default
 	// DefaultMaxConcurrency (1); negative is an error.
 	MaxConcurrency int
 	// PrefetchCount is how many received messages may wait for a free handler goroutine.
-	// Their locks are renewed while they wait. Default 4 × MaxConcurrency; NoPrefetch for
-	// none; other negative values are an error. The receive loop asks each ReceiveMessages
-	// call for every free place (MaxConcurrency + PrefetchCount in all), so that one round
-	// trip feeds many handlers. Messages asked for by a call in flight hold places too, so
-	// when a receive round trip is longer than a handler call, handlers starve unless
+	// Their locks are renewed while they wait. Default 4 × MaxConcurrency; negative is an
+	// error; see DisablePrefetch for none. The receive loop asks each ReceiveMessages call
+	// for every free place (MaxConcurrency + PrefetchCount in all), so that one round trip
+	// feeds many handlers. Messages asked for by a call in flight hold places too, so when
+	// a receive round trip is longer than a handler call, handlers starve unless
 	// PrefetchCount is at least about 2 × MaxConcurrency × round trip / handler time; the
 	// default covers a round trip of up to twice the handler time.
 	PrefetchCount int
+	// DisablePrefetch receives only as many messages as there are free handler
+	// goroutines. Default false. PrefetchCount must then be zero.
+	DisablePrefetch bool
 	// MaxReceiveBatch caps the messages asked for in one ReceiveMessages call. Default: no
 	// cap beyond the free places; negative is an error.
 	MaxReceiveBatch int
 	// DisableAutoComplete stops completing messages whose handler returned nil: the
-	// handler settles them itself through SettlerFrom(ctx). A handler that returns nil
-	// without settling gets its message abandoned and ErrNotSettled reported. Results made
-	// by sbkit.DeadLetter, sbkit.Defer and sbkit.Skip, and plain errors, are settled as
-	// usual. Default false (auto-complete on).
+	// handler settles them itself through [SettlerFrom]. A handler that returns nil
+	// without settling gets its message abandoned and [ErrNotSettled] reported. Results
+	// made by [sbkit.DeadLetter], [sbkit.Defer] and [sbkit.Skip], and plain errors, are
+	// settled as usual. Default false (auto-complete on).
 	DisableAutoComplete bool
 	// MaxAutoLockRenewalDuration bounds how long a message's lock is renewed after it was
-	// received. nil means locks.DefaultMaxAutoLockRenewalDuration (5 min); a pointer to
-	// zero disables renewal (then the receiver need not implement sbkit.LockRenewer, and a
-	// handler's context ends at the lock's expiry); a negative value (locks.Unlimited)
-	// renews without a bound.
-	MaxAutoLockRenewalDuration *time.Duration
-	// LockRenewal tunes the renewal engine (margin, workers, backoff). Its
-	// MaxAutoLockRenewalDuration, OnRenewError and Logger are ignored: the processor's are
-	// used. Default: locks' defaults.
-	LockRenewal *locks.Options
+	// received. Default (zero) [locks.DefaultMaxAutoLockRenewalDuration] (5 min);
+	// negative renews without a bound.
+	MaxAutoLockRenewalDuration time.Duration
+	// DisableAutoLockRenewal turns lock renewal off: the receiver then need not implement
+	// [sbkit.LockRenewer], and a handler's context ends at its message's lock expiry.
+	// Default false (renewal on, in peek-lock mode).
+	DisableAutoLockRenewal bool
+	// LockRenewal tunes the renewal engine. Default: the engine's defaults.
+	LockRenewal LockRenewalOptions
 	// SettleConcurrency is the number of goroutines that settle messages, so that a
 	// handler goroutine is free again as soon as its handler returns. Default
 	// max(8, 2 × MaxConcurrency); negative is an error.
 	SettleConcurrency int
-	// SettleTimeout bounds one settlement, transient retries included. Settlements do not
-	// end with Run's context: a shutdown still abandons. Default DefaultSettleTimeout
-	// (30 s); negative is an error.
+	// SettleTimeout bounds one settlement, retries included. Settlements do not end with
+	// Run's context: a shutdown still abandons. Default DefaultSettleTimeout (30 s);
+	// negative is an error.
 	SettleTimeout time.Duration
+	// ShutdownGrace is how long a shutdown started by the end of Run's context lets
+	// running handlers finish, as .NET's StopProcessingAsync does: Run then returns
+	// within ShutdownGrace, with the guarantees of [Processor.Close] given a context with
+	// that deadline. Default DefaultShutdownGrace (10 s); negative waits for handlers
+	// without limit. [Processor.Close] keeps explicit control: its context applies too,
+	// and the earlier deadline wins.
+	ShutdownGrace time.Duration
 	// AbandonDelay, if set, returns how long to keep a failed message locked (and renewed)
 	// before abandoning it, so that a failing dependency is not hammered by immediate
 	// redeliveries. It is called with the message and the handler's error; zero or less
 	// abandons at once. The handler goroutine is free during the delay; a shutdown
-	// abandons held messages at once. See ExponentialAbandonDelay.
+	// abandons held messages at once. See [ExponentialAbandonDelay]. Default none.
+	//
+	// A held message keeps its place among the MaxConcurrency + PrefetchCount messages
+	// the processor may hold, so the processor never holds more than that: when every
+	// place is held, it stops receiving until a hold ends. This is back-pressure on a
+	// failing dependency, and the rest of the queue stays with other consumers. Give
+	// PrefetchCount room if a few poison messages must not slow the healthy ones.
 	AbandonDelay func(message *azservicebus.ReceivedMessage, err error) time.Duration
-	// ReceiveBackOff makes the retry policy for failed ReceiveMessages calls. Default:
-	// exponential from 100 ms to 30 s, forever (permanent errors end Run instead).
-	ReceiveBackOff func() backoff.BackOff
-	// SettleBackOff makes the retry policy for transient settlement failures, bounded by
-	// SettleTimeout. Default: exponential from 100 ms to 2 s.
-	SettleBackOff func() backoff.BackOff
-	// OnError, if set, is called for every error with its source, like .NET's
-	// ProcessErrorAsync. It runs on processor goroutines, concurrently; it must be fast
-	// and must not block.
-	OnError func(err *Error)
+	// ReceiveRetry is the policy for failed ReceiveMessages calls. Default: MaxRetries
+	// without bound, RetryDelay 100 ms, MaxRetryDelay 30 s: the receive loop retries
+	// until Run's context ends, Close is called, or an error is permanent (entity not
+	// found, unauthorized, receiver closed), and each failure is reported. A positive
+	// MaxRetries ends Run with the last error after that many consecutive failures; a
+	// negative one ends it at the first.
+	ReceiveRetry sbkit.RetryOptions
+	// SettleRetry is the policy for settlements that failed with a transient error.
+	// Default: MaxRetries without bound within SettleTimeout, RetryDelay 100 ms,
+	// MaxRetryDelay 2 s.
+	SettleRetry sbkit.RetryOptions
+	// Hooks observe the processor: each element implements any of [ReceiveHook],
+	// [HandlerStartHook], [HandlerEndHook], [SettleHook] and [ErrorHook], and also any of
+	// the lock engine's [locks.RenewHook], [locks.RenewErrorHook] and [locks.LockLostHook],
+	// which receive the engine's events for the processor's messages. Default none.
+	Hooks []Hook
 	// Logger receives warnings for errors and debug records for settlements. No payload is
 	// logged. Default: discard.
 	Logger *slog.Logger
 }
 
-// ExponentialAbandonDelay returns an AbandonDelay that holds a failed message for initial
+// LockRenewalOptions tune the processor's lock renewal engine (package locks). The zero
+// value means the engine's defaults.
+type LockRenewalOptions struct {
+	// MaxMargin caps how long before a lock's expiry it is renewed (a third of the lock
+	// duration, at most MaxMargin). Default [locks.DefaultMaxMargin] (10 s); negative is
+	// an error.
+	MaxMargin time.Duration
+	// Workers is the number of goroutines that make renewal calls. Default
+	// [locks.DefaultWorkers] (8); negative is an error.
+	Workers int
+	// Retry is the policy for failed renewals. Default: MaxRetries without bound,
+	// RetryDelay 250 ms, MaxRetryDelay 5 s; retries stop when the lock expires.
+	Retry sbkit.RetryOptions
+}
+
+// ExponentialAbandonDelay returns an [Options.AbandonDelay] that holds a failed message for initial
 // on its first delivery and doubles with each further delivery (DeliveryCount), up to max.
 func ExponentialAbandonDelay(initial, max time.Duration) func(*azservicebus.ReceivedMessage, error) time.Duration {
 	return func(message *azservicebus.ReceivedMessage, _ error) time.Duration {
@@ -106,10 +145,13 @@ func ExponentialAbandonDelay(initial, max time.Duration) func(*azservicebus.Rece
 
 type config struct {
 	Options
-	peekLock   bool
-	renewLimit time.Duration // 0: no renewal
-	capacity   int           // MaxConcurrency + prefetch
-	maxBatch   int
+	peekLock     bool
+	renew        bool // peek-lock with renewal on
+	capacity     int  // MaxConcurrency + prefetch
+	maxBatch     int
+	receiveRetry retry.Policy
+	settleRetry  retry.Policy
+	hooks        hooks
 }
 
 func newConfig(o *Options) (config, error) {
@@ -124,22 +166,25 @@ func newConfig(o *Options) (config, error) {
 	default:
 		return c, fmt.Errorf("%w: unknown ReceiveMode %d", ErrInvalidOptions, c.ReceiveMode)
 	}
-	if c.MaxConcurrency < 0 || c.PrefetchCount < NoPrefetch || c.MaxReceiveBatch < 0 ||
+	if c.MaxConcurrency < 0 || c.PrefetchCount < 0 || c.MaxReceiveBatch < 0 ||
 		c.SettleConcurrency < 0 || c.SettleTimeout < 0 {
 		return c, fmt.Errorf("%w: MaxConcurrency %d, PrefetchCount %d, MaxReceiveBatch %d, SettleConcurrency %d, SettleTimeout %v",
 			ErrInvalidOptions, c.MaxConcurrency, c.PrefetchCount, c.MaxReceiveBatch, c.SettleConcurrency, c.SettleTimeout)
 	}
-	if lr := c.LockRenewal; lr != nil && (lr.MaxMargin < 0 || lr.Workers < 0) {
+	if c.DisablePrefetch && c.PrefetchCount != 0 {
+		return c, fmt.Errorf("%w: PrefetchCount %d with DisablePrefetch", ErrInvalidOptions, c.PrefetchCount)
+	}
+	if lr := c.LockRenewal; lr.MaxMargin < 0 || lr.Workers < 0 {
 		return c, fmt.Errorf("%w: LockRenewal MaxMargin %v, Workers %d", ErrInvalidOptions, lr.MaxMargin, lr.Workers)
 	}
 	if c.MaxConcurrency == 0 {
 		c.MaxConcurrency = DefaultMaxConcurrency
 	}
-	switch c.PrefetchCount {
-	case 0:
-		c.PrefetchCount = 4 * c.MaxConcurrency
-	case NoPrefetch:
+	switch {
+	case c.DisablePrefetch:
 		c.PrefetchCount = 0
+	case c.PrefetchCount == 0:
+		c.PrefetchCount = 4 * c.MaxConcurrency
 	}
 	c.capacity = c.MaxConcurrency + c.PrefetchCount
 	c.maxBatch = c.capacity
@@ -152,26 +197,31 @@ func newConfig(o *Options) (config, error) {
 	if c.SettleTimeout == 0 {
 		c.SettleTimeout = DefaultSettleTimeout
 	}
-	if c.peekLock {
-		c.renewLimit = locks.DefaultMaxAutoLockRenewalDuration
-		if c.MaxAutoLockRenewalDuration != nil {
-			c.renewLimit = *c.MaxAutoLockRenewalDuration
-		}
+	if c.ShutdownGrace == 0 {
+		c.ShutdownGrace = DefaultShutdownGrace
 	}
-	if c.ReceiveBackOff == nil {
-		c.ReceiveBackOff = func() backoff.BackOff {
-			return backoff.NewExponentialBackOff(backoff.WithInitialInterval(100*time.Millisecond),
-				backoff.WithMaxInterval(30*time.Second), backoff.WithMaxElapsedTime(0))
-		}
-	}
-	if c.SettleBackOff == nil {
-		c.SettleBackOff = func() backoff.BackOff {
-			return backoff.NewExponentialBackOff(backoff.WithInitialInterval(100*time.Millisecond),
-				backoff.WithMaxInterval(2*time.Second), backoff.WithMaxElapsedTime(0))
-		}
-	}
+	c.renew = c.peekLock && !c.DisableAutoLockRenewal
+	c.receiveRetry = retry.Resolve(c.ReceiveRetry, retry.Policy{MaxRetries: retry.Unlimited, RetryDelay: 100 * time.Millisecond, MaxRetryDelay: 30 * time.Second})
+	c.settleRetry = retry.Resolve(c.SettleRetry, retry.Policy{MaxRetries: retry.Unlimited, RetryDelay: 100 * time.Millisecond, MaxRetryDelay: 2 * time.Second})
 	if c.Logger == nil {
 		c.Logger = slog.New(slog.DiscardHandler)
 	}
+	c.hooks = newHooks(c.Hooks, c.Logger)
 	return c, nil
+}
+
+// lockOptions are the options of the processor's lock engine; engineHooks go first.
+func (c *config) lockOptions(engineHooks locks.Hook) *locks.Options {
+	hs := []locks.Hook{engineHooks}
+	for _, h := range c.Hooks {
+		hs = append(hs, h)
+	}
+	return &locks.Options{
+		MaxAutoLockRenewalDuration: c.MaxAutoLockRenewalDuration,
+		MaxMargin:                  c.LockRenewal.MaxMargin,
+		Workers:                    c.LockRenewal.Workers,
+		Retry:                      c.LockRenewal.Retry,
+		Hooks:                      hs,
+		Logger:                     c.Logger,
+	}
 }

@@ -16,7 +16,6 @@ import (
 	"github.com/Azure/azure-sdk-for-go/sdk/messaging/azservicebus"
 
 	"github.com/sbkit/sbkit"
-	"github.com/sbkit/sbkit/locks"
 	"github.com/sbkit/sbkit/receiver"
 	"github.com/sbkit/sbkit/sbtest"
 )
@@ -32,19 +31,20 @@ func TestNewRejectsBadInput(t *testing.T) {
 		wantErr error
 	}{
 		{"nil receiver", nil, h, nil, receiver.ErrNilReceiver},
-		{"nil handler", e.r, nil, nil, receiver.ErrNilHandler},
+		{"nil handler", e.r, nil, nil, sbkit.ErrNilHandler},
 		{"negative concurrency", e.r, h, &receiver.Options{MaxConcurrency: -1}, receiver.ErrInvalidOptions},
 		{"negative prefetch", e.r, h, &receiver.Options{PrefetchCount: -2}, receiver.ErrInvalidOptions},
 		{"negative settle timeout", e.r, h, &receiver.Options{SettleTimeout: -time.Second}, receiver.ErrInvalidOptions},
 		{"negative settle concurrency", e.r, h, &receiver.Options{SettleConcurrency: -1}, receiver.ErrInvalidOptions},
 		{"negative receive batch", e.r, h, &receiver.Options{MaxReceiveBatch: -1}, receiver.ErrInvalidOptions},
-		{"negative renewal workers", e.r, h, &receiver.Options{LockRenewal: &locks.Options{Workers: -1}}, receiver.ErrInvalidOptions},
+		{"negative renewal workers", e.r, h, &receiver.Options{LockRenewal: receiver.LockRenewalOptions{Workers: -1}}, receiver.ErrInvalidOptions},
 		{"unknown receive mode", e.r, h, &receiver.Options{ReceiveMode: 7}, receiver.ErrInvalidOptions},
 		{"no renewer", noRenew{e.r}, h, nil, receiver.ErrNoLockRenewer},
-		{"no renewer, renewal disabled", noRenew{e.r}, h, &receiver.Options{MaxAutoLockRenewalDuration: dur(0)}, nil},
+		{"no renewer, renewal disabled", noRenew{e.r}, h, &receiver.Options{DisableAutoLockRenewal: true}, nil},
 		{"no renewer, receive and delete", noRenew{e.r}, h, &receiver.Options{ReceiveMode: azservicebus.ReceiveModeReceiveAndDelete}, nil},
 		{"nil options", e.r, h, nil, nil},
-		{"NoPrefetch", e.r, h, &receiver.Options{PrefetchCount: receiver.NoPrefetch}, nil},
+		{"DisablePrefetch", e.r, h, &receiver.Options{DisablePrefetch: true}, nil},
+		{"PrefetchCount with DisablePrefetch", e.r, h, &receiver.Options{DisablePrefetch: true, PrefetchCount: 2}, receiver.ErrInvalidOptions},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -69,10 +69,6 @@ func TestRunTwiceAndNilContext(t *testing.T) {
 		synctest.Wait()
 		if err := p.Run(context.Background()); !errors.Is(err, receiver.ErrRunning) {
 			t.Errorf("second Run = %v", err)
-		}
-		var nilCtx context.Context
-		if err := p.Run(nilCtx); err == nil {
-			t.Error("Run(nil) succeeded")
 		}
 		_ = p.Close(context.Background())
 		if err := wait(); err != nil {
@@ -147,7 +143,7 @@ func TestManualSettlement(t *testing.T) {
 			results[m.MessageID] = append(results[m.MessageID], errs...)
 			mu.Unlock()
 			return nil
-		}, &receiver.Options{DisableAutoComplete: true, OnError: log.add})
+		}, &receiver.Options{DisableAutoComplete: true, Hooks: []receiver.Hook{log}})
 		wait := start(t, p, context.Background())
 		synctest.Wait()
 		_ = p.Close(context.Background())
@@ -210,7 +206,7 @@ func TestReceiveAndDelete(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		ns := sbtest.NewNamespace(nil)
 		q, _ := ns.NewQueue("q", nil)
-		s, _ := ns.NewSender("q")
+		s, _ := ns.NewSender("q", nil)
 		for range 5 {
 			_ = s.SendMessage(context.Background(), &azservicebus.Message{Body: []byte("x")}, nil)
 		}
@@ -228,7 +224,7 @@ func TestReceiveAndDelete(t *testing.T) {
 				t.Error("a Settler in ReceiveAndDelete mode")
 			}
 			return nil
-		}, &receiver.Options{ReceiveMode: azservicebus.ReceiveModeReceiveAndDelete, OnError: log.add})
+		}, &receiver.Options{ReceiveMode: azservicebus.ReceiveModeReceiveAndDelete, Hooks: []receiver.Hook{log}})
 		wait := start(t, p, context.Background())
 		synctest.Wait()
 		_ = p.Close(context.Background())

@@ -2,8 +2,7 @@ package receiver
 
 import (
 	"context"
-	"errors"
-	"sync"
+	"fmt"
 
 	"github.com/sbkit/sbkit"
 )
@@ -17,31 +16,29 @@ type Processor struct {
 	handler sbkit.Handler
 	cfg     config
 
-	mu     sync.Mutex
-	cur    *run
-	closed bool
+	runs runGuard[run]
 
 	counters counters
 }
 
 // New returns a Processor that receives from src and runs handler on every message. A nil
 // options means the defaults. In peek-lock mode with lock renewal on (the default), src
-// must implement sbkit.LockRenewer, as *azservicebus.Receiver does. New returns
-// ErrNilReceiver, ErrNilHandler, ErrNoLockRenewer, or an error wrapping ErrInvalidOptions.
-// New starts no goroutine.
+// must implement [sbkit.LockRenewer], as [*azservicebus.Receiver] does. New returns
+// ErrNilReceiver, an error wrapping [sbkit.ErrNilHandler], ErrNoLockRenewer, or an error
+// wrapping ErrInvalidOptions. New starts no goroutine.
 func New(src sbkit.MessageReceiver, handler sbkit.Handler, options *Options) (*Processor, error) {
 	if src == nil {
 		return nil, ErrNilReceiver
 	}
 	if handler == nil {
-		return nil, ErrNilHandler
+		return nil, fmt.Errorf("receiver: %w", sbkit.ErrNilHandler)
 	}
 	cfg, err := newConfig(options)
 	if err != nil {
 		return nil, err
 	}
 	p := &Processor{src: src, handler: handler, cfg: cfg}
-	if cfg.peekLock && cfg.renewLimit != 0 {
+	if cfg.renew {
 		r, ok := src.(sbkit.LockRenewer)
 		if !ok {
 			return nil, ErrNoLockRenewer
@@ -52,71 +49,72 @@ func New(src sbkit.MessageReceiver, handler sbkit.Handler, options *Options) (*P
 }
 
 // Run receives and processes messages until ctx ends, Close is called, or receiving
-// fails with a permanent error (sbkit.IsPermanent: entity not found, unauthorized,
+// fails with a permanent error ([sbkit.IsPermanent]: entity not found, unauthorized,
 // receiver closed). Transient receive errors are reported and retried with backoff.
 //
 // Before returning, Run shuts down: it stops receiving, abandons the messages waiting for
-// a handler, waits for running handlers (until Close's context ends; not at all when ctx
-// ended or receiving failed), then cancels the handlers' contexts with a cause wrapping
-// ErrClosed (and ctx's cause or the receive error) and abandons their messages at once,
-// performs the pending settlements, and stops every goroutine it started. Handlers'
-// contexts carry ctx's values but are cancelled only by this shutdown or a lost lock,
-// after receiving has stopped, so that an abandoned message is not received again.
+// a handler, lets running handlers finish for [Options.ShutdownGrace] after ctx ended (or
+// as Close's context allows; not at all when receiving failed), then cancels the
+// handlers' contexts with a cause wrapping ErrClosed (and ctx's cause or the receive
+// error) and abandons their messages, performs the pending settlements until the
+// shutdown's deadline (see Close), and stops every goroutine it started. So cancelling
+// ctx alone is a graceful shutdown that ends within ShutdownGrace. Handlers' contexts
+// carry ctx's values but are cancelled only by this shutdown or a lost lock, after
+// receiving has stopped, so that an abandoned message is not received again.
 //
-// Run returns nil after Close, ctx's error (context.Cause) when ctx ended, the permanent
+// Run returns nil after Close, ctx's error ([context.Cause]) when ctx ended, the permanent
 // receive error, ErrClosed when called after Close, or ErrRunning while another Run is
 // active. It may be called again after it returned, unless Close was called.
 func (p *Processor) Run(ctx context.Context) error {
-	if ctx == nil {
-		return errors.New("receiver: nil context")
-	}
-	p.mu.Lock()
-	switch {
-	case p.closed:
-		p.mu.Unlock()
-		return ErrClosed
-	case p.cur != nil:
-		p.mu.Unlock()
-		return ErrRunning
-	}
-	r, err := newRun(ctx, p)
+	r, err := p.runs.start(func() (*run, error) { return newRun(ctx, p) })
 	if err != nil {
-		p.mu.Unlock()
 		return err
 	}
-	p.cur = r
-	p.mu.Unlock()
-
 	err = r.serve()
-
-	p.mu.Lock()
-	p.cur = nil
-	p.mu.Unlock()
+	p.runs.end()
 	close(r.done)
 	return err
 }
 
-// Close stops the processor gracefully: receiving stops at once, messages waiting for a
-// handler are abandoned at once, running handlers may finish until ctx ends, then their
-// contexts are cancelled (cause ErrClosed) and their messages abandoned. Close waits for
-// Run to return, so a handler that ignores its cancelled context delays Close. It returns
-// ctx.Err() when handlers had to be cancelled, nil otherwise. Close is safe to call twice
-// and before Run; Run fails with ErrClosed afterwards.
+// Close stops the processor gracefully and returns by ctx's deadline:
+//
+//   - receiving stops at once, and messages waiting for a handler or held by
+//     [Options.AbandonDelay] are abandoned at once;
+//   - running handlers may finish until a settle reserve before ctx's deadline (a
+//     quarter of the time left, at most 1 s), then their contexts are cancelled
+//     (cause ErrClosed) and their messages abandoned;
+//   - at ctx's deadline, settlements still pending (a broker that does not answer) are
+//     given up: their messages stay locked at the broker until their locks expire, and
+//     each is counted in [Stats.LeftLocked] and reported as an [*Error] wrapping
+//     [ErrLeftLocked]. No message is silently forgotten.
+//
+// A ctx without deadline that ends does all of this at once; a ctx that never ends
+// ([context.Background]) waits for every handler, and bounds each settlement only by
+// [Options.SettleTimeout]. Close waits for Run to return, so a handler that ignores its
+// cancelled context delays Close.
+//
+// Called from a handler, Close starts the shutdown with ctx and returns nil at once
+// without waiting (it would wait for its own caller): the handler should then return;
+// Run returns when the shutdown is over. Hooks must not call Close.
+//
+// Close returns ctx.Err() ([context.DeadlineExceeded] when called early) when handlers had
+// to be cancelled or settlements given up, nil otherwise. Close is safe to call twice and
+// before Run; Run fails with ErrClosed afterwards.
 func (p *Processor) Close(ctx context.Context) error {
-	if ctx == nil {
-		ctx = context.Background()
-	}
-	p.mu.Lock()
-	p.closed = true
-	r := p.cur
-	p.mu.Unlock()
+	r := p.runs.close()
 	if r == nil {
 		return nil
 	}
 	r.stop(ctx, nil)
+	if r.calledFromHandler() {
+		return nil
+	}
 	<-r.done
-	if r.cancelledHandlers.Load() {
-		return ctx.Err()
+	if r.cancelledHandlers.Load() || r.leftLocked.Load() > 0 {
+		if err := ctx.Err(); err != nil {
+			return err
+		}
+		return context.DeadlineExceeded
 	}
 	return nil
 }

@@ -82,7 +82,7 @@ func TestSettlementByResult(t *testing.T) {
 						return tt.result()
 					}
 					return nil
-				}, &receiver.Options{OnError: log.add})
+				}, &receiver.Options{Hooks: []receiver.Hook{log}})
 				wait := start(t, p, context.Background())
 				synctest.Wait()
 				if err := p.Close(context.Background()); err != nil {
@@ -126,7 +126,7 @@ func TestLongHandlerKeepsLock(t *testing.T) {
 			t.Fatal(err)
 		}
 		s := p.Stats()
-		if s.Completed != 3 || s.LockLost != 0 || s.Abandoned != 0 {
+		if s.Completed != 3 || s.LocksLost != 0 || s.Abandoned != 0 {
 			t.Errorf("stats %+v", s)
 		}
 		if st := e.q.Stats(); st.Renewed < 3*9 || st.LockExpired != 0 || st.Received != 3 {
@@ -146,12 +146,11 @@ func TestLockLostCancelsHandler(t *testing.T) {
 		reason locks.Reason
 	}{
 		{"lock expired at the broker", receiver.Options{}, func(e *env, m *azservicebus.ReceivedMessage) { e.q.ExpireLock(m.LockToken) }, locks.ReasonLockLost},
-		{"connection dropped", receiver.Options{}, func(e *env, m *azservicebus.ReceivedMessage) { e.r.DropConnection() }, locks.ReasonLockLost},
 		{"renewals time out", receiver.Options{}, func(e *env, m *azservicebus.ReceivedMessage) {
 			e.q.InjectFault(sbtest.Fault{Op: sbtest.OpRenew, Err: &azservicebus.Error{Code: azservicebus.CodeTimeout}})
 		}, locks.ReasonExpired},
-		{"renewal limit", receiver.Options{MaxAutoLockRenewalDuration: dur(2 * time.Minute)}, func(*env, *azservicebus.ReceivedMessage) {}, locks.ReasonLimit},
-		{"renewal disabled", receiver.Options{MaxAutoLockRenewalDuration: dur(0)}, func(*env, *azservicebus.ReceivedMessage) {}, locks.ReasonLimit},
+		{"renewal limit", receiver.Options{MaxAutoLockRenewalDuration: 2 * time.Minute}, func(*env, *azservicebus.ReceivedMessage) {}, locks.ReasonLimit},
+		{"renewal disabled", receiver.Options{DisableAutoLockRenewal: true}, func(*env, *azservicebus.ReceivedMessage) {}, locks.ReasonLimit},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -162,7 +161,7 @@ func TestLockLostCancelsHandler(t *testing.T) {
 				causes := make(chan error, 10)
 				got := make(chan *azservicebus.ReceivedMessage, 10)
 				opts := tt.opts
-				opts.OnError = log.add
+				opts.Hooks = []receiver.Hook{log}
 				var calls atomic.Int32
 				p := newProcessor(t, e.r, func(ctx context.Context, m *azservicebus.ReceivedMessage) error {
 					if calls.Add(1) > 1 {
@@ -187,7 +186,7 @@ func TestLockLostCancelsHandler(t *testing.T) {
 					t.Errorf("cause %v, want lock lost with %v", cause, tt.reason)
 				}
 				s := p.Stats()
-				if s.LockLost != 1 || s.Completed != 1 || s.Abandoned != 0 {
+				if s.LocksLost != 1 || s.Completed != 1 || s.Abandoned != 0 {
 					t.Errorf("stats %+v", s)
 				}
 				lostReports := 0
@@ -255,7 +254,7 @@ func TestSettlementDoesNotHoldHandlerSlot(t *testing.T) {
 		_ = wait()
 		// The hung Complete times out after an hour and counts as lock-lost; its lock
 		// had run out meanwhile and the redelivered copy was completed.
-		if s := p.Stats(); s.Received != 4 || s.Completed != 3 || s.LockLost != 1 {
+		if s := p.Stats(); s.Received != 4 || s.Completed != 3 || s.LocksLost != 1 {
 			t.Errorf("stats %+v", s)
 		}
 		checkReconciled(t, p.Stats())

@@ -1,14 +1,15 @@
 package receiver
 
 import (
+	"bytes"
 	"context"
 	"errors"
 	"fmt"
+	"runtime"
 	"sync"
 	"sync/atomic"
 	"time"
 
-	"github.com/Azure/azure-sdk-for-go/sdk/messaging/azservicebus"
 	"github.com/cenkalti/backoff/v4"
 
 	"github.com/sbkit/sbkit"
@@ -21,76 +22,137 @@ type run struct {
 	cfg    *config
 	engine *locks.Engine // nil without renewal
 
+	values         context.Context // Run's context's values, never cancelled
 	recvCtx        context.Context // ends the receive loop
 	stopRecv       context.CancelFunc
 	handlerBase    context.Context // parent of every handler's context
 	cancelHandlers context.CancelCauseFunc
 	stopRunCtx     func() bool // detaches the context.AfterFunc on Run's ctx
 
-	credits chan struct{}   // one token per message received and not yet handled
-	buf     chan *delivery  // received messages waiting for a handler goroutine
-	settles chan settleJob  // settlements waiting for a settle goroutine
-	workers sync.WaitGroup  // handler goroutines
-	settler sync.WaitGroup  // settle goroutines
-	holdWG  sync.WaitGroup  // AbandonDelay timers not yet resolved
-	done    chan struct{}   // closed when Run returns
-	stopMu  sync.Once       // guards grace and reason
-	grace   context.Context // how long running handlers may finish
-	reason  error           // what Run returns: nil after Close
+	credits chan struct{}  // one token per message received and not yet handled
+	buf     chan *delivery // received messages waiting for a handler goroutine
+	settles chan settleJob // settlements waiting for a settle goroutine
+	workers sync.WaitGroup // handler goroutines
+	settler sync.WaitGroup // settle goroutines
+	holdWG  sync.WaitGroup // AbandonDelay timers not yet resolved
+	cutWG   sync.WaitGroup // a cut of running handlers in progress
+	done    chan struct{}  // closed when Run returns
+	stopMu  sync.Once      // guards reason
+	reason  error          // what Run returns: nil after Close
 
-	mu       sync.Mutex
-	draining bool                      // shutdown started: no handler starts, no hold
-	live     map[*delivery]struct{}    // peek-lock deliveries not yet claimed
-	holds    map[*delivery]*time.Timer // deliveries held before abandoning
+	// settleBase ends at the shutdown's deadline: settlements still pending then are
+	// given up and their messages left to lock expiry.
+	settleBase    context.Context
+	cancelSettles context.CancelFunc
+
+	mu          sync.Mutex
+	cutNow      bool                      // receiving failed: cancel handlers at once
+	draining    bool                      // shutdown started: no handler starts, no hold
+	handlersEnd bool                      // every handler returned: no cut any more
+	cut         bool                      // running handlers were cancelled
+	disarm      []func()                  // releases the deadlines' timers
+	workerIDs   map[uint64]struct{}       // goroutine ids of the handler goroutines
+	live        map[*delivery]struct{}    // peek-lock deliveries not yet claimed
+	holds       map[*delivery]*time.Timer // deliveries held before abandoning
 
 	cancelledHandlers atomic.Bool
+	leftLocked        atomic.Int64 // messages this run left to lock expiry
 }
 
 func newRun(ctx context.Context, p *Processor) (*run, error) {
 	cfg := &p.cfg
 	r := &run{
-		p:       p,
-		cfg:     cfg,
-		credits: make(chan struct{}, cfg.capacity),
-		buf:     make(chan *delivery, cfg.capacity),
-		settles: make(chan settleJob, cfg.SettleConcurrency),
-		done:    make(chan struct{}),
-		live:    make(map[*delivery]struct{}),
-		holds:   make(map[*delivery]*time.Timer),
+		p:         p,
+		cfg:       cfg,
+		credits:   make(chan struct{}, cfg.capacity),
+		buf:       make(chan *delivery, cfg.capacity),
+		settles:   make(chan settleJob, cfg.SettleConcurrency),
+		done:      make(chan struct{}),
+		live:      make(map[*delivery]struct{}),
+		holds:     make(map[*delivery]*time.Timer),
+		workerIDs: make(map[uint64]struct{}),
 	}
+	r.settleBase, r.cancelSettles = context.WithCancel(context.Background())
 	if p.renewer != nil {
-		var lo locks.Options
-		if cfg.LockRenewal != nil {
-			lo = *cfg.LockRenewal
-		}
-		limit := cfg.renewLimit
-		lo.MaxAutoLockRenewalDuration = &limit
-		lo.Logger = cfg.Logger
-		lo.OnRenewError = func(m *azservicebus.ReceivedMessage, err error) {
-			p.counters.renewErrors.Add(1)
-			r.report(&Error{Source: SourceRenew, Message: m, Err: err})
-		}
-		e, err := locks.New(p.renewer, &lo)
+		e, err := locks.New(p.renewer, cfg.lockOptions(engineHook{r}))
 		if err != nil {
 			return nil, err
 		}
 		r.engine = e
 	}
-	r.recvCtx, r.stopRecv = context.WithCancel(context.WithoutCancel(ctx))
+	r.values = context.WithoutCancel(ctx)
+	r.recvCtx, r.stopRecv = context.WithCancel(r.values)
 	// Handlers see Run's values but not its cancellation: shutdown cancels them only
 	// after receiving stopped, so that an abandoned message is not received again.
 	r.handlerBase, r.cancelHandlers = context.WithCancelCause(context.WithoutCancel(ctx))
-	r.stopRunCtx = context.AfterFunc(ctx, func() { r.stop(ctx, context.Cause(ctx)) })
+	r.stopRunCtx = context.AfterFunc(ctx, func() {
+		grace, cancel := context.Background(), context.CancelFunc(func() {})
+		if cfg.ShutdownGrace >= 0 {
+			grace, cancel = context.WithTimeout(grace, cfg.ShutdownGrace)
+		}
+		r.stop(grace, context.Cause(ctx))
+		r.mu.Lock()
+		r.disarm = append(r.disarm, cancel)
+		r.mu.Unlock()
+	})
 	return r, nil
 }
 
-// stop starts the shutdown; grace bounds the wait for running handlers and reason is what
-// Run returns. Only the first call counts.
+// stop starts the shutdown (the first call) and arms grace's deadline: running handlers
+// are cancelled a settle reserve before it (see settleReserve), and settlements still
+// pending at it are given up. A grace without deadline that ends does both at once; one
+// that never ends waits for handlers, each settlement bounded by SettleTimeout. Every
+// call arms its grace, so a later Close can shorten an earlier shutdown. reason is what
+// Run returns; only the first call's counts.
 func (r *run) stop(grace context.Context, reason error) {
 	r.stopMu.Do(func() {
-		r.grace, r.reason = grace, reason
+		r.reason = reason
 		r.stopRecv()
 	})
+	if grace.Done() == nil {
+		return
+	}
+	cut, hard := grace, grace
+	var cancelCut context.CancelFunc = func() {}
+	if deadline, ok := grace.Deadline(); ok {
+		reserve := max(0, min(time.Until(deadline)/4, maxSettleReserve))
+		cut, cancelCut = context.WithDeadline(grace, deadline.Add(-reserve))
+	}
+	stopCut := context.AfterFunc(cut, r.cutHandlers)
+	stopHard := context.AfterFunc(hard, r.cancelSettles)
+	r.mu.Lock()
+	r.disarm = append(r.disarm, func() { stopCut(); stopHard(); cancelCut() })
+	r.mu.Unlock()
+}
+
+// maxSettleReserve caps the time between the cancellation of running handlers and the
+// shutdown's deadline, left for abandoning their messages: a quarter of the time the
+// shutdown was given, at most this.
+const maxSettleReserve = time.Second
+
+// calledFromHandler reports whether the calling goroutine is one of r's handler
+// goroutines. Go has no goroutine identity in its API; the id is read from the stack
+// header, once per handler goroutine and once per Close.
+func (r *run) calledFromHandler() bool {
+	id := goroutineID()
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	_, ok := r.workerIDs[id]
+	return ok
+}
+
+func goroutineID() uint64 {
+	var buf [64]byte
+	b := buf[:runtime.Stack(buf[:], false)]
+	b = bytes.TrimPrefix(b, []byte("goroutine "))
+	var id uint64
+	for _, c := range b {
+		if c < '0' || c > '9' {
+			break
+		}
+		id = id*10 + uint64(c-'0')
+	}
+	return id
 }
 
 // serve runs the receive loop on the calling goroutine, then shuts down.
@@ -105,20 +167,16 @@ func (r *run) serve() error {
 	}
 
 	if err := r.receiveLoop(); err != nil {
-		r.stop(cancelledContext, err)
+		r.stop(context.Background(), err)
+		r.cutNow = true
 	}
 	r.shutdown()
 	return r.reason
 }
 
-var cancelledContext = func() context.Context {
-	ctx, cancel := context.WithCancel(context.Background())
-	cancel()
-	return ctx
-}()
-
 // receiveLoop calls ReceiveMessages, one call at a time, asking for as many messages as
-// there are free places, until stopped. It returns a permanent receive error, or nil.
+// there are free places, until stopped. It returns a permanent receive error, the last
+// one when ReceiveRetry gives up, or nil.
 func (r *run) receiveLoop() error {
 	var bo backoff.BackOff
 	for {
@@ -126,6 +184,7 @@ func (r *run) receiveLoop() error {
 		if !ok {
 			return nil
 		}
+		start := time.Now()
 		msgs, err := r.p.src.ReceiveMessages(r.recvCtx, n, nil)
 		got := 0
 		for _, m := range msgs {
@@ -136,6 +195,7 @@ func (r *run) receiveLoop() error {
 			r.buf <- r.newDelivery(m)
 		}
 		r.release(n - got)
+		r.cfg.hooks.onReceive(r.recvCtx, ReceiveCall{Requested: n, Received: got, Err: err, Duration: time.Since(start)})
 		if err == nil {
 			bo = nil
 			continue
@@ -144,13 +204,12 @@ func (r *run) receiveLoop() error {
 			return nil
 		}
 		r.p.counters.receiveErrors.Add(1)
+		r.report(r.recvCtx, &Error{Source: SourceReceive, Err: err})
 		if sbkit.IsPermanent(err) && !errors.Is(err, context.Canceled) && !errors.Is(err, context.DeadlineExceeded) {
-			r.report(&Error{Source: SourceReceive, Err: err})
 			return err
 		}
-		r.report(&Error{Source: SourceReceive, Err: err})
 		if bo == nil {
-			bo = r.cfg.ReceiveBackOff()
+			bo = r.cfg.receiveRetry.BackOff()
 		}
 		wait := bo.NextBackOff()
 		if wait == backoff.Stop {
@@ -197,35 +256,20 @@ func (r *run) shutdown() {
 	r.mu.Lock()
 	r.draining = true
 	r.mu.Unlock()
+	if r.cutNow {
+		r.cutHandlers()
+	}
 	close(r.buf)
 	if r.cfg.peekLock {
 		for d := range r.buf { // waiting messages return at once
 			r.abandonNow(d)
 		}
 	}
-
-	handlersDone := make(chan struct{})
-	go func() { r.workers.Wait(); close(handlersDone) }()
-	select {
-	case <-handlersDone:
-	case <-r.grace.Done():
-		r.cancelledHandlers.Store(true)
-		cause := ErrClosed
-		if r.reason != nil {
-			cause = fmt.Errorf("%w: %w", ErrClosed, r.reason)
-		}
-		r.cancelHandlers(cause)
-		r.mu.Lock()
-		running := make([]*delivery, 0, len(r.live))
-		for d := range r.live {
-			running = append(running, d)
-		}
-		r.mu.Unlock()
-		for _, d := range running {
-			r.abandonNow(d)
-		}
-		<-handlersDone
-	}
+	r.workers.Wait()
+	r.mu.Lock()
+	r.handlersEnd = true
+	r.mu.Unlock()
+	r.cutWG.Wait()
 
 	r.flushHolds()
 	r.holdWG.Wait()
@@ -233,11 +277,45 @@ func (r *run) shutdown() {
 	r.settler.Wait()
 	if r.engine != nil {
 		_ = r.engine.Close(context.Background())
-		r.p.counters.renewed.Add(r.engine.Stats().Renewed)
 	}
+	r.mu.Lock()
+	for _, f := range r.disarm {
+		f()
+	}
+	r.mu.Unlock()
 	r.stopRunCtx()
 	r.cancelHandlers(nil)
+	r.cancelSettles()
 	r.stopRecv()
+}
+
+// cutHandlers cancels the contexts of running handlers (cause ErrClosed) and abandons
+// their messages, once, unless every handler has returned already.
+func (r *run) cutHandlers() {
+	r.mu.Lock()
+	if r.cut || r.handlersEnd {
+		r.mu.Unlock()
+		return
+	}
+	r.cut = true
+	r.cutWG.Add(1)
+	running := make([]*delivery, 0, len(r.live))
+	for d := range r.live {
+		running = append(running, d)
+	}
+	r.mu.Unlock()
+	defer r.cutWG.Done()
+	r.cancelledHandlers.Store(true)
+	cause := ErrClosed
+	if r.reason != nil {
+		cause = fmt.Errorf("%w: %w", ErrClosed, r.reason)
+	}
+	r.cancelHandlers(cause)
+	if r.cfg.peekLock {
+		for _, d := range running {
+			r.abandonNow(d)
+		}
+	}
 }
 
 // abandonNow claims d and queues its abandonment, unless it is settled already.
@@ -247,10 +325,28 @@ func (r *run) abandonNow(d *delivery) {
 	}
 }
 
-func (r *run) report(e *Error) {
+// report logs e and hands it to the error hooks.
+func (r *run) report(ctx context.Context, e *Error) {
 	r.cfg.Logger.Warn("receiver: error", "source", e.Source.String(), "error", e.Err)
-	if r.cfg.OnError != nil {
-		r.cfg.OnError(e)
+	r.cfg.hooks.onError(ctx, e)
+}
+
+// engineHook is the processor's own hook on its lock engine: it counts renewals, reports
+// failed attempts and hands a lost lock to its delivery (the context given to Add).
+type engineHook struct{ r *run }
+
+func (h engineHook) OnRenew(context.Context, locks.Renewal) { h.r.p.counters.renewed.Add(1) }
+
+func (h engineHook) OnRenewError(ctx context.Context, e locks.RenewFailure) {
+	h.r.p.counters.renewErrors.Add(1)
+	if e.WillRetry { // a final failure is reported as the lock's loss
+		h.r.report(ctx, &Error{Source: SourceRenew, Message: e.Message, Err: e.Err})
+	}
+}
+
+func (h engineHook) OnLockLost(ctx context.Context, e locks.LockLoss) {
+	if d, ok := ctx.Value(deliveryKey{}).(*delivery); ok {
+		d.lost(e.Cause)
 	}
 }
 

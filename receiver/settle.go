@@ -36,7 +36,7 @@ func (r *run) settleWorker() {
 
 // settle stops the renewal of job's message and settles it, retrying transient failures
 // for up to SettleTimeout. It accounts for the outcome: the action's counter on success,
-// LockLost otherwise. ctx gives values only: its cancellation does not stop a settlement.
+// LocksLost (or LeftLocked, at the shutdown's deadline) otherwise. ctx gives values only: its cancellation does not stop a settlement.
 func (r *run) settle(ctx context.Context, job settleJob) error {
 	d := job.d
 	if d.lock != nil {
@@ -52,38 +52,81 @@ func (r *run) settle(ctx context.Context, job settleJob) error {
 	}
 	ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), r.cfg.SettleTimeout)
 	defer cancel()
+	defer context.AfterFunc(r.settleBase, cancel)() // the shutdown's deadline
+	if r.settleBase.Err() != nil {
+		return r.finishLeft(d, job.action, r.settleBase.Err())
+	}
+	start, attempts := time.Now(), 0
 	var bo backoff.BackOff
+	var err error
 	for {
-		err := r.call(ctx, job)
-		if err == nil {
-			r.count(job)
-			r.forget(d)
-			r.cfg.Logger.Debug("receiver: settled", "messageID", d.msg.MessageID, "action", job.action.String())
-			return nil
+		attempts++
+		if err = r.call(ctx, job); err == nil {
+			break
 		}
 		r.p.counters.settleErrors.Add(1)
 		if !sbkit.IsTransient(err) || ctx.Err() != nil {
-			r.finishLost(d, SourceSettle, job.action, err)
-			return err
+			break
 		}
-		r.report(&Error{Source: SourceSettle, Action: job.action, Message: d.msg, Err: err})
+		r.report(d.hookContext(), &Error{Source: SourceSettle, Action: job.action, Message: d.msg, Err: err})
 		if bo == nil {
-			bo = r.cfg.SettleBackOff()
+			bo = r.cfg.settleRetry.BackOff()
 		}
 		wait := bo.NextBackOff()
 		if wait == backoff.Stop {
-			r.finishLost(d, SourceSettle, job.action, err)
-			return err
+			break
 		}
 		t := time.NewTimer(wait)
 		select {
 		case <-t.C:
 		case <-ctx.Done():
 			t.Stop()
-			r.finishLost(d, SourceSettle, job.action, fmt.Errorf("%w (last error: %w)", ctx.Err(), err))
-			return err
+			err = fmt.Errorf("%w (last error: %w)", ctx.Err(), err)
+		}
+		if ctx.Err() != nil {
+			break
 		}
 	}
+	r.cfg.hooks.onSettle(d.hookContext(), Settlement{Message: d.msg, Action: job.action, DeadLetterReason: job.deadLetterReason(),
+		Err: err, Attempts: attempts, Duration: time.Since(start)})
+	switch {
+	case err == nil:
+		r.count(job)
+		r.forget(d)
+		r.cfg.Logger.Debug("receiver: settled", "messageID", d.msg.MessageID, "action", job.action.String())
+		return nil
+	case r.settleBase.Err() != nil:
+		return r.finishLeft(d, job.action, err)
+	}
+	r.finishLost(d, SourceSettle, job.action, fmt.Errorf("%w: %w", ErrSettleFailed, err))
+	return err
+}
+
+// deadLetterReason is the reason job gives, for a dead-letter.
+func (job settleJob) deadLetterReason() string {
+	switch {
+	case job.action != sbkit.ActionDeadLetter:
+		return ""
+	case job.deadLetter != nil:
+		if job.deadLetter.Reason != nil {
+			return *job.deadLetter.Reason
+		}
+		return ""
+	case job.marker != nil:
+		return job.marker.Reason
+	}
+	return ""
+}
+
+// finishLeft accounts for a claimed delivery whose settlement the shutdown's deadline
+// cut short: its lock expires at the broker.
+func (r *run) finishLeft(d *delivery, action sbkit.Action, err error) error {
+	r.p.counters.leftLocked.Add(1)
+	r.leftLocked.Add(1)
+	r.forget(d)
+	err = fmt.Errorf("%w: %w", ErrLeftLocked, err)
+	r.report(d.hookContext(), &Error{Source: SourceSettle, Action: action, Message: d.msg, Err: err})
+	return err
 }
 
 func (r *run) call(ctx context.Context, job settleJob) error {
@@ -139,7 +182,9 @@ func (r *run) count(job settleJob) {
 }
 
 // hold keeps job's message locked (its lock still renewed) for delay, then queues its
-// abandonment. It returns false during a shutdown, when the caller must queue it now.
+// abandonment. The message keeps its place (one of MaxConcurrency + PrefetchCount) until
+// then, so that held messages cannot grow past the processor's capacity. It returns
+// false during a shutdown, when the caller must queue it now.
 func (r *run) hold(job settleJob, delay time.Duration) bool {
 	r.mu.Lock()
 	defer r.mu.Unlock()
@@ -152,6 +197,7 @@ func (r *run) hold(job settleJob, delay time.Duration) bool {
 		delete(r.holds, job.d)
 		r.mu.Unlock()
 		r.settles <- job
+		r.release(1)
 		r.holdWG.Done()
 	})
 	return true
@@ -170,6 +216,7 @@ func (r *run) flushHolds() {
 	r.mu.Unlock()
 	for _, job := range jobs {
 		r.settles <- job
+		r.release(1)
 		r.holdWG.Done()
 	}
 }

@@ -12,7 +12,7 @@ import (
 
 type settlerKey struct{}
 
-// SettlerFrom returns the sbkit.Settler of the message a handler is processing, for
+// SettlerFrom returns the [sbkit.Settler] of the message a handler is processing, for
 // handlers that settle their message themselves (Options.DisableAutoComplete). Its calls
 // accept only that message (else ErrWrongMessage), stop its lock renewal, retry transient
 // failures like the processor does, and return ErrAlreadySettled when the message was

@@ -69,7 +69,7 @@ func TestShutdownReturnsUnsettledAtOnce(t *testing.T) {
 					t.Errorf("%d handlers started, want only the 2 running ones", started.Load())
 				}
 				s := p.Stats()
-				if s.Completed != tt.wantCompleted || s.Abandoned != tt.wantAbandoned || s.LockLost != 0 {
+				if s.Completed != tt.wantCompleted || s.Abandoned != tt.wantAbandoned || s.LocksLost != 0 {
 					t.Errorf("stats %+v", s)
 				}
 				checkReconciled(t, s)
@@ -221,7 +221,7 @@ func TestAbandonDelay(t *testing.T) {
 		time.Sleep(2 * time.Second)
 		synctest.Wait()
 		// Abandoned at 60s, redelivered (DeliveryCount 2), held for 2 minutes.
-		if s := p.Stats(); s.Abandoned != 1 || s.LockLost != 0 || calls.Load() != 3 || s.Held != 1 {
+		if s := p.Stats(); s.Abandoned != 1 || s.LocksLost != 0 || calls.Load() != 3 || s.Held != 1 {
 			t.Errorf("after the hold: stats %+v, calls %d", s, calls.Load())
 		}
 		begin := time.Now()
@@ -235,7 +235,7 @@ func TestAbandonDelay(t *testing.T) {
 			t.Fatal(err)
 		}
 		s = p.Stats()
-		if s.Abandoned != 2 || s.LockLost != 0 || e.q.ActiveCount() != 1 {
+		if s.Abandoned != 2 || s.LocksLost != 0 || e.q.ActiveCount() != 1 {
 			t.Errorf("after Close: stats %+v", s)
 		}
 		checkReconciled(t, s)
@@ -263,7 +263,7 @@ func TestReceiveAndDeleteShutdown(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		ns := sbtest.NewNamespace(nil)
 		_, _ = ns.NewQueue("q", nil)
-		s, _ := ns.NewSender("q")
+		s, _ := ns.NewSender("q", nil)
 		for range 6 {
 			_ = s.SendMessage(context.Background(), &azservicebus.Message{Body: []byte("x")}, nil)
 		}
@@ -276,7 +276,7 @@ func TestReceiveAndDeleteShutdown(t *testing.T) {
 			case <-ctx.Done():
 				return ctx.Err()
 			}
-		}, &receiver.Options{ReceiveMode: azservicebus.ReceiveModeReceiveAndDelete, MaxConcurrency: 1, PrefetchCount: 5, OnError: log.add})
+		}, &receiver.Options{ReceiveMode: azservicebus.ReceiveModeReceiveAndDelete, MaxConcurrency: 1, PrefetchCount: 5, Hooks: []receiver.Hook{log}})
 		wait := start(t, p, context.Background())
 		synctest.Wait()
 		ctx, cancel := context.WithTimeout(context.Background(), 25*time.Second)
@@ -290,13 +290,7 @@ func TestReceiveAndDeleteShutdown(t *testing.T) {
 		if st.Received != 6 || st.Handled != 3 || st.Dropped != 3 || st.Handled+st.Dropped != st.Received {
 			t.Errorf("stats %+v", st)
 		}
-		dropped := 0
-		for _, err := range log.all() {
-			if errors.Is(err, receiver.ErrDropped) {
-				dropped++
-			}
-		}
-		if dropped != 3 {
+		if dropped := log.countIs(receiver.ErrDropped); dropped != 3 {
 			t.Errorf("%d drops reported", dropped)
 		}
 	})
@@ -313,13 +307,13 @@ func TestExpiredLockWhileBufferedWithoutRenewal(t *testing.T) {
 			handled.Add(1)
 			time.Sleep(15 * time.Second)
 			return nil
-		}, &receiver.Options{MaxAutoLockRenewalDuration: dur(0), PrefetchCount: 1})
+		}, &receiver.Options{DisableAutoLockRenewal: true, PrefetchCount: 1})
 		wait := start(t, p, context.Background())
 		time.Sleep(time.Minute)
 		synctest.Wait()
 		_ = p.Close(context.Background())
 		_ = wait()
-		if s := p.Stats(); handled.Load() != 1 || s.LockLost != 2 || s.Completed != 0 {
+		if s := p.Stats(); handled.Load() != 1 || s.LocksLost != 2 || s.Completed != 0 {
 			t.Errorf("handled %d, stats %+v", handled.Load(), s)
 		}
 		checkReconciled(t, p.Stats())

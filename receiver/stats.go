@@ -5,9 +5,10 @@ import "sync/atomic"
 // Stats are a Processor's counters since New, and gauges of the current Run.
 //
 // In peek-lock mode every received message ends in exactly one of Completed (which
-// includes Skipped), Abandoned, DeadLettered, Deferred or LockLost: once Run has returned,
-// Received == Completed + Abandoned + DeadLettered + Deferred + LockLost. In
-// ReceiveAndDelete mode, Received == Handled + Dropped.
+// includes Skipped), Abandoned, DeadLettered, Deferred, LocksLost or LeftLocked: once Run
+// has returned, Received == Completed + Abandoned + DeadLettered + Deferred + LocksLost +
+// LeftLocked. In ReceiveAndDelete mode, Received == Handled + Dropped. Counters are
+// totals since New; gauges (InFlight, Buffered, Held) are of the current Run.
 type Stats struct {
 	Received     int64 // messages received
 	Handled      int64 // handler calls that returned (panics included)
@@ -16,7 +17,8 @@ type Stats struct {
 	Abandoned    int64 // messages abandoned (handler error, shutdown, unsettled)
 	DeadLettered int64 // messages dead-lettered
 	Deferred     int64 // messages deferred
-	LockLost     int64 // messages whose lock was lost or whose settlement failed
+	LocksLost    int64 // messages whose lock was lost or whose settlement failed
+	LeftLocked   int64 // messages a shutdown deadline left locked at the broker (their locks expire)
 	Dropped      int64 // ReceiveAndDelete messages a shutdown left unhandled
 
 	HandlerErrors int64 // handler results that were plain errors (panics included)
@@ -26,15 +28,15 @@ type Stats struct {
 	RenewErrors   int64 // failed renewal attempts
 	Renewed       int64 // successful lock renewals
 
-	InFlight int // gauge: handlers running now
-	Buffered int // gauge: received messages waiting for a handler now
-	Held     int // gauge: failed messages held locked before abandoning (AbandonDelay)
+	InFlight int64 // gauge: handlers running now
+	Buffered int64 // gauge: received messages waiting for a handler now
+	Held     int64 // gauge: failed messages held locked before abandoning (AbandonDelay)
 }
 
 type counters struct {
-	received, handled, completed, skipped, abandoned, deadLettered, deferred, lockLost, dropped atomic.Int64
-	handlerErrors, panics, receiveErrors, settleErrors, renewErrors, renewed                    atomic.Int64
-	inFlight                                                                                    atomic.Int64
+	received, handled, completed, skipped, abandoned, deadLettered, deferred, locksLost, leftLocked, dropped atomic.Int64
+	handlerErrors, panics, receiveErrors, settleErrors, renewErrors, renewed                                 atomic.Int64
+	inFlight                                                                                                 atomic.Int64
 }
 
 // Stats returns the processor's counters. It is safe to call at any time.
@@ -48,7 +50,8 @@ func (p *Processor) Stats() Stats {
 		Abandoned:     c.abandoned.Load(),
 		DeadLettered:  c.deadLettered.Load(),
 		Deferred:      c.deferred.Load(),
-		LockLost:      c.lockLost.Load(),
+		LocksLost:     c.locksLost.Load(),
+		LeftLocked:    c.leftLocked.Load(),
 		Dropped:       c.dropped.Load(),
 		HandlerErrors: c.handlerErrors.Load(),
 		Panics:        c.panics.Load(),
@@ -56,17 +59,11 @@ func (p *Processor) Stats() Stats {
 		SettleErrors:  c.settleErrors.Load(),
 		RenewErrors:   c.renewErrors.Load(),
 		Renewed:       c.renewed.Load(),
-		InFlight:      int(c.inFlight.Load()),
+		InFlight:      c.inFlight.Load(),
 	}
-	p.mu.Lock()
-	r := p.cur
-	p.mu.Unlock()
-	if r != nil {
-		s.Buffered = len(r.buf)
-		s.Held = r.heldCount()
-		if r.engine != nil {
-			s.Renewed += r.engine.Stats().Renewed
-		}
+	if r := p.runs.current(); r != nil {
+		s.Buffered = int64(len(r.buf))
+		s.Held = int64(r.heldCount())
 	}
 	return s
 }

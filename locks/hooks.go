@@ -1,0 +1,103 @@
+package locks
+
+import (
+	"context"
+	"log/slog"
+	"time"
+
+	"github.com/Azure/azure-sdk-for-go/sdk/messaging/azservicebus"
+
+	ihooks "github.com/sbkit/sbkit/internal/hooks"
+)
+
+// Hook observes an Engine's events. A Hook implements any of [RenewHook],
+// [RenewErrorHook] and [LockLostHook]; a value that implements none is ignored. Hooks
+// are called synchronously on the engine's goroutines, possibly concurrently, with the
+// context given to [Engine.Add]: they must be fast, must not block and must not call
+// [Lock.Release]. A panic in a hook is recovered and logged.
+type Hook any
+
+// RenewHook observes every successful renewal.
+type RenewHook interface {
+	OnRenew(ctx context.Context, e Renewal)
+}
+
+// Renewal is a successful renewal of a message's lock.
+type Renewal struct {
+	// Message is the message whose lock was renewed. Do not read its LockedUntil.
+	Message *azservicebus.ReceivedMessage
+	// SessionID is the session of a session lock (Message is nil then); "" otherwise.
+	SessionID string
+	// LockedUntil is the new expiry.
+	LockedUntil time.Time
+	// Renewals is how many times the lock was renewed, this one included.
+	Renewals int
+	// Duration is how long the renewal call took.
+	Duration time.Duration
+}
+
+// RenewErrorHook observes every failed renewal attempt.
+type RenewErrorHook interface {
+	OnRenewError(ctx context.Context, e RenewFailure)
+}
+
+// RenewFailure is one failed renewal attempt.
+type RenewFailure struct {
+	// Message is the message whose lock could not be renewed. Do not read its LockedUntil.
+	Message *azservicebus.ReceivedMessage
+	// SessionID is the session of a session lock (Message is nil then); "" otherwise.
+	SessionID string
+	// Err is the renewal's error.
+	Err error
+	// Attempt counts the consecutive failed attempts for this lock, from 1.
+	Attempt int
+	// WillRetry is true when another attempt is scheduled; false when the lock is (or
+	// will be, at its expiry) reported lost.
+	WillRetry bool
+	// Duration is how long the renewal call took.
+	Duration time.Duration
+}
+
+// LockLostHook observes every lost lock, once per lock.
+type LockLostHook interface {
+	OnLockLost(ctx context.Context, e LockLoss)
+}
+
+// LockLoss is a lost lock.
+type LockLoss struct {
+	// Message is the message whose lock was lost.
+	Message *azservicebus.ReceivedMessage
+	// SessionID is the session of a session lock (Message is nil then); "" otherwise.
+	SessionID string
+	// Cause says why; errors.Is(Cause, [sbkit.ErrLockLost]) is true.
+	Cause *LostError
+}
+
+// hooks are an engine's hooks sorted by interface.
+type hooks struct {
+	renew  []RenewHook
+	errs   []RenewErrorHook
+	lost   []LockLostHook
+	logger *slog.Logger
+}
+
+func newHooks(hs []Hook, logger *slog.Logger) hooks {
+	return hooks{
+		renew:  ihooks.Select[RenewHook](hs),
+		errs:   ihooks.Select[RenewErrorHook](hs),
+		lost:   ihooks.Select[LockLostHook](hs),
+		logger: logger,
+	}
+}
+
+func (h *hooks) onRenew(ctx context.Context, e Renewal) {
+	ihooks.Call(ctx, h.logger, "locks", "OnRenew", h.renew, func(x RenewHook) { x.OnRenew(ctx, e) })
+}
+
+func (h *hooks) onRenewError(ctx context.Context, e RenewFailure) {
+	ihooks.Call(ctx, h.logger, "locks", "OnRenewError", h.errs, func(x RenewErrorHook) { x.OnRenewError(ctx, e) })
+}
+
+func (h *hooks) onLockLost(ctx context.Context, e LockLoss) {
+	ihooks.Call(ctx, h.logger, "locks", "OnLockLost", h.lost, func(x LockLostHook) { x.OnLockLost(ctx, e) })
+}

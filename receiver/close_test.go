@@ -1,0 +1,133 @@
+package receiver_test
+
+import (
+	"context"
+	"errors"
+	"testing"
+	"testing/synctest"
+	"time"
+
+	"github.com/Azure/azure-sdk-for-go/sdk/messaging/azservicebus"
+
+	"github.com/sbkit/sbkit/receiver"
+	"github.com/sbkit/sbkit/sbtest"
+)
+
+// Issue 13 defect 3: with abandon hanging at the broker, Close returns by its context's
+// deadline; the messages it could not abandon are left to lock expiry, and each one is
+// counted and reported.
+func TestCloseKeepsDeadlineWhenAbandonHangs(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		e := newEnv(t, &sbtest.EntityOptions{LockDuration: time.Minute})
+		e.send(t, 100)
+		e.q.InjectFault(sbtest.Fault{Op: sbtest.OpAbandon, Hang: true})
+		log := &errorLog{}
+		p := newProcessor(t, e.r, func(ctx context.Context, m *azservicebus.ReceivedMessage) error {
+			<-ctx.Done()
+			return ctx.Err()
+		}, &receiver.Options{MaxConcurrency: 16, PrefetchCount: 64, Hooks: []receiver.Hook{log}})
+		wait := start(t, p, context.Background())
+		synctest.Wait()
+		if got := e.q.LockedCount(); got != 80 {
+			t.Fatalf("locked %d, want 80", got)
+		}
+		ctx, cancel := context.WithTimeout(context.Background(), time.Second)
+		defer cancel()
+		begin := time.Now()
+		if err := p.Close(ctx); !errors.Is(err, context.DeadlineExceeded) {
+			t.Errorf("Close = %v, want DeadlineExceeded", err)
+		}
+		if took := time.Since(begin); took > time.Second {
+			t.Errorf("Close took %v with a 1 s deadline", took)
+		}
+		if err := wait(); err != nil {
+			t.Errorf("Run = %v", err)
+		}
+		s := p.Stats()
+		if s.Received != 80 || s.LeftLocked != 80 || s.Abandoned != 0 {
+			t.Errorf("stats %+v, want 80 received, 80 left locked", s)
+		}
+		checkReconciled(t, s)
+		if reported := log.countIs(receiver.ErrLeftLocked); reported != 80 {
+			t.Errorf("%d messages reported left locked, want 80", reported)
+		}
+	})
+}
+
+// Issue 13 defect 4: Close called from a handler starts the shutdown and returns at once
+// (it does not wait for its own handler); Run then returns and the message is settled.
+func TestCloseFromHandler(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		e := newEnv(t, nil)
+		e.send(t, 3)
+		var p *receiver.Processor
+		closed := make(chan error, 1)
+		p = newProcessor(t, e.r, func(ctx context.Context, m *azservicebus.ReceivedMessage) error {
+			if m.MessageID == "m0" {
+				closed <- p.Close(context.Background())
+			}
+			return nil
+		}, &receiver.Options{DisablePrefetch: true})
+		wait := start(t, p, context.Background())
+		if err := <-closed; err != nil {
+			t.Errorf("Close from a handler = %v", err)
+		}
+		if err := wait(); err != nil {
+			t.Errorf("Run = %v", err)
+		}
+		s := p.Stats()
+		if s.Completed != 1 || s.Received != 1 {
+			t.Errorf("stats %+v, want the one message completed", s)
+		}
+		if e.q.LockedCount() != 0 || e.q.ActiveCount() != 2 {
+			t.Errorf("locked %d, active %d", e.q.LockedCount(), e.q.ActiveCount())
+		}
+	})
+}
+
+// Issue 14 item 8: cancelling Run's context alone drains: running handlers get
+// ShutdownGrace to finish and their messages are completed; a handler still running at
+// the end of the grace is cancelled and its message abandoned, and Run returns by then.
+func TestRunContextDrainsWithShutdownGrace(t *testing.T) {
+	tests := []struct {
+		name          string
+		grace         time.Duration
+		wantCompleted int64
+		wantTook      time.Duration
+	}{
+		{"default grace lets a 3 s handler finish", 0, 2, 3 * time.Second},
+		{"2 s grace cuts it", 2 * time.Second, 0, 2 * time.Second},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			synctest.Test(t, func(t *testing.T) {
+				e := newEnv(t, nil)
+				e.send(t, 5)
+				p := newProcessor(t, e.r, func(ctx context.Context, m *azservicebus.ReceivedMessage) error {
+					select {
+					case <-time.After(3 * time.Second):
+						return nil
+					case <-ctx.Done():
+						return ctx.Err()
+					}
+				}, &receiver.Options{MaxConcurrency: 2, ShutdownGrace: tt.grace})
+				ctx, cancel := context.WithCancel(context.Background())
+				wait := start(t, p, ctx)
+				synctest.Wait()
+				begin := time.Now()
+				cancel()
+				if err := wait(); !errors.Is(err, context.Canceled) {
+					t.Errorf("Run = %v", err)
+				}
+				if took := time.Since(begin); took > tt.wantTook {
+					t.Errorf("Run returned %v after cancel, want within %v", took, tt.wantTook)
+				}
+				s := p.Stats()
+				if s.Completed != tt.wantCompleted || s.Abandoned != 5-tt.wantCompleted || s.LeftLocked != 0 {
+					t.Errorf("stats %+v", s)
+				}
+				checkReconciled(t, s)
+			})
+		})
+	}
+}

@@ -1,0 +1,97 @@
+package receiver
+
+import (
+	"fmt"
+	"time"
+)
+
+const (
+	// DefaultMaxConcurrentSessions is how many sessions a SessionProcessor holds at once
+	// when [SessionOptions.MaxConcurrentSessions] is zero: 8, .NET's default.
+	DefaultMaxConcurrentSessions = 8
+	// DefaultMaxConcurrentCallsPerSession is how many handlers run at once in one session
+	// when [SessionOptions.MaxConcurrentCallsPerSession] is zero: 1, .NET's default, which
+	// handles a session's messages strictly one after the other, in order.
+	DefaultMaxConcurrentCallsPerSession = 1
+	// DefaultSessionIdleTimeout is how long a session may go without a message before it
+	// is released when [SessionOptions.SessionIdleTimeout] is zero: 1 s. .NET waits its
+	// try timeout (60 s), which holds a slot for a minute after a session's last message;
+	// with few slots and many short sessions that starves the other sessions, so sbkit
+	// releases sooner. A session that gets a message later is accepted again.
+	DefaultSessionIdleTimeout = time.Second
+)
+
+// SessionOptions configure a SessionProcessor. A nil *SessionOptions and the zero value
+// mean the defaults.
+type SessionOptions struct {
+	// Options configure how each session's messages are processed, as for a
+	// [Processor], with these differences: MaxConcurrency is replaced by
+	// MaxConcurrentCallsPerSession; messages are never prefetched (PrefetchCount and
+	// DisablePrefetch are ignored), so that order holds and a released session leaves
+	// nothing behind; DisableAutoLockRenewal, MaxAutoLockRenewalDuration and LockRenewal
+	// apply to the session locks (a session's messages are locked by its session lock);
+	// ShutdownGrace also bounds how long a released session's running handlers may
+	// finish. Hooks and Logger are shared by every session.
+	Options
+	// MaxConcurrentSessions is how many sessions are held at once. Default
+	// DefaultMaxConcurrentSessions (8); negative is an error.
+	MaxConcurrentSessions int
+	// MaxConcurrentCallsPerSession is how many handlers run at once in one session.
+	// Default DefaultMaxConcurrentCallsPerSession (1): one message at a time, in order,
+	// and the next message is received only once the previous one is settled. Above 1,
+	// messages of a session may be handled out of order. Negative is an error.
+	MaxConcurrentCallsPerSession int
+	// SessionIdleTimeout releases a session after it went this long without a message.
+	// Default DefaultSessionIdleTimeout (1 s); negative is an error.
+	SessionIdleTimeout time.Duration
+	// MaxMessagesPerSession releases a session after this many of its messages were
+	// received, so that many sessions share few slots fairly; the session is accepted
+	// again later if it has more. Default (zero): no bound; negative is an error.
+	MaxMessagesPerSession int
+	// SessionIDs, when not empty, are the only sessions processed, accepted by id (each
+	// is locked even while it has no messages), as .NET's SessionIds. Default: every
+	// session, the next available one each time a slot is free.
+	SessionIDs []string
+}
+
+// sessionConfig is SessionOptions resolved.
+type sessionConfig struct {
+	SessionOptions
+	inner Options // the options of each session's Processor
+}
+
+func newSessionConfig(o *SessionOptions) (sessionConfig, error) {
+	var c sessionConfig
+	if o != nil {
+		c.SessionOptions = *o
+		c.SessionIDs = append([]string(nil), o.SessionIDs...)
+	}
+	switch {
+	case c.MaxConcurrentSessions < 0:
+		return c, fmt.Errorf("%w: negative MaxConcurrentSessions %d", ErrInvalidOptions, c.MaxConcurrentSessions)
+	case c.MaxConcurrentCallsPerSession < 0:
+		return c, fmt.Errorf("%w: negative MaxConcurrentCallsPerSession %d", ErrInvalidOptions, c.MaxConcurrentCallsPerSession)
+	case c.SessionIdleTimeout < 0:
+		return c, fmt.Errorf("%w: negative SessionIdleTimeout %v", ErrInvalidOptions, c.SessionIdleTimeout)
+	case c.MaxMessagesPerSession < 0:
+		return c, fmt.Errorf("%w: negative MaxMessagesPerSession %d", ErrInvalidOptions, c.MaxMessagesPerSession)
+	}
+	if c.MaxConcurrentSessions == 0 {
+		c.MaxConcurrentSessions = DefaultMaxConcurrentSessions
+	}
+	if c.MaxConcurrentCallsPerSession == 0 {
+		c.MaxConcurrentCallsPerSession = DefaultMaxConcurrentCallsPerSession
+	}
+	if c.SessionIdleTimeout == 0 {
+		c.SessionIdleTimeout = DefaultSessionIdleTimeout
+	}
+	c.inner = c.Options
+	c.inner.MaxConcurrency = c.MaxConcurrentCallsPerSession
+	c.inner.PrefetchCount, c.inner.DisablePrefetch = 0, true
+	c.inner.DisableAutoLockRenewal = true // the session lock is renewed instead
+	// Validate everything else the way a Processor does.
+	if _, err := newConfig(&c.inner); err != nil {
+		return c, err
+	}
+	return c, nil
+}

@@ -1,0 +1,475 @@
+package receiver
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"reflect"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/Azure/azure-sdk-for-go/sdk/messaging/azservicebus"
+
+	"github.com/sbkit/sbkit"
+	"github.com/sbkit/sbkit/locks"
+)
+
+// SessionProcessor processes the sessions of a session-enabled queue or subscription, as
+// .NET's ServiceBusSessionProcessor does: it holds up to MaxConcurrentSessions sessions at
+// once, and runs each one's messages through a [Processor] of its own (same contract:
+// the handler's result settles, markers, middleware, hooks, graceful Close), with
+// MaxConcurrentCallsPerSession handlers (default 1: strictly in order). The session lock
+// is renewed by a [locks.Engine]; when it is lost, every running handler of the session
+// is cancelled with a cause for which [sbkit.IsLockLost] is true, and the session is
+// given up. A session is released when idle for SessionIdleTimeout or after
+// MaxMessagesPerSession messages, and the slot accepts the next one. Handlers reach the
+// session (id, state) through [SessionFrom]. Make one with NewSessionProcessor, start it
+// with Run, stop it with Close. Its methods are safe for concurrent use.
+type SessionProcessor struct {
+	acc     sbkit.SessionAcceptor
+	handler sbkit.Handler
+	cfg     sessionConfig
+	base    config // the Options resolved: session lock renewal, hooks, retries
+
+	runs runGuard[sessionRun]
+
+	mu      sync.Mutex
+	retired Stats                   // message counts of the sessions given up
+	live    map[*Processor]struct{} // the processors of the sessions held now
+
+	accepted, released, lost, acceptErrors, renewed atomic.Int64
+}
+
+// SessionStats are a SessionProcessor's counters: the message counters of [Stats],
+// summed over every session processed (so they reconcile as a Processor's do), and the
+// sessions'.
+type SessionStats struct {
+	Stats
+	SessionsAccepted    int64 // sessions accepted
+	SessionsReleased    int64 // sessions given up (idle, bound, lock lost, shutdown)
+	SessionLocksLost    int64 // sessions whose lock was lost
+	AcceptErrors        int64 // failed accept calls (a timeout waiting for a session is not one)
+	SessionLocksRenewed int64 // session lock renewals
+	Sessions            int64 // gauge: sessions held now
+}
+
+// NewSessionProcessor returns a SessionProcessor that accepts sessions through acc and
+// runs handler on every message. A nil options means the defaults. It returns
+// ErrNilReceiver for a nil acc, sbkit.ErrNilHandler (wrapped) for a nil handler, and an
+// error wrapping ErrInvalidOptions for options out of range. It starts no goroutine.
+func NewSessionProcessor(acc sbkit.SessionAcceptor, handler sbkit.Handler, options *SessionOptions) (*SessionProcessor, error) {
+	if acc == nil {
+		return nil, ErrNilReceiver
+	}
+	if handler == nil {
+		return nil, fmt.Errorf("receiver: %w", sbkit.ErrNilHandler)
+	}
+	cfg, err := newSessionConfig(options)
+	if err != nil {
+		return nil, err
+	}
+	base, err := newConfig(&cfg.Options)
+	if err != nil {
+		return nil, err
+	}
+	return &SessionProcessor{acc: acc, handler: handler, cfg: cfg, base: base, live: make(map[*Processor]struct{})}, nil
+}
+
+// Run accepts and processes sessions until ctx ends, Close is called, or accepting fails
+// with a permanent error (entity not found, unauthorized). Failed accepts are reported
+// (SourceAccept) and retried with ReceiveRetry; a wait for a session that times out is
+// not an error. When ctx ends, every held session is shut down as [Processor.Run] does
+// (within ShutdownGrace) and released. Run returns nil after Close, ctx's cause when ctx
+// ended, the permanent error, ErrClosed after Close, or ErrRunning while another Run is
+// active.
+func (p *SessionProcessor) Run(ctx context.Context) error {
+	r, err := p.runs.start(func() (*sessionRun, error) { return newSessionRun(ctx, p) })
+	if err != nil {
+		return err
+	}
+	err = r.serve()
+	p.runs.end()
+	return err
+}
+
+// Close stops accepting sessions and shuts every held session down as [Processor.Close]
+// does with ctx (running handlers finish until shortly before ctx's deadline, then are
+// cancelled and their messages abandoned), releases the sessions, and waits for Run to
+// return. It returns ctx.Err() when handlers had to be cancelled or settlements given
+// up. Safe to call twice and before Run.
+func (p *SessionProcessor) Close(ctx context.Context) error {
+	r := p.runs.close()
+	if r == nil {
+		return nil
+	}
+	err := r.stop(ctx, nil)
+	<-r.done
+	return err
+}
+
+// Stats returns the processor's counters. It is safe to call at any time.
+func (p *SessionProcessor) Stats() SessionStats {
+	p.mu.Lock()
+	s := SessionStats{Stats: p.retired, Sessions: int64(len(p.live))}
+	for proc := range p.live {
+		s.Stats = addStats(s.Stats, proc.Stats())
+	}
+	p.mu.Unlock()
+	s.SessionsAccepted = p.accepted.Load()
+	s.SessionsReleased = p.released.Load()
+	s.SessionLocksLost = p.lost.Load()
+	s.AcceptErrors = p.acceptErrors.Load()
+	s.SessionLocksRenewed = p.renewed.Load()
+	return s
+}
+
+// addStats adds b's counters and gauges to a's: every field of Stats is an int64 that
+// sums across processors.
+func addStats(a, b Stats) Stats {
+	av, bv := reflect.ValueOf(&a).Elem(), reflect.ValueOf(b)
+	for i := range av.NumField() {
+		av.Field(i).SetInt(av.Field(i).Int() + bv.Field(i).Int())
+	}
+	return a
+}
+
+// sessionRun is one call of SessionProcessor.Run.
+type sessionRun struct {
+	p           *SessionProcessor
+	acceptCtx   context.Context // ends accepting
+	stopAccept  context.CancelFunc
+	handlerBase context.Context // Run's values, not its cancellation
+	engine      *locks.Engine   // nil without session lock renewal
+	ids         chan string     // SessionIDs waiting for a slot
+	slots       sync.WaitGroup
+	done        chan struct{}
+	stopRunCtx  func() bool
+
+	mu      sync.Mutex
+	held    map[*Processor]struct{}
+	closing context.Context // set by the first stop: how held and new sessions are shut
+	reason  error
+	cancels atomic.Bool // a session's Close had to cancel handlers
+}
+
+func newSessionRun(ctx context.Context, p *SessionProcessor) (*sessionRun, error) {
+	r := &sessionRun{p: p, done: make(chan struct{}), held: make(map[*Processor]struct{})}
+	if p.base.peekLock && !p.base.DisableAutoLockRenewal {
+		e, err := locks.New(nil, p.base.lockOptions(sessionEngineHook{p}))
+		if err != nil {
+			return nil, err
+		}
+		r.engine = e
+	}
+	if ids := p.cfg.SessionIDs; len(ids) > 0 {
+		r.ids = make(chan string, len(ids))
+		for _, id := range ids {
+			r.ids <- id
+		}
+	}
+	r.acceptCtx, r.stopAccept = context.WithCancel(context.WithoutCancel(ctx))
+	r.handlerBase = context.WithoutCancel(ctx)
+	r.stopRunCtx = context.AfterFunc(ctx, func() {
+		grace, cancel := context.Background(), context.CancelFunc(func() {})
+		if p.cfg.ShutdownGrace >= 0 {
+			grace, cancel = context.WithTimeout(grace, p.base.ShutdownGrace)
+		}
+		defer cancel()
+		_ = r.stop(grace, context.Cause(ctx))
+	})
+	return r, nil
+}
+
+// serve runs the slots until they all stop, then releases what Run started.
+func (r *sessionRun) serve() error {
+	slots := r.p.cfg.MaxConcurrentSessions
+	if r.ids != nil {
+		slots = min(slots, cap(r.ids))
+	}
+	r.slots.Add(slots)
+	for range slots {
+		go r.slot()
+	}
+	r.slots.Wait()
+	r.stopRunCtx()
+	if r.engine != nil {
+		_ = r.engine.Close(context.Background())
+	}
+	close(r.done)
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	return r.reason
+}
+
+// stop ends accepting and shuts the held sessions with ctx (the first call's ctx also
+// shuts sessions accepted meanwhile), and waits for those shutdowns. reason is what Run
+// returns; only the first call's counts.
+func (r *sessionRun) stop(ctx context.Context, reason error) error {
+	r.mu.Lock()
+	if r.closing == nil {
+		r.closing, r.reason = ctx, reason
+	}
+	held := make([]*Processor, 0, len(r.held))
+	for proc := range r.held {
+		held = append(held, proc)
+	}
+	r.mu.Unlock()
+	r.stopAccept()
+	var wg sync.WaitGroup
+	for _, proc := range held {
+		wg.Go(func() { r.closeSession(ctx, proc) })
+	}
+	wg.Wait()
+	if r.cancels.Load() {
+		if err := ctx.Err(); err != nil {
+			return err
+		}
+		return context.DeadlineExceeded
+	}
+	return nil
+}
+
+// closeSession shuts a held session down for stop, recording whether handlers had to be
+// cancelled.
+func (r *sessionRun) closeSession(ctx context.Context, proc *Processor) {
+	err := proc.Close(ctx)
+	if _, hasDeadline := ctx.Deadline(); err != nil && (hasDeadline || ctx.Err() != nil) {
+		r.cancels.Store(true) // (a ctx that cannot end cancelled nothing: the session's lock loss did)
+	}
+}
+
+// slot accepts sessions one after the other and processes each until it is released.
+func (r *sessionRun) slot() {
+	defer r.slots.Done()
+	var bo interface{ NextBackOff() time.Duration }
+	for r.acceptCtx.Err() == nil {
+		sr, id, err := r.accept()
+		if err != nil {
+			if r.acceptCtx.Err() != nil || isAcceptTimeout(err) {
+				continue
+			}
+			r.p.acceptErrors.Add(1)
+			r.report(&Error{Source: SourceAccept, Err: err})
+			if sbkit.IsPermanent(err) {
+				_ = r.fail(err)
+				return
+			}
+			if bo == nil {
+				bo = r.p.base.receiveRetry.BackOff()
+			}
+			if !sleepCtx(r.acceptCtx, bo.NextBackOff()) {
+				return
+			}
+			continue
+		}
+		bo = nil
+		r.process(sr)
+		if id != "" {
+			r.ids <- id
+		}
+	}
+}
+
+// fail ends Run with err: accepting stops and held sessions shut at once.
+func (r *sessionRun) fail(err error) error {
+	ctx, cancel := context.WithCancel(context.Background())
+	cancel()
+	return r.stop(ctx, err)
+}
+
+// accept takes the next session: the next id of SessionIDs, or the next available one.
+func (r *sessionRun) accept() (sbkit.SessionReceiver, string, error) {
+	if r.ids == nil {
+		sr, err := r.p.acc.AcceptNextSession(r.acceptCtx)
+		return sr, "", err
+	}
+	var id string
+	select {
+	case id = <-r.ids:
+	case <-r.acceptCtx.Done():
+		return nil, "", r.acceptCtx.Err()
+	}
+	sr, err := r.p.acc.AcceptSession(r.acceptCtx, id)
+	if err != nil {
+		r.ids <- id
+		return nil, "", err
+	}
+	return sr, id, nil
+}
+
+// isAcceptTimeout reports whether err is a wait for a session that timed out: no session
+// came, which is not a failure.
+func isAcceptTimeout(err error) bool {
+	var sbErr *azservicebus.Error
+	return errors.As(err, &sbErr) && sbErr.Code == azservicebus.CodeTimeout
+}
+
+func sleepCtx(ctx context.Context, d time.Duration) bool {
+	if d < 0 {
+		return false
+	}
+	t := time.NewTimer(d)
+	defer t.Stop()
+	select {
+	case <-t.C:
+		return true
+	case <-ctx.Done():
+		return false
+	}
+}
+
+// process runs one session's Processor until the session is released, then releases
+// the session receiver.
+func (r *sessionRun) process(sr sbkit.SessionReceiver) {
+	p := r.p
+	p.accepted.Add(1)
+	var running sessionHandlers
+	var proc *Processor
+	var once sync.Once
+	release := func(string) {
+		once.Do(func() {
+			go func() { _ = proc.Close(r.releaseCtx()) }()
+		})
+	}
+	src := newSessionSource(sr, &p.cfg, release)
+	session := Session(sr)
+	handler := func(ctx context.Context, m *azservicebus.ReceivedMessage) error {
+		ctx, done := running.start(ctx)
+		defer done()
+		return p.handler(context.WithValue(ctx, sessionKey{}, session), m)
+	}
+	proc, err := New(src, handler, &p.cfg.inner)
+	if err != nil { // the options were validated by NewSessionProcessor
+		r.report(&Error{Source: SourceAccept, Err: err})
+		r.closeReceiver(sr)
+		return
+	}
+	var lostOnce atomic.Bool
+	onLost := func(cause error) {
+		if lostOnce.CompareAndSwap(false, true) {
+			p.lost.Add(1)
+			running.lose(cause)
+			r.report(&Error{Source: SourceRenew, Err: fmt.Errorf("session %q: %w", sr.SessionID(), cause)})
+		}
+	}
+	var slock *sessionLock
+	if r.engine != nil {
+		slock = &sessionLock{e: r.engine, ctx: r.handlerBase, sr: sr, lost: func(cause error) {
+			onLost(cause)
+			// Its handlers are cancelled already: their messages' settlements fail as
+			// lock lost, within SettleTimeout.
+			ctx, cancel := context.WithTimeout(context.Background(), p.base.SettleTimeout)
+			defer cancel()
+			_ = proc.Close(ctx)
+		}}
+		if err := slock.track(); err != nil {
+			r.report(&Error{Source: SourceRenew, Err: fmt.Errorf("session %q: %w", sr.SessionID(), err)})
+		}
+		src.activity = func() { _ = slock.track() }
+	}
+
+	r.mu.Lock()
+	closing := r.closing
+	r.held[proc] = struct{}{}
+	r.mu.Unlock()
+	p.mu.Lock()
+	p.live[proc] = struct{}{}
+	p.mu.Unlock()
+	if closing != nil { // Run is stopping: this session was accepted too late
+		go r.closeSession(closing, proc)
+	}
+
+	runErr := proc.Run(r.handlerBase)
+	if sbkit.IsLockLost(runErr) {
+		onLost(runErr)
+	}
+	if slock != nil {
+		slock.stop()
+	}
+	r.mu.Lock()
+	delete(r.held, proc)
+	r.mu.Unlock()
+	r.closeReceiver(sr)
+	p.mu.Lock()
+	delete(p.live, proc)
+	p.retired = addStats(p.retired, proc.Stats())
+	p.mu.Unlock()
+	p.released.Add(1)
+}
+
+// releaseCtx bounds the shutdown of a released session (idle or at its bound): its
+// running handlers may finish within ShutdownGrace.
+func (r *sessionRun) releaseCtx() context.Context {
+	if g := r.p.base.ShutdownGrace; g >= 0 {
+		ctx, cancel := context.WithTimeout(context.Background(), g)
+		context.AfterFunc(ctx, cancel)
+		return ctx
+	}
+	return context.Background()
+}
+
+// closeReceiver releases a session receiver, bounded by SettleTimeout.
+func (r *sessionRun) closeReceiver(sr sbkit.SessionReceiver) {
+	ctx, cancel := context.WithTimeout(context.Background(), r.p.base.SettleTimeout)
+	defer cancel()
+	if err := sr.Close(ctx); err != nil {
+		r.p.base.Logger.Debug("receiver: closing a session receiver failed", "session", sr.SessionID(), "error", err)
+	}
+}
+
+func (r *sessionRun) report(e *Error) {
+	r.p.base.Logger.Warn("receiver: error", "source", e.Source.String(), "error", e.Err)
+	r.p.base.hooks.onError(r.handlerBase, e)
+}
+
+// sessionEngineHook counts the session lock engine's renewals in the processor's stats.
+type sessionEngineHook struct{ p *SessionProcessor }
+
+func (h sessionEngineHook) OnRenew(context.Context, locks.Renewal) { h.p.renewed.Add(1) }
+
+// sessionHandlers are the running handlers of one session, so that a lost session lock
+// cancels them all, with its cause, before anything else can cancel them.
+type sessionHandlers struct {
+	mu      sync.Mutex
+	lost    error
+	next    int
+	cancels map[int]context.CancelCauseFunc
+}
+
+// start derives a handler's context from ctx; done must be called when the handler
+// returns.
+func (s *sessionHandlers) start(ctx context.Context) (_ context.Context, done func()) {
+	ctx, cancel := context.WithCancelCause(ctx)
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.lost != nil {
+		cancel(s.lost)
+		return ctx, func() {}
+	}
+	if s.cancels == nil {
+		s.cancels = make(map[int]context.CancelCauseFunc)
+	}
+	id := s.next
+	s.next++
+	s.cancels[id] = cancel
+	return ctx, func() {
+		s.mu.Lock()
+		delete(s.cancels, id)
+		s.mu.Unlock()
+		cancel(nil)
+	}
+}
+
+// lose cancels every running handler, and those that start later, with cause.
+func (s *sessionHandlers) lose(cause error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.lost != nil {
+		return
+	}
+	s.lost = cause
+	for _, cancel := range s.cancels {
+		cancel(cause)
+	}
+}

@@ -1,0 +1,137 @@
+package receiver
+
+import (
+	"context"
+	"errors"
+	"sync"
+	"time"
+
+	"github.com/Azure/azure-sdk-for-go/sdk/messaging/azservicebus"
+
+	"github.com/sbkit/sbkit"
+)
+
+// Why a session is given up.
+const (
+	releaseIdle  = "idle"
+	releaseBound = "bound"
+)
+
+// sessionSource is the receiver a session's Processor reads: the session receiver, with
+// a window of MaxConcurrentCallsPerSession messages received and not yet settled (with a
+// window of 1, the next message is received only after the previous one was settled, so
+// an abandoned message is handled again before the ones after it), and the idle and
+// message-count bounds that release the session. It is the Processor's
+// sbkit.MessageReceiver and settler: every settlement of the session passes through it.
+type sessionSource struct {
+	sr      sbkit.SessionReceiver
+	window  int
+	idle    time.Duration
+	max     int                 // messages before release; 0: no bound
+	release func(reason string) // asks the slot to give the session up; safe to call twice
+	// activity, when set, is called after messages were received (before they are
+	// handed out): the session lock's renewal limit starts again.
+	activity func()
+
+	mu          sync.Mutex
+	outstanding map[*azservicebus.ReceivedMessage]struct{} // received, no settlement attempted yet
+	received    int
+	settled     chan struct{} // closed (and replaced) when outstanding shrinks
+}
+
+func newSessionSource(sr sbkit.SessionReceiver, cfg *sessionConfig, release func(string)) *sessionSource {
+	return &sessionSource{sr: sr, window: cfg.MaxConcurrentCallsPerSession, idle: cfg.SessionIdleTimeout,
+		max: cfg.MaxMessagesPerSession, release: release, settled: make(chan struct{}),
+		outstanding: make(map[*azservicebus.ReceivedMessage]struct{})}
+}
+
+// ReceiveMessages waits for room in the window, then receives up to that many messages
+// within the idle timeout. An idle session or one that reached its bound is released:
+// the call then waits for ctx (the Processor's receive loop, which the release stops).
+func (s *sessionSource) ReceiveMessages(ctx context.Context, n int, _ *azservicebus.ReceiveMessagesOptions) ([]*azservicebus.ReceivedMessage, error) {
+	for {
+		s.mu.Lock()
+		room, wait := s.window-len(s.outstanding), s.settled
+		if s.max > 0 {
+			room = min(room, s.max-s.received)
+		}
+		s.mu.Unlock()
+		if s.max > 0 && room <= 0 && s.reachedBound() {
+			s.release(releaseBound)
+			<-ctx.Done()
+			return nil, ctx.Err()
+		}
+		if room > 0 {
+			n = min(n, room)
+			break
+		}
+		select {
+		case <-wait:
+		case <-ctx.Done():
+			return nil, ctx.Err()
+		}
+	}
+	ictx, cancel := context.WithTimeout(ctx, s.idle)
+	msgs, err := s.sr.ReceiveMessages(ictx, n, nil)
+	cancel()
+	if len(msgs) == 0 && ctx.Err() == nil && (errors.Is(err, context.DeadlineExceeded) || (err == nil && ictx.Err() != nil)) {
+		s.release(releaseIdle)
+		<-ctx.Done()
+		return nil, ctx.Err()
+	}
+	s.mu.Lock()
+	for _, m := range msgs {
+		// A session's messages are locked by the session lock, which the processor
+		// renews: the expiry a message was received with says nothing after a renewal.
+		m.LockedUntil = nil
+		s.outstanding[m] = struct{}{}
+	}
+	s.received += len(msgs)
+	s.mu.Unlock()
+	if len(msgs) > 0 && s.activity != nil {
+		s.activity()
+	}
+	return msgs, err
+}
+
+// reachedBound reports whether every message allowed was received (and so the session
+// is to be released once they are settled).
+func (s *sessionSource) reachedBound() bool {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.received >= s.max
+}
+
+// settledOne records the first settlement attempt of m, whatever its outcome: a
+// transient failure the Processor retries may then let the next message be received
+// before m is settled.
+func (s *sessionSource) settledOne(m *azservicebus.ReceivedMessage) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if _, ok := s.outstanding[m]; !ok {
+		return
+	}
+	delete(s.outstanding, m)
+	close(s.settled)
+	s.settled = make(chan struct{})
+}
+
+func (s *sessionSource) CompleteMessage(ctx context.Context, m *azservicebus.ReceivedMessage, o *azservicebus.CompleteMessageOptions) error {
+	defer s.settledOne(m)
+	return s.sr.CompleteMessage(ctx, m, o)
+}
+
+func (s *sessionSource) AbandonMessage(ctx context.Context, m *azservicebus.ReceivedMessage, o *azservicebus.AbandonMessageOptions) error {
+	defer s.settledOne(m)
+	return s.sr.AbandonMessage(ctx, m, o)
+}
+
+func (s *sessionSource) DeadLetterMessage(ctx context.Context, m *azservicebus.ReceivedMessage, o *azservicebus.DeadLetterOptions) error {
+	defer s.settledOne(m)
+	return s.sr.DeadLetterMessage(ctx, m, o)
+}
+
+func (s *sessionSource) DeferMessage(ctx context.Context, m *azservicebus.ReceivedMessage, o *azservicebus.DeferMessageOptions) error {
+	defer s.settledOne(m)
+	return s.sr.DeferMessage(ctx, m, o)
+}
