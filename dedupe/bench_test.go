@@ -46,8 +46,8 @@ func BenchmarkDedupe(b *testing.B) {
 		})
 	})
 	b.Run("filter-memory", func(b *testing.B) {
-		f, _ := dedupe.New(nil, &dedupe.Options{Entity: "orders"})
-		h := f.Wrap(func(context.Context, *azservicebus.ReceivedMessage) error { return nil })
+		f, _ := dedupe.New(memStore(), &dedupe.Options{Entity: "orders"})
+		h, _ := f.Wrap(func(context.Context, *azservicebus.ReceivedMessage) error { return nil })
 		m := &azservicebus.ReceivedMessage{}
 		i := 0
 		for b.Loop() {
@@ -59,8 +59,8 @@ func BenchmarkDedupe(b *testing.B) {
 		}
 	})
 	b.Run("filter-memory-duplicate", func(b *testing.B) {
-		f, _ := dedupe.New(nil, &dedupe.Options{Entity: "orders"})
-		h := f.Wrap(func(context.Context, *azservicebus.ReceivedMessage) error { return nil })
+		f, _ := dedupe.New(memStore(), &dedupe.Options{Entity: "orders"})
+		h, _ := f.Wrap(func(context.Context, *azservicebus.ReceivedMessage) error { return nil })
 		m := &azservicebus.ReceivedMessage{MessageID: "same"}
 		_ = h(ctx, m)
 		for b.Loop() {

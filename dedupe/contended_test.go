@@ -36,10 +36,10 @@ func TestConcurrentDuplicate(t *testing.T) {
 		t.Run(c.name, func(t *testing.T) {
 			synctest.Test(t, func(t *testing.T) {
 				var contended atomic.Int64
-				c.opts.Hooks.OnContended = func(context.Context, string, *azservicebus.ReceivedMessage) { contended.Add(1) }
+				c.opts.Hooks = []dedupe.Hook{contendedCounter{&contended}}
 				f := mustNew(t, nil, &c.opts)
 				var runs atomic.Int64
-				h := f.Wrap(func(context.Context, *azservicebus.ReceivedMessage) error {
+				h := wrap(t, f, func(context.Context, *azservicebus.ReceivedMessage) error {
 					if runs.Add(1) == 1 {
 						time.Sleep(10 * time.Second)
 						return c.firstResult
@@ -80,7 +80,7 @@ func TestCrashedWorkerLeaseExpires(t *testing.T) {
 		f := mustNew(t, s, &dedupe.Options{LeaseTTL: time.Minute})
 		var runs atomic.Int64
 		start := time.Now()
-		if err := f.Wrap(counting(&runs, nil))(context.Background(), msg("m")); err != nil || runs.Load() != 1 {
+		if err := wrap(t, f, counting(&runs, nil))(context.Background(), msg("m")); err != nil || runs.Load() != 1 {
 			t.Fatalf("result %v, runs %d; want processed", err, runs.Load())
 		}
 		if waited := time.Since(start); waited < time.Minute || waited > time.Minute+dedupe.DefaultLeasePoll {
@@ -99,15 +99,19 @@ func TestContextEndsWhileWaiting(t *testing.T) {
 		ctx, cancel := context.WithCancelCause(context.Background())
 		time.AfterFunc(2*time.Second, func() { cancel(sbkit.ErrLockLost) })
 		var runs atomic.Int64
-		err := f.Wrap(counting(&runs, nil))(ctx, msg("m"))
+		err := wrap(t, f, counting(&runs, nil))(ctx, msg("m"))
 		if !errors.Is(err, sbkit.ErrLockLost) || runs.Load() != 0 {
 			t.Fatalf("result %v, runs %d; want the context's cause, not run", err, runs.Load())
 		}
 		if a, _ := sbkit.SettlementOf(err); a != sbkit.ActionAbandon {
 			t.Fatalf("asks for %v, want abandon", a)
 		}
-		if st := f.Stats(); st.StoreErrors != 0 || st.Contended != 1 {
+		if st := f.Stats(); st.StoreCallsFailed != 0 || st.Contended != 1 {
 			t.Fatalf("stats %+v", st)
 		}
 	})
 }
+
+type contendedCounter struct{ n *atomic.Int64 }
+
+func (c contendedCounter) OnContended(context.Context, dedupe.Contended) { c.n.Add(1) }

@@ -34,7 +34,7 @@ func newBroker(t *testing.T, opts *sbtest.EntityOptions) *broker {
 
 func (b *broker) send(ids ...string) {
 	b.t.Helper()
-	s, err := b.ns.NewSender("orders")
+	s, err := b.ns.NewSender("orders", nil)
 	if err != nil {
 		b.t.Fatal(err)
 	}
@@ -99,7 +99,7 @@ func TestSeedCompleteFailsRedeliveryIsSkipped(t *testing.T) {
 		b.send("job-42")
 		f := mustNew(t, nil, &dedupe.Options{Entity: "orders"})
 		var runs atomic.Int64
-		h := f.Wrap(func(context.Context, *azservicebus.ReceivedMessage) error {
+		h := wrap(t, f, func(context.Context, *azservicebus.ReceivedMessage) error {
 			runs.Add(1)
 			time.Sleep(20 * time.Second) // minutes of work, in the seed's words
 			return nil
@@ -129,7 +129,7 @@ func TestSeedCompleteFailsRedeliveryIsSkipped(t *testing.T) {
 		if n := b.queue.ActiveCount() + b.queue.LockedCount(); n != 0 {
 			t.Fatalf("%d messages left in the queue, want 0", n)
 		}
-		if st := f.Stats(); st.Duplicates != 1 || st.Processed != 1 || st.Succeeded != 1 {
+		if st := f.Stats(); st.DuplicatesSkipped != 1 || st.Processed != 1 || st.Succeeded != 1 {
 			t.Fatalf("stats %+v", st)
 		}
 	})
@@ -143,7 +143,7 @@ func TestFailedHandlerLeavesNoMark(t *testing.T) {
 		b.send("job-7")
 		f := mustNew(t, nil, &dedupe.Options{Entity: "orders"})
 		var runs atomic.Int64
-		h := f.Wrap(func(context.Context, *azservicebus.ReceivedMessage) error {
+		h := wrap(t, f, func(context.Context, *azservicebus.ReceivedMessage) error {
 			if runs.Add(1) == 1 {
 				return errors.New("database down")
 			}
@@ -158,7 +158,7 @@ func TestFailedHandlerLeavesNoMark(t *testing.T) {
 		if second.result != nil || second.settleErr != nil || second.msg.DeliveryCount != 2 {
 			t.Fatalf("second delivery: %v %v (count %d), want processed and completed", second.result, second.settleErr, second.msg.DeliveryCount)
 		}
-		if runs.Load() != 2 || f.Stats().Duplicates != 0 || b.queue.ActiveCount() != 0 {
+		if runs.Load() != 2 || f.Stats().DuplicatesSkipped != 0 || b.queue.ActiveCount() != 0 {
 			t.Fatalf("runs %d, stats %+v, active %d", runs.Load(), f.Stats(), b.queue.ActiveCount())
 		}
 	})
@@ -198,7 +198,7 @@ func TestTwoWorkersOneMessageId(t *testing.T) {
 					}
 					// Re-offer the received message through a one-message loop.
 					wg.Go(func() {
-						h := workers[i].Wrap(handler)
+						h := wrap(t, workers[i], handler)
 						res := h(context.Background(), msgs[0])
 						a, _ := sbkit.SettlementOf(res)
 						d := delivery{msg: msgs[0], result: res, action: a}
@@ -225,7 +225,7 @@ func TestTwoWorkersOneMessageId(t *testing.T) {
 					if abandoned != 1 {
 						t.Fatalf("%d copies abandoned, want 1", abandoned)
 					}
-					again := deliverOne(t, b.receiver(), workers[0].Wrap(handler))
+					again := deliverOne(t, b.receiver(), wrap(t, workers[0], handler))
 					if _, se := sbkit.SettlementOf(again.result); se == nil || se.Reason != dedupe.DuplicateReason || again.settleErr != nil {
 						t.Fatalf("redelivered copy: %v %v, want skipped and completed", again.result, again.settleErr)
 					}
@@ -281,14 +281,16 @@ func (c *crashable) Release(ctx context.Context, key, owner string) error {
 // expire and then processes it. Nothing A's remains can do afterwards changes that.
 func TestCrashedWorkerRedelivery(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
-		b := newBroker(t, &sbtest.EntityOptions{LockDuration: 5 * time.Minute})
+		// A's message lock outlives its connection until LockedUntil (seed 000): 30 s
+		// after the crash, before A's lease runs out.
+		b := newBroker(t, &sbtest.EntityOptions{LockDuration: 3*time.Minute + 30*time.Second})
 		b.send("job-9")
 		store, _ := dedupe.NewMemoryStore(nil)
 		opts := &dedupe.Options{Entity: "orders", LeaseTTL: time.Minute}
 		var runs atomic.Int64
 		hang := make(chan struct{})
 		aStore := &crashable{Store: store}
-		a := mustNew(t, aStore, opts).Wrap(func(context.Context, *azservicebus.ReceivedMessage) error {
+		a := wrap(t, mustNew(t, aStore, opts), func(context.Context, *azservicebus.ReceivedMessage) error {
 			runs.Add(1)
 			<-hang
 			return errors.New("worker A gave up")
@@ -307,7 +309,7 @@ func TestCrashedWorkerRedelivery(t *testing.T) {
 
 		fb := mustNew(t, store, opts)
 		start := time.Now()
-		d := deliverOne(t, b.receiver(), fb.Wrap(counting(&runs, nil)))
+		d := deliverOne(t, b.receiver(), wrap(t, fb, counting(&runs, nil)))
 		if d.result != nil || d.settleErr != nil {
 			t.Fatalf("worker B: %v %v, want processed and completed", d.result, d.settleErr)
 		}

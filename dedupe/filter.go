@@ -2,76 +2,120 @@ package dedupe
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"strconv"
 	"sync/atomic"
 	"time"
 
 	"github.com/Azure/azure-sdk-for-go/sdk/messaging/azservicebus"
+	"github.com/cenkalti/backoff/v4"
 	"github.com/sbkit/sbkit"
+	"github.com/sbkit/sbkit/internal/retry"
 )
 
 // Filter skips duplicate deliveries around a handler (see the package documentation).
-// Make one with New (the zero value is not usable); use Middleware or Wrap. It is safe
-// for concurrent use. It owns no long-lived goroutine (lease refreshes run on timers
-// that are stopped before the wrapped handler returns), so it needs no Close.
+// Make one with [New] (the zero value is not usable); use [Filter.Middleware] or
+// [Filter.Wrap]. It is safe for concurrent use. It owns no long-lived goroutine (lease
+// refreshes run on timers that are stopped before the wrapped handler returns), so it
+// needs no Close.
 //
 // Result of the wrapped handler, which decides the settlement:
-//   - the key is done: sbkit.Skip(DuplicateReason), the handler does not run;
-//   - the key stays leased by another owner: an error wrapping ErrLeaseHeld (abandon);
-//   - Acquire failed: a *StoreError (abandon) under FailClosed; under FailOpen the
-//     handler runs unprotected and its result is returned;
-//   - otherwise the handler's own result, unchanged.
+//   - the key is done: [sbkit.Skip]([DuplicateReason]), the handler does not run;
+//   - the key stays leased by another owner: an error wrapping [ErrLeaseHeld] (abandon);
+//   - Acquire failed: under [FailClosed], a [*StoreError] (abandon) once [Options.Retry]
+//     ran out; under [FailOpen] the handler runs unprotected and its result is returned;
+//   - the handler's context ended while the delivery waited: an error wrapping
+//     [context.Cause] (abandon);
+//   - otherwise the handler's own result, except that a plain error (one that asks for
+//     abandon) returned after the lease was lost is wrapped with the cause, which wraps
+//     [ErrLeaseLost].
 //
 // Trade-off when the handler succeeded but MarkDone fails: the result is still nil, so
 // the message is completed (returning an error would abandon it and have it processed a
 // second time at once, which is what dedupe is for avoiding). The failure is reported to
-// Hooks.OnStoreError, counted and logged. The lease then stays until LeaseTTL, so if
+// the [StoreErrorHook]s, counted and logged. The lease then stays until LeaseTTL, so if
 // CompleteMessage also fails, the redelivery waits for the lease and, once it expires,
 // is processed again: a duplicate is possible only when both the store and the broker
 // fail for the same message.
 type Filter struct {
 	store Store
 	o     Options
+	h     hooks
 	c     counters
 
-	ownerPrefix string
-	ownerSeq    atomic.Uint64
+	ownerPrefix  string
+	ownerSeq     atomic.Uint64
+	acquireRetry retry.Policy // Options.Retry resolved
+	refreshRetry retry.Policy // the same, without a bound on retries
 }
 
-// New returns a Filter over store. A nil store means a MemoryStore with default options
-// (duplicates recognised within this process only). nil options mean defaults. It returns
-// an error wrapping ErrInvalidOptions for negative durations, unknown policies, or an
-// Entity containing ':'.
+// New returns a Filter over store; use a [MemoryStore] for duplicates recognised within
+// this process, a shared store (redisdedupe) for many workers. nil options mean
+// defaults. It returns an error wrapping [sbkit.ErrNilHandler] for a nil store, and one
+// wrapping [ErrInvalidOptions] for negative durations, unknown policies, or an Entity
+// containing ':'.
 func New(store Store, opts *Options) (*Filter, error) {
+	if store == nil {
+		return nil, fmt.Errorf("dedupe: nil store: %w", sbkit.ErrNilHandler)
+	}
 	o, err := opts.withDefaults()
 	if err != nil {
 		return nil, err
 	}
-	if store == nil {
-		if store, err = NewMemoryStore(nil); err != nil {
-			return nil, err
-		}
-	}
-	return &Filter{store: store, o: o, ownerPrefix: sbkit.NewMessageID() + "/"}, nil
+	f := &Filter{store: store, o: o, h: newHooks(o.Hooks), ownerPrefix: sbkit.NewMessageID() + "/"}
+	f.acquireRetry = retry.Resolve(o.Retry, defaultRetry)
+	f.refreshRetry = f.acquireRetry
+	f.refreshRetry.MaxRetries = retry.Unlimited
+	return f, nil
 }
 
-// Middleware returns f.Wrap as an sbkit.Middleware.
-func (f *Filter) Middleware() sbkit.Middleware { return f.Wrap }
+// Middleware returns the Filter as an [sbkit.Middleware]. The middleware panics with an
+// error wrapping [sbkit.ErrNilHandler] when it is applied to a nil handler: that is a
+// programming error, found when the chain is built rather than for every message.
+func (f *Filter) Middleware() sbkit.Middleware {
+	return func(next sbkit.Handler) sbkit.Handler {
+		h, err := f.Wrap(next)
+		if err != nil {
+			panic(err)
+		}
+		return h
+	}
+}
 
-// Wrap returns a handler that runs next at most once per key (see Filter). A nil next
-// gives a handler that returns ErrNilHandler.
-func (f *Filter) Wrap(next sbkit.Handler) sbkit.Handler {
+// Wrap returns a handler that runs next at most once per key (see [Filter]). It returns
+// an error wrapping [sbkit.ErrNilHandler] for a nil next.
+func (f *Filter) Wrap(next sbkit.Handler) (sbkit.Handler, error) {
 	if next == nil {
-		return func(context.Context, *azservicebus.ReceivedMessage) error { return ErrNilHandler }
+		return nil, fmt.Errorf("dedupe: Wrap: %w", sbkit.ErrNilHandler)
 	}
 	return func(ctx context.Context, m *azservicebus.ReceivedMessage) error {
 		return f.handle(ctx, m, next)
-	}
+	}, nil
 }
 
 // Stats returns a snapshot of the Filter's counters.
 func (f *Filter) Stats() Stats { return f.c.snapshot() }
+
+// Lease identifies the processing lease a handler runs under: the message's key and the
+// owner token that holds it in the store. A store that can write a done mark inside the
+// handler's own transaction uses it to commit the mark with the handler's work; the
+// Filter's own MarkDone then finds the key done and leaves it.
+type Lease struct {
+	Key, Owner string
+}
+
+type leaseKey struct{}
+
+// LeaseFromContext returns the lease of the handler whose context ctx is (or derives
+// from), and whether there is one: there is none when the handler runs unprotected.
+func LeaseFromContext(ctx context.Context) (Lease, bool) {
+	l, ok := ctx.Value(leaseKey{}).(*lease)
+	if !ok {
+		return Lease{}, false
+	}
+	return Lease{Key: l.key, Owner: l.owner}, true
+}
 
 func (f *Filter) handle(ctx context.Context, m *azservicebus.ReceivedMessage, next sbkit.Handler) error {
 	if m == nil {
@@ -79,7 +123,7 @@ func (f *Filter) handle(ctx context.Context, m *azservicebus.ReceivedMessage, ne
 	}
 	key := f.o.Key(m)
 	if key == "" {
-		f.c.missingKey.Add(1)
+		f.c.unkeyed.Add(1)
 		if f.o.MissingKey == MissingKeyDeadLetter {
 			return sbkit.DeadLetter(MissingKeyReason, ErrMissingKey.Error(), ErrMissingKey)
 		}
@@ -89,66 +133,106 @@ func (f *Filter) handle(ctx context.Context, m *azservicebus.ReceivedMessage, ne
 	f.c.checked.Add(1)
 	owner := f.ownerPrefix + strconv.FormatUint(f.ownerSeq.Add(1), 10)
 
-	state, err := f.acquire(ctx, m, key, owner)
+	begin := time.Now()
+	state, acquiredAt, err := f.acquire(ctx, m, key, owner)
 	if err != nil {
 		if ctx.Err() != nil { // our context ended: not the store's fault
 			return fmt.Errorf("dedupe: key %q: %w", key, context.Cause(ctx))
 		}
-		serr := f.storeError(ctx, OpAcquire, key, err)
 		if f.o.StoreFailure == FailOpen {
 			f.c.unprotected.Add(1)
 			return next(ctx, m)
 		}
-		return serr
+		return err
 	}
+	waited := acquiredAt.Sub(begin)
 	switch state {
 	case Done:
-		f.c.duplicates.Add(1)
+		f.c.duplicatesSkipped.Add(1)
 		f.o.Logger.DebugContext(ctx, "dedupe: duplicate skipped", "key", key, "deliveryCount", m.DeliveryCount)
-		if h := f.o.Hooks.OnDuplicate; h != nil {
-			h(ctx, key, m)
-		}
+		callHooks(f, ctx, "DuplicateHook", f.h.duplicate, func(h DuplicateHook) {
+			h.OnDuplicate(ctx, Duplicate{Key: key, Message: m, Waited: waited})
+		})
 		return sbkit.Skip(DuplicateReason)
 	case InProgress:
-		f.c.leaseHeld.Add(1)
+		f.c.contendedAbandoned.Add(1)
 		f.o.Logger.DebugContext(ctx, "dedupe: lease held by another worker, abandoning", "key", key)
 		return fmt.Errorf("%w: key %q", ErrLeaseHeld, key)
 	case Acquired:
-		return f.run(ctx, m, next, key, owner)
+		callHooks(f, ctx, "FreshHook", f.h.fresh, func(h FreshHook) {
+			h.OnFresh(ctx, Fresh{Key: key, Message: m, Waited: waited})
+		})
+		return f.run(ctx, m, next, key, owner, acquiredAt)
 	}
-	return f.storeError(ctx, OpAcquire, key, fmt.Errorf("unknown state %v", state))
+	return f.storeError(ctx, OpAcquire, key, 1, fmt.Errorf("unknown state %v", state))
 }
 
-// acquire calls Store.Acquire and, under ContendedWait, polls while another owner holds
-// the lease. An error is the store's, or context.Cause(ctx) when ctx ends while waiting.
-func (f *Filter) acquire(ctx context.Context, m *azservicebus.ReceivedMessage, key, owner string) (State, error) {
-	state, err := f.tryAcquire(ctx, key, owner)
-	if err != nil || state != InProgress {
-		return state, err
-	}
-	f.c.contended.Add(1)
-	if h := f.o.Hooks.OnContended; h != nil {
-		h(ctx, key, m)
-	}
-	if f.o.Contended == ContendedAbandon {
-		return InProgress, nil
-	}
-	deadline := time.Now().Add(f.o.LeaseWait)
+// acquire calls Store.Acquire until it gives an answer to act on. While another owner
+// holds the lease it polls every LeasePoll for up to LeaseWait (ContendedWait); while
+// the store fails it retries with backoff (FailClosed). It returns the state and when
+// the call that got it started, or the *StoreError of the last failed call, or
+// context.Cause(ctx) when ctx ends while waiting.
+func (f *Filter) acquire(ctx context.Context, m *azservicebus.ReceivedMessage, key, owner string) (State, time.Time, error) {
+	var (
+		contendedUntil time.Time       // set once the key was found leased by another owner
+		retries        backoff.BackOff // made at the first failure
+		attempt        int             // failed calls in a row
+		held           bool
+	)
+	defer func() {
+		if held {
+			f.c.held.Add(-1)
+		}
+	}()
 	for {
-		wait := min(f.o.LeasePoll, time.Until(deadline))
-		if wait <= 0 {
-			return InProgress, nil
+		start := time.Now()
+		state, err := f.tryAcquire(ctx, key, owner)
+		var wait time.Duration
+		switch {
+		case err != nil && ctx.Err() != nil:
+			return 0, start, context.Cause(ctx)
+		case err != nil:
+			attempt++
+			serr := f.storeError(ctx, OpAcquire, key, attempt, err)
+			if f.o.StoreFailure == FailOpen {
+				return 0, start, serr
+			}
+			if retries == nil {
+				retries = f.acquireRetry.BackOff()
+			}
+			if wait = retries.NextBackOff(); wait == backoff.Stop {
+				f.c.storeDownAbandoned.Add(1)
+				return 0, start, serr
+			}
+			f.c.acquiresRetried.Add(1)
+			f.o.Logger.DebugContext(ctx, "dedupe: holding the delivery until the store answers", "key", key, "retryIn", wait)
+		case state != InProgress:
+			return state, start, nil
+		default:
+			if contendedUntil.IsZero() {
+				f.c.contended.Add(1)
+				callHooks(f, ctx, "ContendedHook", f.h.contended, func(h ContendedHook) {
+					h.OnContended(ctx, Contended{Key: key, Message: m, Policy: f.o.Contended})
+				})
+				if f.o.Contended == ContendedAbandon {
+					return InProgress, start, nil
+				}
+				contendedUntil = start.Add(f.o.LeaseWait)
+			}
+			if wait = min(f.o.LeasePoll, time.Until(contendedUntil)); wait <= 0 {
+				return InProgress, start, nil
+			}
+		}
+		if !held {
+			held = true
+			f.c.held.Add(1)
 		}
 		t := time.NewTimer(wait)
 		select {
 		case <-ctx.Done():
 			t.Stop()
-			return 0, context.Cause(ctx)
+			return 0, start, context.Cause(ctx)
 		case <-t.C:
-		}
-		state, err = f.tryAcquire(ctx, key, owner)
-		if err != nil || state != InProgress {
-			return state, err
 		}
 	}
 }
@@ -160,31 +244,39 @@ func (f *Filter) tryAcquire(ctx context.Context, key, owner string) (State, erro
 }
 
 // run runs next under the lease, then marks the key done (nil result) or releases the
-// lease (any other result, or a panic, which continues after the release).
-func (f *Filter) run(ctx context.Context, m *azservicebus.ReceivedMessage, next sbkit.Handler, key, owner string) error {
+// lease (any other result, or a panic, which continues after the release). The handler's
+// context is cancelled with a cause wrapping ErrLeaseLost when the lease is lost.
+func (f *Filter) run(ctx context.Context, m *azservicebus.ReceivedMessage, next sbkit.Handler, key, owner string, acquiredAt time.Time) error {
 	f.c.processed.Add(1)
-	var r *renewal
-	if !f.o.DisableLeaseRenewal {
-		r = f.startRenewal(ctx, key, owner)
-	}
-	succeeded := false
+	f.c.running.Add(1)
+	defer f.c.running.Add(-1)
+	l := f.newLease(ctx, m, key, owner, acquiredAt)
+	hctx, cancel := context.WithCancelCause(context.WithValue(ctx, leaseKey{}, l))
+	defer cancel(nil)
+	l.begin(cancel)
+	stopped := false
 	defer func() {
-		if !succeeded {
-			r.stop()
+		if !stopped { // a panic
+			l.stop()
 			f.release(ctx, key, owner)
 		}
 	}()
-	if err := next(ctx, m); err != nil {
+	err := next(hctx, m)
+	lostCause := l.stop()
+	stopped = true
+	if err != nil {
+		f.release(ctx, key, owner)
+		if a, _ := sbkit.SettlementOf(err); lostCause != nil && a == sbkit.ActionAbandon && !errors.Is(err, ErrLeaseLost) {
+			err = fmt.Errorf("%w: %w", err, lostCause)
+		}
 		return err
 	}
-	succeeded = true
-	r.stop()
 	f.c.succeeded.Add(1)
-	sctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), f.o.StoreTimeout)
-	defer cancel()
+	sctx, cancelStore := context.WithTimeout(context.WithoutCancel(ctx), f.o.StoreTimeout)
+	defer cancelStore()
 	if err := f.store.MarkDone(sctx, key, owner, f.o.Window); err != nil {
-		f.c.markFailures.Add(1)
-		f.storeError(ctx, OpMarkDone, key, err)
+		f.c.marksFailed.Add(1)
+		f.storeError(ctx, OpMarkDone, key, 1, err)
 	}
 	return nil
 }
@@ -193,16 +285,14 @@ func (f *Filter) release(ctx context.Context, key, owner string) {
 	sctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), f.o.StoreTimeout)
 	defer cancel()
 	if err := f.store.Release(sctx, key, owner); err != nil {
-		f.storeError(ctx, OpRelease, key, err)
+		f.storeError(ctx, OpRelease, key, 1, err)
 	}
 }
 
-func (f *Filter) storeError(ctx context.Context, op Op, key string, err error) *StoreError {
-	serr := &StoreError{Op: op, Key: key, Err: err}
-	f.c.storeErrors.Add(1)
-	f.o.Logger.WarnContext(ctx, "dedupe: store error", "op", string(op), "key", key, "err", err)
-	if h := f.o.Hooks.OnStoreError; h != nil {
-		h(ctx, serr)
-	}
+func (f *Filter) storeError(ctx context.Context, op Op, key string, attempt int, err error) *StoreError {
+	serr := &StoreError{Op: op, Key: key, Attempt: attempt, Err: err}
+	f.c.storeCallsFailed.Add(1)
+	f.o.Logger.WarnContext(ctx, "dedupe: store error", "op", string(op), "key", key, "attempt", attempt, "err", err)
+	callHooks(f, ctx, "StoreErrorHook", f.h.storeError, func(h StoreErrorHook) { h.OnStoreError(ctx, serr) })
 	return serr
 }

@@ -3,6 +3,7 @@ package dedupe_test
 import (
 	"context"
 	"errors"
+	"slices"
 	"sync"
 	"sync/atomic"
 	"testing"
@@ -14,12 +15,46 @@ import (
 	"github.com/sbkit/sbkit/dedupe"
 )
 
-// faultyStore is a MemoryStore whose calls fail on demand.
+// faultyStore is a MemoryStore whose calls fail on demand. While hang is set, every call
+// blocks until its context ends (a store that stopped answering), then fails.
 type faultyStore struct {
 	*dedupe.MemoryStore
 	mu                          sync.Mutex
 	acquireErr, markErr, relErr error
+	hang                        bool
+	stolen                      bool // Acquire answers InProgress
 	releases                    int
+	acquires                    []time.Time // when each Acquire call started
+}
+
+func (f *faultyStore) setStolen(v bool) {
+	f.mu.Lock()
+	f.stolen = v
+	f.mu.Unlock()
+}
+
+func (f *faultyStore) setHang(h bool) {
+	f.mu.Lock()
+	f.hang = h
+	f.mu.Unlock()
+}
+
+// hung blocks until ctx ends when the store hangs, and returns ctx's error.
+func (f *faultyStore) hung(ctx context.Context) error {
+	f.mu.Lock()
+	h := f.hang
+	f.mu.Unlock()
+	if !h {
+		return nil
+	}
+	<-ctx.Done()
+	return ctx.Err()
+}
+
+func (f *faultyStore) acquireTimes() []time.Time {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	return slices.Clone(f.acquires)
 }
 
 func newFaulty(t *testing.T) *faultyStore {
@@ -39,8 +74,15 @@ func (f *faultyStore) set(acquire, mark, rel error) {
 
 func (f *faultyStore) Acquire(ctx context.Context, key, owner string, lease time.Duration) (dedupe.State, error) {
 	f.mu.Lock()
-	err := f.acquireErr
+	err, stolen := f.acquireErr, f.stolen
+	f.acquires = append(f.acquires, time.Now())
 	f.mu.Unlock()
+	if err := f.hung(ctx); err != nil {
+		return 0, err
+	}
+	if stolen {
+		return dedupe.InProgress, nil
+	}
 	if err != nil {
 		return 0, err
 	}
@@ -51,6 +93,9 @@ func (f *faultyStore) MarkDone(ctx context.Context, key, owner string, window ti
 	f.mu.Lock()
 	err := f.markErr
 	f.mu.Unlock()
+	if err := f.hung(ctx); err != nil {
+		return err
+	}
 	if err != nil {
 		return err
 	}
@@ -68,6 +113,24 @@ func (f *faultyStore) Release(ctx context.Context, key, owner string) error {
 	return f.MemoryStore.Release(ctx, key, owner)
 }
 
+func memStore() *dedupe.MemoryStore {
+	s, err := dedupe.NewMemoryStore(nil)
+	if err != nil {
+		panic(err)
+	}
+	return s
+}
+
+// wrap returns f.Wrap(h), failing the test on an error.
+func wrap(t *testing.T, f *dedupe.Filter, h sbkit.Handler) sbkit.Handler {
+	t.Helper()
+	w, err := f.Wrap(h)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return w
+}
+
 func msg(id string) *azservicebus.ReceivedMessage {
 	return &azservicebus.ReceivedMessage{MessageID: id}
 }
@@ -80,8 +143,12 @@ func counting(runs *atomic.Int64, result error) sbkit.Handler {
 	}
 }
 
+// mustNew returns a Filter over s, or over a new MemoryStore when s is nil.
 func mustNew(t *testing.T, s dedupe.Store, o *dedupe.Options) *dedupe.Filter {
 	t.Helper()
+	if s == nil {
+		s = memStore()
+	}
 	f, err := dedupe.New(s, o)
 	if err != nil {
 		t.Fatal(err)
@@ -113,7 +180,7 @@ func TestNewOptions(t *testing.T) {
 	}
 	for _, c := range cases {
 		t.Run(c.name, func(t *testing.T) {
-			f, err := dedupe.New(nil, c.opts)
+			f, err := dedupe.New(memStore(), c.opts)
 			if c.ok != (err == nil) || c.ok != (f != nil) {
 				t.Fatalf("New = %v, %v; want ok=%v", f, err, c.ok)
 			}
@@ -143,7 +210,7 @@ func TestHandlerResults(t *testing.T) {
 		t.Run(c.name, func(t *testing.T) {
 			f := mustNew(t, nil, nil)
 			var runs atomic.Int64
-			h := f.Wrap(counting(&runs, c.result))
+			h := wrap(t, f, counting(&runs, c.result))
 			if err := h(context.Background(), msg("m1")); err != c.result {
 				t.Fatalf("first delivery = %v, want the handler's %v", err, c.result)
 			}
@@ -161,7 +228,7 @@ func TestHandlerResults(t *testing.T) {
 				t.Fatalf("handler ran %d times, want %d", runs.Load(), wantRuns)
 			}
 			st := f.Stats()
-			if st.Checked != 2 || st.Processed != wantRuns || st.Duplicates != 2-wantRuns {
+			if st.Checked != 2 || st.Processed != wantRuns || st.DuplicatesSkipped != 2-wantRuns {
 				t.Fatalf("stats = %+v", st)
 			}
 		})
@@ -171,7 +238,7 @@ func TestHandlerResults(t *testing.T) {
 func TestPanicReleasesLease(t *testing.T) {
 	f := mustNew(t, nil, nil)
 	var runs atomic.Int64
-	panicking := f.Wrap(func(context.Context, *azservicebus.ReceivedMessage) error {
+	panicking := wrap(t, f, func(context.Context, *azservicebus.ReceivedMessage) error {
 		runs.Add(1)
 		panic("handler bug")
 	})
@@ -183,7 +250,7 @@ func TestPanicReleasesLease(t *testing.T) {
 		}()
 		_ = panicking(context.Background(), msg("m1"))
 	}()
-	if err := f.Wrap(counting(&runs, nil))(context.Background(), msg("m1")); err != nil {
+	if err := wrap(t, f, counting(&runs, nil))(context.Background(), msg("m1")); err != nil {
 		t.Fatalf("redelivery after panic = %v, want processed", err)
 	}
 	if runs.Load() != 2 {
@@ -209,7 +276,7 @@ func TestKeys(t *testing.T) {
 		t.Run(c.name, func(t *testing.T) {
 			f := mustNew(t, nil, &c.opts)
 			var runs atomic.Int64
-			h := f.Wrap(counting(&runs, nil))
+			h := wrap(t, f, counting(&runs, nil))
 			if err := h(context.Background(), c.a); err != nil {
 				t.Fatal(err)
 			}
@@ -226,7 +293,7 @@ func TestEntitiesDoNotCollide(t *testing.T) {
 	s, _ := dedupe.NewMemoryStore(nil)
 	var runs atomic.Int64
 	for _, entity := range []string{"orders", "topic/Subscriptions/audit"} {
-		if err := mustNew(t, s, &dedupe.Options{Entity: entity}).Wrap(counting(&runs, nil))(context.Background(), msg("m1")); err != nil {
+		if err := wrap(t, mustNew(t, s, &dedupe.Options{Entity: entity}), counting(&runs, nil))(context.Background(), msg("m1")); err != nil {
 			t.Fatalf("%s: %v", entity, err)
 		}
 	}
@@ -249,7 +316,7 @@ func TestMissingKey(t *testing.T) {
 		t.Run(c.name, func(t *testing.T) {
 			f := mustNew(t, nil, &dedupe.Options{MissingKey: c.policy})
 			var runs atomic.Int64
-			h := f.Wrap(counting(&runs, nil))
+			h := wrap(t, f, counting(&runs, nil))
 			for range 2 {
 				err := h(context.Background(), msg(""))
 				a, se := sbkit.SettlementOf(err)
@@ -261,30 +328,45 @@ func TestMissingKey(t *testing.T) {
 				}
 			}
 			st := f.Stats()
-			if runs.Load() != c.wantRuns || st.MissingKey != 2 || st.Unprotected != c.wantRuns || st.Checked != 0 {
+			if runs.Load() != c.wantRuns || st.Unkeyed != 2 || st.Unprotected != c.wantRuns || st.Checked != 0 {
 				t.Fatalf("runs = %d, stats = %+v", runs.Load(), st)
 			}
 		})
 	}
 }
 
+// TestNilFailsAtConstruction: a nil store or handler is refused when the Filter or the
+// handler is made, never per message.
+func TestNilFailsAtConstruction(t *testing.T) {
+	if f, err := dedupe.New(nil, nil); f != nil || !errors.Is(err, sbkit.ErrNilHandler) {
+		t.Fatalf("New(nil store) = %v, %v; want ErrNilHandler", f, err)
+	}
+	f := mustNew(t, nil, nil)
+	if h, err := f.Wrap(nil); h != nil || !errors.Is(err, sbkit.ErrNilHandler) {
+		t.Fatalf("Wrap(nil) = %p, %v; want ErrNilHandler", h, err)
+	}
+	defer func() {
+		if err, _ := recover().(error); !errors.Is(err, sbkit.ErrNilHandler) {
+			t.Fatalf("Middleware()(nil) panicked with %v, want ErrNilHandler", err)
+		}
+	}()
+	f.Middleware()(nil)
+}
+
 func TestBadInput(t *testing.T) {
 	f := mustNew(t, nil, nil)
 	var runs atomic.Int64
-	if err := f.Wrap(counting(&runs, nil))(context.Background(), nil); !errors.Is(err, sbkit.ErrNilMessage) {
+	if err := wrap(t, f, counting(&runs, nil))(context.Background(), nil); !errors.Is(err, sbkit.ErrNilMessage) {
 		t.Fatalf("nil message: %v, want ErrNilMessage", err)
-	}
-	if err := f.Wrap(nil)(context.Background(), msg("m")); !errors.Is(err, dedupe.ErrNilHandler) {
-		t.Fatalf("nil handler: %v, want ErrNilHandler", err)
 	}
 	ctx, cancel := context.WithCancel(context.Background())
 	cancel()
-	err := f.Wrap(counting(&runs, nil))(ctx, msg("m"))
+	err := wrap(t, f, counting(&runs, nil))(ctx, msg("m"))
 	if !errors.Is(err, context.Canceled) || runs.Load() != 0 {
 		t.Fatalf("cancelled context: %v (runs %d), want context.Canceled without running", err, runs.Load())
 	}
 	var se *dedupe.StoreError
-	if errors.As(err, &se) || f.Stats().StoreErrors != 0 {
+	if errors.As(err, &se) || f.Stats().StoreCallsFailed != 0 {
 		t.Fatalf("a cancelled context was counted as a store error: %v", err)
 	}
 	if a, _ := sbkit.SettlementOf(err); a != sbkit.ActionAbandon {
@@ -295,41 +377,49 @@ func TestBadInput(t *testing.T) {
 func TestStoreFailurePolicy(t *testing.T) {
 	down := errors.New("connection refused")
 	cases := []struct {
-		name     string
-		policy   dedupe.FailurePolicy
-		wantRuns int64
+		name      string
+		policy    dedupe.FailurePolicy
+		wantRuns  int64
+		wantCalls int64 // failed store calls
 	}{
-		{"fail closed", dedupe.FailClosed, 0},
-		{"fail open", dedupe.FailOpen, 1},
+		{"fail closed", dedupe.FailClosed, 0, 8}, // the first call and 7 retries
+		{"fail open", dedupe.FailOpen, 1, 1},
 	}
 	for _, c := range cases {
 		t.Run(c.name, func(t *testing.T) {
-			s := newFaulty(t)
-			s.set(down, nil, nil)
-			var hooked []*dedupe.StoreError
-			f := mustNew(t, s, &dedupe.Options{StoreFailure: c.policy, Hooks: dedupe.Hooks{
-				OnStoreError: func(_ context.Context, err *dedupe.StoreError) { hooked = append(hooked, err) },
-			}})
-			var runs atomic.Int64
-			err := f.Wrap(counting(&runs, nil))(context.Background(), msg("m"))
-			if runs.Load() != c.wantRuns {
-				t.Fatalf("runs = %d, want %d", runs.Load(), c.wantRuns)
-			}
-			if c.policy == dedupe.FailClosed {
-				var se *dedupe.StoreError
-				if !errors.As(err, &se) || se.Op != dedupe.OpAcquire || !errors.Is(err, down) {
-					t.Fatalf("result = %v, want a *StoreError for acquire wrapping the cause", err)
+			synctest.Test(t, func(t *testing.T) {
+				s := newFaulty(t)
+				s.set(down, nil, nil)
+				var hooked []*dedupe.StoreError
+				f := mustNew(t, s, &dedupe.Options{StoreFailure: c.policy, Hooks: []dedupe.Hook{
+					dedupe.StoreErrorHookFunc(func(_ context.Context, err *dedupe.StoreError) { hooked = append(hooked, err) }),
+				}})
+				var runs atomic.Int64
+				err := wrap(t, f, counting(&runs, nil))(context.Background(), msg("m"))
+				if runs.Load() != c.wantRuns {
+					t.Fatalf("runs = %d, want %d", runs.Load(), c.wantRuns)
 				}
-				if a, _ := sbkit.SettlementOf(err); a != sbkit.ActionAbandon {
-					t.Fatalf("fail-closed result asks for %v, want abandon", a)
+				if c.policy == dedupe.FailClosed {
+					var se *dedupe.StoreError
+					if !errors.As(err, &se) || se.Op != dedupe.OpAcquire || !errors.Is(err, down) {
+						t.Fatalf("result = %v, want a *StoreError for acquire wrapping the cause", err)
+					}
+					if a, _ := sbkit.SettlementOf(err); a != sbkit.ActionAbandon {
+						t.Fatalf("fail-closed result asks for %v, want abandon", a)
+					}
+				} else if err != nil {
+					t.Fatalf("fail-open result = %v, want the handler's nil", err)
 				}
-			} else if err != nil {
-				t.Fatalf("fail-open result = %v, want the handler's nil", err)
-			}
-			st := f.Stats()
-			if len(hooked) != 1 || st.StoreErrors != 1 || st.Unprotected != c.wantRuns {
-				t.Fatalf("hooked %v, stats %+v", hooked, st)
-			}
+				st := f.Stats()
+				if len(hooked) != int(c.wantCalls) || st.StoreCallsFailed != c.wantCalls || st.Unprotected != c.wantRuns {
+					t.Fatalf("hooked %v, stats %+v", hooked, st)
+				}
+				for i, e := range hooked {
+					if e.Attempt != i+1 {
+						t.Fatalf("hooked error %d has Attempt %d, want %d", i, e.Attempt, i+1)
+					}
+				}
+			})
 		})
 	}
 }
@@ -341,19 +431,19 @@ func TestMarkDoneFailure(t *testing.T) {
 		s := newFaulty(t)
 		s.set(nil, errors.New("redis: timeout"), nil)
 		var hooked atomic.Int64
-		f := mustNew(t, s, &dedupe.Options{LeaseTTL: time.Minute, Contended: dedupe.ContendedAbandon, Hooks: dedupe.Hooks{
-			OnStoreError: func(_ context.Context, err *dedupe.StoreError) {
+		f := mustNew(t, s, &dedupe.Options{LeaseTTL: time.Minute, Contended: dedupe.ContendedAbandon, Hooks: []dedupe.Hook{
+			dedupe.StoreErrorHookFunc(func(_ context.Context, err *dedupe.StoreError) {
 				if err.Op == dedupe.OpMarkDone {
 					hooked.Add(1)
 				}
-			},
+			}),
 		}})
 		var runs atomic.Int64
-		h := f.Wrap(counting(&runs, nil))
+		h := wrap(t, f, counting(&runs, nil))
 		if err := h(context.Background(), msg("m")); err != nil {
 			t.Fatalf("result = %v, want nil (completed despite the failed mark)", err)
 		}
-		if st := f.Stats(); hooked.Load() != 1 || st.MarkFailures != 1 || st.StoreErrors != 1 || st.Succeeded != 1 {
+		if st := f.Stats(); hooked.Load() != 1 || st.MarksFailed != 1 || st.StoreCallsFailed != 1 || st.Succeeded != 1 {
 			t.Fatalf("hooked %d, stats %+v", hooked.Load(), st)
 		}
 		s.set(nil, nil, nil)
@@ -373,10 +463,10 @@ func TestReleaseFailureKeepsHandlerResult(t *testing.T) {
 	f := mustNew(t, s, nil)
 	boom := errors.New("boom")
 	var runs atomic.Int64
-	if err := f.Wrap(counting(&runs, boom))(context.Background(), msg("m")); err != boom {
+	if err := wrap(t, f, counting(&runs, boom))(context.Background(), msg("m")); err != boom {
 		t.Fatalf("result = %v, want the handler's error", err)
 	}
-	if st := f.Stats(); st.StoreErrors != 1 || s.releases != 1 {
+	if st := f.Stats(); st.StoreCallsFailed != 1 || s.releases != 1 {
 		t.Fatalf("stats %+v, releases %d", st, s.releases)
 	}
 }
@@ -388,7 +478,7 @@ func TestLockLostDuringHandler(t *testing.T) {
 	f := mustNew(t, nil, nil)
 	ctx, cancel := context.WithCancelCause(context.Background())
 	var runs atomic.Int64
-	h := f.Wrap(func(context.Context, *azservicebus.ReceivedMessage) error {
+	h := wrap(t, f, func(context.Context, *azservicebus.ReceivedMessage) error {
 		runs.Add(1)
 		cancel(sbkit.ErrLockLost)
 		return nil
@@ -399,7 +489,7 @@ func TestLockLostDuringHandler(t *testing.T) {
 	if err := h(context.Background(), msg("m")); err == nil || runs.Load() != 1 {
 		t.Fatalf("redelivery = %v, runs %d; want skipped", err, runs.Load())
 	}
-	if f.Stats().Duplicates != 1 {
+	if f.Stats().DuplicatesSkipped != 1 {
 		t.Fatalf("stats %+v", f.Stats())
 	}
 }

@@ -87,14 +87,11 @@ func TestMemoryStoreEvictsOldestDoneMark(t *testing.T) {
 		}
 		// Full: a new lease evicts the done mark nearest its expiry (done-1).
 		mustAcquire(t, s, "new", "a", time.Minute, dedupe.Acquired)
-		if got := s.Evicted(); got != 1 {
-			t.Fatalf("Evicted = %d, want 1", got)
+		if st := s.Stats(); st.Evicted != 1 || st.Leases != 1 || st.DoneMarks != 2 {
+			t.Fatalf("Stats = %+v, want 1 evicted, 1 lease, 2 done marks", st)
 		}
 		mustAcquire(t, s, "done-0", "b", time.Minute, dedupe.Done)
 		mustAcquire(t, s, "done-2", "b", time.Minute, dedupe.Done)
-		if got := s.Len(); got != 3 {
-			t.Fatalf("Len = %d, want 3", got)
-		}
 		// done-1 was evicted, so it is acquirable again, evicting done-2 this time.
 		mustAcquire(t, s, "done-1", "b", time.Minute, dedupe.Acquired)
 		mustAcquire(t, s, "done-0", "c", time.Minute, dedupe.Done)
@@ -121,8 +118,8 @@ func TestMemoryStoreFullOfLeases(t *testing.T) {
 		// Once k1's lease expires, its room is free again without any eviction.
 		time.Sleep(time.Minute + time.Second)
 		mustAcquire(t, s, "k3", "a", time.Minute, dedupe.Acquired)
-		if got := s.Evicted(); got != 0 {
-			t.Fatalf("Evicted = %d, want 0 (expired entries are dropped first)", got)
+		if st := s.Stats(); st.Evicted != 0 || st.Leases != 1 || st.DoneMarks != 1 {
+			t.Fatalf("Stats = %+v, want 0 evicted (expired entries are dropped first), 1 lease, 1 done mark", st)
 		}
 		mustAcquire(t, s, "k2", "b", time.Minute, dedupe.Done)
 	})

@@ -1,12 +1,13 @@
 package dedupe
 
 import (
-	"context"
 	"fmt"
 	"log/slog"
 	"time"
 
 	"github.com/Azure/azure-sdk-for-go/sdk/messaging/azservicebus"
+	"github.com/sbkit/sbkit"
+	"github.com/sbkit/sbkit/internal/retry"
 )
 
 // Defaults of Options.
@@ -17,23 +18,26 @@ const (
 	DefaultStoreTimeout = 5 * time.Second
 )
 
+// defaultRetry is the default of [Options.Retry].
+var defaultRetry = retry.Policy{MaxRetries: 7, RetryDelay: 500 * time.Millisecond, MaxRetryDelay: 8 * time.Second}
+
 // Reasons carried by the Filter's settlement markers.
 const (
-	// DuplicateReason is the sbkit.Skip reason of a delivery whose key is marked done.
+	// [DuplicateReason] is the [sbkit.Skip] reason of a delivery whose key is marked done.
 	DuplicateReason = "duplicate"
-	// MissingKeyReason is the dead-letter reason of MissingKeyDeadLetter.
+	// [MissingKeyReason] is the dead-letter reason of [MissingKeyDeadLetter].
 	MissingKeyReason = "MissingMessageId"
 )
 
 // MissingKeyPolicy says what the Filter does with a message that has no key (an empty
-// MessageId, or an empty result of Options.Key).
+// MessageId, or an empty result of [Options.Key]).
 type MissingKeyPolicy int
 
 const (
-	// MissingKeyProcess runs the handler without duplicate protection (the default),
+	// [MissingKeyProcess] runs the handler without duplicate protection (the default),
 	// counted in Stats.Unprotected.
 	MissingKeyProcess MissingKeyPolicy = iota
-	// MissingKeyDeadLetter dead-letters the message with reason MissingKeyReason, without
+	// [MissingKeyDeadLetter] dead-letters the message with reason [MissingKeyReason], without
 	// running the handler: for entities where every sender must set a MessageId.
 	MissingKeyDeadLetter
 )
@@ -42,14 +46,14 @@ const (
 type ContendedPolicy int
 
 const (
-	// ContendedWait (the default) polls the store every LeasePoll for up to LeaseWait,
+	// [ContendedWait] (the default) polls the store every LeasePoll for up to LeaseWait,
 	// holding the message (its lock is renewed by the processor). When the other worker
 	// succeeds the delivery is skipped as a duplicate; when it fails or its lease expires
-	// the delivery is processed; when LeaseWait passes it is abandoned (ErrLeaseHeld).
+	// the delivery is processed; when LeaseWait passes it is abandoned ([ErrLeaseHeld]).
 	// Waiting avoids burning delivery counts in a tight abandon loop while a crashed
 	// worker's lease runs out, at the price of a concurrency slot while it waits.
 	ContendedWait ContendedPolicy = iota
-	// ContendedAbandon abandons at once with an error wrapping ErrLeaseHeld. Each abandon
+	// [ContendedAbandon] abandons at once with an error wrapping [ErrLeaseHeld]. Each abandon
 	// increments the delivery count; the broker dead-letters after MaxDeliveryCount.
 	ContendedAbandon
 )
@@ -59,11 +63,22 @@ const (
 type FailurePolicy int
 
 const (
-	// FailClosed (the default) returns a *StoreError, so the delivery is abandoned and
-	// retried later: no duplicate is processed, but a long outage burns delivery counts
-	// and ends in the dead-letter queue after MaxDeliveryCount.
+	// [FailClosed] (the default) never runs the handler without a lease. A failed Acquire
+	// is retried with backoff ([Options.Retry]) while the delivery is held, so that a
+	// store outage of a few seconds costs no delivery count; when the retries run out
+	// (or the handler's context ends, say because the lock was lost) the Filter returns a
+	// *[StoreError] and the delivery is abandoned.
+	//
+	// Worst case, with the default Retry: a delivery is held for about 31 s of delays
+	// (500 ms doubling up to 8 s, 7 retries; at most 47 s with jitter) plus up to 8 ×
+	// StoreTimeout when every call hangs until its timeout, then abandoned: one delivery
+	// count per hold. An outage shorter than the hold costs nothing; a longer one costs
+	// one delivery count per message per hold, so with the broker's default
+	// MaxDeliveryCount of 10 a message reaches the dead-letter queue only after an outage
+	// of roughly 5 minutes or more. A held delivery occupies its handler slot, so the
+	// processor stops receiving new messages while the store is down.
 	FailClosed FailurePolicy = iota
-	// FailOpen runs the handler without duplicate protection (counted in
+	// [FailOpen] runs the handler without duplicate protection (counted in
 	// Stats.Unprotected): no message waits for the store, duplicates may be processed.
 	FailOpen
 )
@@ -81,15 +96,19 @@ type Options struct {
 	// a store is shared). It must be fast and safe for concurrent use.
 	Key func(message *azservicebus.ReceivedMessage) string
 
-	// MissingKey is the policy for messages without a key. Default: MissingKeyProcess.
+	// MissingKey is the policy for messages without a key. Default: [MissingKeyProcess].
 	MissingKey MissingKeyPolicy
 
 	// LeaseTTL is how long a processing lease lives without a refresh. While the
 	// handler runs the lease is refreshed every LeaseRenewal, so LeaseTTL need not
 	// exceed the handler's run; it bounds how long a crashed worker's lease holds back
-	// the redelivery of its message. With DisableLeaseRenewal it must exceed the longest
-	// handler run: a lease that expires while its handler still runs lets a concurrent
-	// duplicate be processed. Default: DefaultLeaseTTL (1 min).
+	// the redelivery of its message. When no refresh succeeds for LeaseTTL (counted
+	// from the start of the last successful store call, so the store's copy never
+	// outlives the Filter's), or a refresh finds the key taken, the lease is lost: the
+	// handler's context is cancelled with a cause wrapping [ErrLeaseLost], since another
+	// worker may now process the message. With DisableLeaseRenewal the same happens
+	// LeaseTTL after the lease was taken, so LeaseTTL must then exceed the longest
+	// handler run. Default: [DefaultLeaseTTL] (1 min).
 	LeaseTTL time.Duration
 
 	// LeaseRenewal is the interval at which a running handler's lease is refreshed
@@ -97,52 +116,49 @@ type Options struct {
 	// It must be shorter than LeaseTTL. Default: LeaseTTL / 3.
 	LeaseRenewal time.Duration
 
-	// DisableLeaseRenewal turns lease refreshes off. Default: false (refreshes on).
+	// DisableLeaseRenewal turns lease refreshes off (the lease still ends the handler's
+	// context when it runs out). Default: false (refreshes on).
 	DisableLeaseRenewal bool
 
 	// Window is how long a done mark lives: a duplicate arriving later is processed
 	// again. It must exceed the time a redelivery can take (the lock duration, plus the
-	// sender's retry horizon for duplicates sent twice). Default: DefaultWindow (1 h).
+	// sender's retry horizon for duplicates sent twice). Default: [DefaultWindow] (1 h).
 	Window time.Duration
 
-	// Contended is the policy for a key leased by another owner. Default: ContendedWait.
+	// Contended is the policy for a key leased by another owner. Default: [ContendedWait].
 	Contended ContendedPolicy
 
-	// LeaseWait bounds ContendedWait. Default: LeaseTTL (long enough for a crashed
+	// LeaseWait bounds [ContendedWait]. Default: LeaseTTL (long enough for a crashed
 	// worker's lease to run out).
 	LeaseWait time.Duration
 
-	// LeasePoll is the interval between store checks under ContendedWait. Default:
-	// DefaultLeasePoll (500 ms).
+	// LeasePoll is the interval between store checks under [ContendedWait]. Default:
+	// [DefaultLeasePoll] (500 ms).
 	LeasePoll time.Duration
 
-	// StoreFailure is the policy when Acquire fails. Default: FailClosed.
+	// StoreFailure is the policy when Acquire fails. Default: [FailClosed].
 	StoreFailure FailurePolicy
+
+	// Retry is how a failed store call is retried: Acquire under [FailClosed] (the
+	// delivery is held meanwhile, see [FailClosed]) and lease refreshes. A failed refresh
+	// is retried after the same delays, but always within the lease's remaining time
+	// (never later than half of it) and until the lease runs out, whatever MaxRetries
+	// says. Default: MaxRetries 7, RetryDelay 500 ms, MaxRetryDelay 8 s.
+	Retry sbkit.RetryOptions
 
 	// StoreTimeout bounds every store call. MarkDone and Release run on a context that
 	// keeps the handler context's values but not its cancellation (a lost lock must not
-	// prevent recording a success). Default: DefaultStoreTimeout (5 s).
+	// prevent recording a success). Default: [DefaultStoreTimeout] (5 s).
 	StoreTimeout time.Duration
 
-	// Hooks are called on notable events. Default: none.
-	Hooks Hooks
+	// Hooks observe the Filter's events: each implements any of [FreshHook],
+	// [DuplicateHook], [ContendedHook], [LeaseLostHook] and [StoreErrorHook] (see
+	// [Hook]). Default: none.
+	Hooks []Hook
 
-	// Logger receives warnings about store errors (keys, never payloads).
-	// Default: nil, which discards.
+	// Logger receives warnings about store errors and lost leases (keys, never
+	// payloads). Default: nil, which discards.
 	Logger *slog.Logger
-}
-
-// Hooks are optional callbacks, called synchronously on the handler's goroutine: they
-// must be fast and safe for concurrent use. Nil fields are skipped.
-type Hooks struct {
-	// OnDuplicate is called when a delivery is skipped because its key is done.
-	OnDuplicate func(ctx context.Context, key string, message *azservicebus.ReceivedMessage)
-	// OnContended is called once per delivery that found its key leased by another owner.
-	OnContended func(ctx context.Context, key string, message *azservicebus.ReceivedMessage)
-	// OnStoreError is called for every failed store call, with a *StoreError. A failed
-	// OpMarkDone after a successful handler is reported only here: the delivery is still
-	// completed (see Filter).
-	OnStoreError func(ctx context.Context, err *StoreError)
 }
 
 func (o *Options) withDefaults() (Options, error) {

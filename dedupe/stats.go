@@ -2,55 +2,76 @@ package dedupe
 
 import "sync/atomic"
 
-// Stats counts what a Filter did since it was made. Every delivery with a key adds one
-// to Checked and then, unless it ended in a store failure or a cancelled context, to
-// exactly one of Processed, Duplicates or LeaseHeld (or Unprotected, for a store
-// failure under FailOpen).
+// Stats is a snapshot of what a [Filter] did since it was made (counters) and is doing
+// now (gauges). Every delivery with a key adds one to Checked and then, unless its
+// context ended while it waited, to exactly one of Processed, DuplicatesSkipped,
+// ContendedAbandoned and StoreDownAbandoned (or Unprotected, for a store failure under
+// [FailOpen]).
 type Stats struct {
 	// Checked counts deliveries that had a key.
 	Checked int64
 	// Processed counts handler runs under a lease.
 	Processed int64
 	// Succeeded counts handler runs that returned nil (and were then marked done, or
-	// reported through OnStoreError when marking failed).
+	// counted in MarksFailed).
 	Succeeded int64
-	// Duplicates counts deliveries skipped (sbkit.Skip) because their key was done.
-	Duplicates int64
+	// DuplicatesSkipped counts deliveries skipped ([sbkit.Skip]) because their key was
+	// done.
+	DuplicatesSkipped int64
 	// Contended counts deliveries that found their key leased by another owner.
 	Contended int64
-	// LeaseHeld counts deliveries abandoned with ErrLeaseHeld.
-	LeaseHeld int64
-	// StoreErrors counts failed store calls of every kind.
-	StoreErrors int64
-	// MarkFailures counts successful handler runs whose done mark could not be written.
-	MarkFailures int64
-	// LeasesLost counts handler runs whose lease another owner took while they ran
-	// (a refresh found it gone): the handler outlived LeaseTTL without a refresh.
+	// ContendedAbandoned counts deliveries abandoned with [ErrLeaseHeld].
+	ContendedAbandoned int64
+	// StoreDownAbandoned counts deliveries abandoned ([FailClosed]) because Acquire still
+	// failed when [Options.Retry] ran out.
+	StoreDownAbandoned int64
+	// AcquiresRetried counts Acquire calls retried after a store failure ([FailClosed]).
+	AcquiresRetried int64
+	// StoreCallsFailed counts failed store calls of every kind.
+	StoreCallsFailed int64
+	// MarksFailed counts successful handler runs whose done mark could not be written.
+	MarksFailed int64
+	// LeasesRenewed counts successful lease refreshes.
+	LeasesRenewed int64
+	// LeasesLost counts handler runs whose lease was lost while they ran (their context
+	// was cancelled with a cause wrapping [ErrLeaseLost]).
 	LeasesLost int64
-	// MissingKey counts deliveries without a key.
-	MissingKey int64
+	// Unkeyed counts deliveries without a key.
+	Unkeyed int64
 	// Unprotected counts handler runs without duplicate protection (no key under
-	// MissingKeyProcess, or a store failure under FailOpen).
+	// [MissingKeyProcess], or a store failure under [FailOpen]).
 	Unprotected int64
+
+	// Held is the number of deliveries waiting now, for another owner's lease or for
+	// the store to answer.
+	Held int64
+	// Running is the number of handlers running now under a lease.
+	Running int64
 }
 
 type counters struct {
-	checked, processed, succeeded, duplicates, contended, leaseHeld,
-	storeErrors, markFailures, leasesLost, missingKey, unprotected atomic.Int64
+	checked, processed, succeeded, duplicatesSkipped, contended, contendedAbandoned,
+	storeDownAbandoned, acquiresRetried, storeCallsFailed, marksFailed, leasesRenewed,
+	leasesLost, unkeyed, unprotected, held, running atomic.Int64
 }
 
 func (c *counters) snapshot() Stats {
 	return Stats{
-		Checked:      c.checked.Load(),
-		Processed:    c.processed.Load(),
-		Succeeded:    c.succeeded.Load(),
-		Duplicates:   c.duplicates.Load(),
-		Contended:    c.contended.Load(),
-		LeaseHeld:    c.leaseHeld.Load(),
-		StoreErrors:  c.storeErrors.Load(),
-		MarkFailures: c.markFailures.Load(),
-		LeasesLost:   c.leasesLost.Load(),
-		MissingKey:   c.missingKey.Load(),
-		Unprotected:  c.unprotected.Load(),
+		Checked:            c.checked.Load(),
+		Processed:          c.processed.Load(),
+		Succeeded:          c.succeeded.Load(),
+		DuplicatesSkipped:  c.duplicatesSkipped.Load(),
+		Contended:          c.contended.Load(),
+		ContendedAbandoned: c.contendedAbandoned.Load(),
+		StoreDownAbandoned: c.storeDownAbandoned.Load(),
+		AcquiresRetried:    c.acquiresRetried.Load(),
+		StoreCallsFailed:   c.storeCallsFailed.Load(),
+		MarksFailed:        c.marksFailed.Load(),
+		LeasesRenewed:      c.leasesRenewed.Load(),
+		LeasesLost:         c.leasesLost.Load(),
+		Unkeyed:            c.unkeyed.Load(),
+		Unprotected:        c.unprotected.Load(),
+		Held:               c.held.Load(),
+		Running:            c.running.Load(),
 	}
 }

@@ -45,38 +45,38 @@ type Store interface {
 	//   - a live lease held by owner: its expiry is reset to lease, Acquired is returned;
 	//   - a live lease held by another owner: nothing changes, InProgress is returned;
 	//   - a done mark: nothing changes, Done is returned.
-	// It returns an error wrapping ErrInvalidArgument for an empty key or owner or a
+	// It returns an error wrapping [ErrInvalidArgument] for an empty key or owner or a
 	// non-positive lease, and the context's error when ctx is done.
 	Acquire(ctx context.Context, key, owner string, lease time.Duration) (State, error)
 
 	// MarkDone replaces owner's lease on key with a done mark that lives for window.
 	// When the key has no live entry (the lease expired and nobody took it) the mark is
 	// created anyway; an existing done mark is left as it is and nil is returned. When
-	// another owner holds a live lease nothing changes and an error wrapping ErrNotOwner
-	// is returned. Invalid arguments give an error wrapping ErrInvalidArgument.
+	// another owner holds a live lease nothing changes and an error wrapping [ErrNotOwner]
+	// is returned. Invalid arguments give an error wrapping [ErrInvalidArgument].
 	MarkDone(ctx context.Context, key, owner string, window time.Duration) error
 
 	// Release deletes owner's lease on key. When owner holds no live lease on key (it
 	// expired, another owner took it, or the key is done) nothing changes and nil is
 	// returned: one owner can never release another's lease or erase a done mark.
-	// Invalid arguments give an error wrapping ErrInvalidArgument.
+	// Invalid arguments give an error wrapping [ErrInvalidArgument].
 	Release(ctx context.Context, key, owner string) error
 }
 
 // Errors stores return.
 var (
-	// ErrInvalidArgument is wrapped by store errors for an empty key or owner or a
+	// [ErrInvalidArgument] is wrapped by store errors for an empty key or owner or a
 	// non-positive duration.
 	ErrInvalidArgument = errors.New("dedupe: invalid argument")
-	// ErrNotOwner is wrapped by MarkDone's error when another owner holds the key's lease.
+	// [ErrNotOwner] is wrapped by MarkDone's error when another owner holds the key's lease.
 	ErrNotOwner = errors.New("dedupe: lease held by another owner")
-	// ErrStoreFull is wrapped by MemoryStore.Acquire's error when the store holds
+	// [ErrStoreFull] is wrapped by [MemoryStore].Acquire's error when the store holds
 	// MaxEntries live leases and no done mark can be evicted to make room.
 	ErrStoreFull = errors.New("dedupe: store full")
 )
 
-// CheckArgs validates the arguments of a Store method, for Store implementations: it
-// returns an error wrapping ErrInvalidArgument for an empty key or owner or a
+// [CheckArgs] validates the arguments of a Store method, for Store implementations: it
+// returns an error wrapping [ErrInvalidArgument] for an empty key or owner or a
 // non-positive d, and nil otherwise. Pass d = 1 for Release.
 func CheckArgs(key, owner string, d time.Duration) error {
 	switch {

@@ -23,7 +23,7 @@ func TestSeedScenarioAcrossWorkers(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	snd, _ := ns.NewSender("orders")
+	snd, _ := ns.NewSender("orders", nil)
 	id := "job-42"
 	if err := snd.SendMessage(ctx, &azservicebus.Message{MessageID: &id}, nil); err != nil {
 		t.Fatal(err)
@@ -38,7 +38,11 @@ func TestSeedScenarioAcrossWorkers(t *testing.T) {
 		}
 		r, _ := ns.NewReceiverForQueue("orders", nil)
 		t.Cleanup(func() { _ = r.Close(ctx) })
-		return f.Wrap(func(context.Context, *azservicebus.ReceivedMessage) error { runs.Add(1); return nil }), r, f
+		h, err := f.Wrap(func(context.Context, *azservicebus.ReceivedMessage) error { runs.Add(1); return nil })
+		if err != nil {
+			t.Fatal(err)
+		}
+		return h, r, f
 	}
 	ha, ra, _ := worker()
 	hb, rb, fb := worker()
@@ -62,7 +66,7 @@ func TestSeedScenarioAcrossWorkers(t *testing.T) {
 	if err := rb.CompleteMessage(ctx, msgs[0], nil); err != nil {
 		t.Fatal(err)
 	}
-	if runs.Load() != 1 || fb.Stats().Duplicates != 1 || q.ActiveCount()+q.LockedCount() != 0 {
+	if runs.Load() != 1 || fb.Stats().DuplicatesSkipped != 1 || q.ActiveCount()+q.LockedCount() != 0 {
 		t.Fatalf("runs %d, B stats %+v, left %d", runs.Load(), fb.Stats(), q.ActiveCount()+q.LockedCount())
 	}
 }

@@ -26,8 +26,11 @@ func Example() {
 	if err != nil {
 		log.Fatal(err)
 	}
-	handler := filter.Wrap(func(ctx context.Context, m *azservicebus.ReceivedMessage) error {
+	handler, err := filter.Wrap(func(ctx context.Context, m *azservicebus.ReceivedMessage) error {
 		return nil // charge the order: runs once per MessageId across every worker
 	})
+	if err != nil {
+		log.Fatal(err)
+	}
 	_ = handler // pass it (or filter.Middleware()) to receiver.New
 }

@@ -1,4 +1,4 @@
-// Package redisdedupe is a dedupe.Store in Redis, shared by every worker that receives
+// Package redisdedupe is a [dedupe.Store] in Redis, shared by every worker that receives
 // from an entity, on any number of machines.
 //
 // Each key holds one string with a TTL: "L<owner>" while a processing lease is held
@@ -38,20 +38,20 @@ type Options struct {
 	Prefix string
 }
 
-// Store is a dedupe.Store backed by Redis. It is safe for concurrent use by many
+// Store is a [dedupe.Store] backed by Redis. It is safe for concurrent use by many
 // goroutines and many processes. It does not own the client: closing the client is the
 // caller's business, and Store needs no Close. Make one with New.
 //
 // Errors are the client's (network, timeouts, the context's), wrapped with the
-// operation's name, and dedupe.ErrInvalidArgument / dedupe.ErrNotOwner as documented by
-// dedupe.Store. Durations are rounded up to whole milliseconds.
+// operation's name, and [dedupe.ErrInvalidArgument] / [dedupe.ErrNotOwner] as documented by
+// [dedupe.Store]. Durations are rounded up to whole milliseconds.
 type Store struct {
 	client redis.Scripter
 	prefix string
 }
 
-// New returns a Store that uses client: a *redis.Client, *redis.ClusterClient,
-// *redis.Ring or anything else that can run scripts. It returns ErrNilClient for a nil
+// New returns a Store that uses client: a [*redis.Client], [*redis.ClusterClient],
+// [*redis.Ring] or anything else that can run scripts. It returns ErrNilClient for a nil
 // client.
 func New(client redis.Scripter, opts *Options) (*Store, error) {
 	if client == nil {
@@ -63,8 +63,6 @@ func New(client redis.Scripter, opts *Options) (*Store, error) {
 	}
 	return &Store{client: client, prefix: prefix}, nil
 }
-
-const doneValue = "D"
 
 // acquireScript: KEYS[1] key; ARGV[1] lease value "L<owner>"; ARGV[2] lease in ms.
 // Returns 1 acquired, 2 in progress, 3 done.
@@ -93,7 +91,7 @@ if redis.call('GET', KEYS[1]) == ARGV[1] then redis.call('DEL', KEYS[1]) return 
 return 0
 `)
 
-// Acquire implements dedupe.Store.
+// Acquire implements [dedupe.Store].
 func (s *Store) Acquire(ctx context.Context, key, owner string, lease time.Duration) (dedupe.State, error) {
 	if err := dedupe.CheckArgs(key, owner, lease); err != nil {
 		return 0, err
@@ -116,7 +114,7 @@ func (s *Store) Acquire(ctx context.Context, key, owner string, lease time.Durat
 	return 0, fmt.Errorf("%w: acquire %q returned %d", ErrUnexpectedReply, key, n)
 }
 
-// MarkDone implements dedupe.Store.
+// MarkDone implements [dedupe.Store].
 func (s *Store) MarkDone(ctx context.Context, key, owner string, window time.Duration) error {
 	if err := dedupe.CheckArgs(key, owner, window); err != nil {
 		return err
@@ -134,7 +132,7 @@ func (s *Store) MarkDone(ctx context.Context, key, owner string, window time.Dur
 	return nil
 }
 
-// Release implements dedupe.Store.
+// Release implements [dedupe.Store].
 func (s *Store) Release(ctx context.Context, key, owner string) error {
 	if err := dedupe.CheckArgs(key, owner, 1); err != nil {
 		return err

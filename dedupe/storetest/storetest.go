@@ -1,4 +1,4 @@
-// Package storetest is a conformance suite for implementations of dedupe.Store. Run it
+// Package storetest is a conformance suite for implementations of [dedupe.Store]. Run it
 // from a test of the implementation:
 //
 //	func TestConformance(t *testing.T) {

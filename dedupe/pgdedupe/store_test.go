@@ -1,0 +1,184 @@
+package pgdedupe_test
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"os"
+	"strconv"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgxpool"
+	"github.com/sbkit/sbkit"
+	"github.com/sbkit/sbkit/dedupe"
+	"github.com/sbkit/sbkit/dedupe/pgdedupe"
+	"github.com/sbkit/sbkit/dedupe/storetest"
+)
+
+// pgDSN is where the tests find PostgreSQL: env SBKIT_PG_DSN, default
+// postgres://postgres@127.0.0.1:5432/postgres.
+func pgDSN() string {
+	if d := os.Getenv("SBKIT_PG_DSN"); d != "" {
+		return d
+	}
+	return "postgres://postgres@127.0.0.1:5432/postgres"
+}
+
+var (
+	pingOnce sync.Once
+	pingErr  error
+	runID    = strconv.FormatInt(time.Now().UnixNano(), 36)
+	seq      atomic.Int64
+)
+
+// requirePG skips t when the test database cannot be reached, or fails it when env
+// CI=true (CI must not skip silently). The check runs once per process.
+func requirePG(t testing.TB) {
+	t.Helper()
+	pingOnce.Do(func() {
+		ctx, cancel := context.WithTimeout(context.Background(), 3*time.Second)
+		defer cancel()
+		c, err := pgx.Connect(ctx, pgDSN())
+		if err == nil {
+			err = c.Ping(ctx)
+			_ = c.Close(ctx)
+		}
+		pingErr = err
+	})
+	if pingErr == nil {
+		return
+	}
+	msg := fmt.Sprintf("PostgreSQL at %s (env SBKIT_PG_DSN) unreachable: %v", pgDSN(), pingErr)
+	if os.Getenv("CI") == "true" {
+		t.Fatal(msg)
+	}
+	t.Skip(msg)
+}
+
+// newPool returns a pool whose connections use a schema of their own (created now,
+// dropped when t ends), so that tests and runs never share a table.
+func newPool(t testing.TB) *pgxpool.Pool {
+	t.Helper()
+	requirePG(t)
+	ctx := context.Background()
+	schema := fmt.Sprintf("sbkit_test_%s_%d", runID, seq.Add(1))
+	admin, err := pgx.Connect(ctx, pgDSN())
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer admin.Close(ctx)
+	if _, err := admin.Exec(ctx, "CREATE SCHEMA "+pgx.Identifier{schema}.Sanitize()); err != nil {
+		t.Fatal(err)
+	}
+	cfg, err := pgxpool.ParseConfig(pgDSN())
+	if err != nil {
+		t.Fatal(err)
+	}
+	cfg.ConnConfig.RuntimeParams["search_path"] = schema
+	pool, err := pgxpool.NewWithConfig(ctx, cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() {
+		pool.Close()
+		c, err := pgx.Connect(ctx, pgDSN())
+		if err != nil {
+			return
+		}
+		defer c.Close(ctx)
+		_, _ = c.Exec(ctx, "DROP SCHEMA "+pgx.Identifier{schema}.Sanitize()+" CASCADE")
+	})
+	return pool
+}
+
+// newStore returns a store with its table on a new pool.
+func newStore(t testing.TB, pool *pgxpool.Pool) *pgdedupe.Store {
+	t.Helper()
+	s, err := pgdedupe.New(pool, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := s.CreateSchema(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+	return s
+}
+
+func TestConformance(t *testing.T) {
+	pool := newPool(t)  // one schema for the suite, a table per subtest
+	var tables sync.Map // *testing.T -> table name
+	storetest.Run(t, func(t *testing.T) dedupe.Store {
+		name, _ := tables.LoadOrStore(t, fmt.Sprintf("t%d", seq.Add(1)))
+		s, err := pgdedupe.New(pool, &pgdedupe.Options{Table: name.(string)}) // another client of the same table
+		if err != nil {
+			t.Fatal(err)
+		}
+		if err := s.CreateSchema(context.Background()); err != nil {
+			t.Fatal(err)
+		}
+		return s
+	}, &storetest.Options{TTL: 300 * time.Millisecond})
+}
+
+func TestNewAndCreateSchema(t *testing.T) {
+	pool := newPool(t)
+	s, err := pgdedupe.New(pool, &pgdedupe.Options{Table: "marks"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	// Idempotent, and safe from many processes at once.
+	var wg sync.WaitGroup
+	errs := make(chan error, 4)
+	for range 4 {
+		wg.Go(func() { errs <- s.CreateSchema(context.Background()) })
+	}
+	wg.Wait()
+	close(errs)
+	for err := range errs {
+		if err != nil {
+			t.Fatal(err)
+		}
+	}
+	if s.Table() != `"marks"` {
+		t.Fatalf("table %s", s.Table())
+	}
+	var n int
+	if err := pool.QueryRow(context.Background(), `SELECT count(*) FROM pg_indexes WHERE tablename = 'marks'`).Scan(&n); err != nil || n != 2 {
+		t.Fatalf("%d indexes, %v; want the primary key and the expiry index", n, err)
+	}
+}
+
+func TestDeleteExpired(t *testing.T) {
+	ctx := context.Background()
+	pool := newPool(t)
+	s := newStore(t, pool)
+	for i := range 25 {
+		if err := s.MarkDone(ctx, fmt.Sprint("old", i), "w", time.Millisecond); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if err := s.MarkDone(ctx, "live", "w", time.Hour); err != nil {
+		t.Fatal(err)
+	}
+	time.Sleep(20 * time.Millisecond) // the database's clock passes the marks' expiry
+	n, err := s.DeleteExpired(ctx, 10)
+	if err != nil || n != 25 {
+		t.Fatalf("deleted %d, %v; want 25", n, err)
+	}
+	if st, err := s.Acquire(ctx, "live", "x", time.Minute); err != nil || st != dedupe.Done {
+		t.Fatalf("live mark: %v, %v", st, err)
+	}
+}
+
+func TestNewNil(t *testing.T) {
+	if _, err := pgdedupe.New(nil, nil); !errors.Is(err, sbkit.ErrNilHandler) {
+		t.Fatalf("New(nil pool) = %v, want ErrNilHandler", err)
+	}
+	if _, err := pgdedupe.NewTxFilter(nil, nil); !errors.Is(err, sbkit.ErrNilHandler) {
+		t.Fatalf("NewTxFilter(nil store) = %v, want ErrNilHandler", err)
+	}
+}

@@ -1,0 +1,153 @@
+package pgdedupe_test
+
+import (
+	"context"
+	"errors"
+	"strings"
+	"sync/atomic"
+	"testing"
+
+	"github.com/Azure/azure-sdk-for-go/sdk/messaging/azservicebus"
+	"github.com/jackc/pgx/v5/pgxpool"
+	"github.com/sbkit/sbkit"
+	"github.com/sbkit/sbkit/dedupe/pgdedupe"
+)
+
+// errorHook records a TxFilter's database errors; it panics once to show that a
+// panicking hook does not break the filter.
+type errorHook struct {
+	ops      []string
+	panicked atomic.Bool
+}
+
+func (h *errorHook) OnTxError(_ context.Context, e pgdedupe.TxErrorEvent) {
+	h.ops = append(h.ops, e.Op)
+	if h.panicked.CompareAndSwap(false, true) {
+		panic("hook bug")
+	}
+}
+
+func wrap(t *testing.T, f *pgdedupe.TxFilter, h sbkit.Handler) sbkit.Handler {
+	t.Helper()
+	w, err := f.Wrap(h)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return w
+}
+
+// TestSerializationFailureRetries: a serialization failure in the handler's statements
+// rolls the transaction back and runs it again (SQLSTATE 40001 asks for a retry).
+func TestSerializationFailureRetries(t *testing.T) {
+	e := newE2E(t)
+	hook := &errorHook{}
+	f, err := pgdedupe.NewTxFilter(e.store, &pgdedupe.TxOptions{Entity: "orders", Hooks: []pgdedupe.Hook{hook},
+		Retry: sbkit.RetryOptions{RetryDelay: -1}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	h := wrap(t, f, func(ctx context.Context, m *azservicebus.ReceivedMessage) error {
+		if err := e.work(ctx, m); err != nil {
+			return err
+		}
+		if e.runs.Load() == 1 {
+			_, err := pgdedupe.TxFrom(ctx).Exec(ctx, `DO $$ BEGIN RAISE EXCEPTION 'conflict' USING ERRCODE = '40001'; END $$`)
+			return err
+		}
+		return nil
+	})
+	if err := h(context.Background(), &azservicebus.ReceivedMessage{MessageID: "s1"}); err != nil {
+		t.Fatal(err)
+	}
+	if work, marks := e.rows("s1"); e.runs.Load() != 2 || work != 1 || marks != 1 {
+		t.Fatalf("handler ran %d times, %d rows, %d marks; want 2, 1, 1", e.runs.Load(), work, marks)
+	}
+	if st := f.Stats(); st.Retried != 1 || st.Committed != 1 || len(hook.ops) != 1 || hook.ops[0] != "handler" {
+		t.Fatalf("stats %+v, hook saw %v", st, hook.ops)
+	}
+}
+
+// TestDatabaseDown: with the database unreachable the filter retries a bounded number of
+// times, holding the delivery, then fails closed with a *TxError: the handler never runs.
+func TestDatabaseDown(t *testing.T) {
+	requirePG(t)
+	pool, err := pgxpool.New(context.Background(), "postgres://postgres@127.0.0.1:1/postgres?connect_timeout=1")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer pool.Close()
+	s, err := pgdedupe.New(pool, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	f, err := pgdedupe.NewTxFilter(s, &pgdedupe.TxOptions{Retry: sbkit.RetryOptions{MaxRetries: 2, RetryDelay: -1}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	var ran atomic.Bool
+	h := wrap(t, f, func(context.Context, *azservicebus.ReceivedMessage) error { ran.Store(true); return nil })
+	err = h(context.Background(), &azservicebus.ReceivedMessage{MessageID: "d1"})
+	var te *pgdedupe.TxError
+	if !errors.As(err, &te) || te.Op != "begin" || te.Attempts != 3 {
+		t.Fatalf("err %v, want a *TxError after 3 attempts to begin", err)
+	}
+	if a, _ := sbkit.SettlementOf(err); a != sbkit.ActionAbandon || ran.Load() {
+		t.Fatalf("action %v, handler ran %v; want abandon without running", a, ran.Load())
+	}
+	if st := f.Stats(); st.Retried != 2 || st.Failed != 1 {
+		t.Fatalf("stats %+v", st)
+	}
+}
+
+// TestNonRetryableDatabaseError: an error a retry cannot fix (here the table is
+// missing) fails at once.
+func TestNonRetryableDatabaseError(t *testing.T) {
+	pool := newPool(t)
+	s, err := pgdedupe.New(pool, &pgdedupe.Options{Table: "missing"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	f, err := pgdedupe.NewTxFilter(s, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	h := wrap(t, f, func(context.Context, *azservicebus.ReceivedMessage) error { return nil })
+	err = h(context.Background(), &azservicebus.ReceivedMessage{MessageID: "n1"})
+	var te *pgdedupe.TxError
+	if !errors.As(err, &te) || te.Op != "mark" || te.Attempts != 1 || !strings.Contains(err.Error(), "missing") {
+		t.Fatalf("err %v, want a *TxError on the mark after one attempt", err)
+	}
+}
+
+// TestMiddlewareAndNoKey: Wrap refuses a nil handler, Middleware panics on one; a
+// message without a MessageId runs in a transaction without a mark.
+func TestMiddlewareAndNoKey(t *testing.T) {
+	e := newE2E(t)
+	f, err := pgdedupe.NewTxFilter(e.store, &pgdedupe.TxOptions{Entity: "orders"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := f.Wrap(nil); !errors.Is(err, sbkit.ErrNilHandler) {
+		t.Fatalf("Wrap(nil) = %v", err)
+	}
+	func() {
+		defer func() {
+			if p := recover(); p == nil {
+				t.Fatal("Middleware()(nil) did not panic")
+			}
+		}()
+		f.Middleware()(nil)
+	}()
+	if _, err := pgdedupe.NewTxFilter(e.store, &pgdedupe.TxOptions{Entity: "a:b"}); !errors.Is(err, pgdedupe.ErrInvalidOptions) {
+		t.Fatalf("Entity with ':' = %v", err)
+	}
+	h := f.Middleware()(e.work)
+	for range 2 {
+		if err := h(context.Background(), &azservicebus.ReceivedMessage{}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if work, _ := e.rows(""); work != 2 || f.Stats().Unprotected != 2 {
+		t.Fatalf("%d rows, stats %+v; want 2 unprotected runs", work, f.Stats())
+	}
+}
