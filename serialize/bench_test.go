@@ -55,7 +55,7 @@ func BenchmarkDecode(b *testing.B) {
 
 func BenchmarkHandler(b *testing.B) {
 	reg := mustNew(b, nil)
-	h := serialize.Handler(reg, func(context.Context, order, *azservicebus.ReceivedMessage) error { return nil })
+	h, _ := serialize.Handler(reg, func(context.Context, order, *azservicebus.ReceivedMessage) error { return nil }, nil)
 	msg := received("application/json", []byte(`{"id":"a1","qty":3}`))
 	ctx := context.Background()
 	for b.Loop() {

@@ -12,7 +12,7 @@ import (
 const jsonMediaType = "application/json"
 
 // MessageBody returns the payload bytes of a received message, refusing more than limit
-// bytes (limit <= 0 means DefaultMaxBodySize) with an error wrapping ErrBodyTooLarge.
+// bytes (limit <= 0 means [DefaultMaxBodySize]) with an error wrapping [ErrBodyTooLarge].
 //
 // msg.Body is used when it is not empty. Otherwise the AMQP body (msg.RawAMQPMessage.Body)
 // is read, because the SDK fills Body only from a message with exactly one data section:
@@ -29,18 +29,18 @@ const jsonMediaType = "application/json"
 //     all strings or binaries, and otherwise a JSON array of all their elements.
 //
 // A value that cannot be converted (a map with non-string keys, NaN, nesting deeper than
-// 100) fails with an error wrapping ErrUnsupportedBody. A message with no body at all
+// 100) fails with an error wrapping [ErrUnsupportedBody]. A message with no body at all
 // gives an empty, non-nil slice. The returned slice may alias the message; do not modify
 // it.
 //
-// Registry.Decode reads a body converted to JSON with the JSON codec when the message has
+// [Registry.Decode] reads a body converted to JSON with the JSON codec when the message has
 // no ContentType.
 func MessageBody(msg *azservicebus.ReceivedMessage, limit int) ([]byte, error) {
 	body, _, err := messageBody(msg, limit)
 	return body, err
 }
 
-// messageBody is MessageBody that also returns the content type implied by the body's
+// messageBody is [MessageBody] that also returns the content type implied by the body's
 // form ("application/json" for a converted AMQP value, otherwise "").
 func messageBody(msg *azservicebus.ReceivedMessage, limit int) ([]byte, string, error) {
 	if msg == nil {

@@ -6,7 +6,7 @@ package serialize
 // Unmarshal receives a non-nil pointer (the registry checks this) and the body, which it
 // must not keep after it returns unless it copies it. Errors should say what is wrong with
 // the body; a codec that cannot handle the target's type should return an error wrapping
-// ErrUnsupportedType.
+// [ErrUnsupportedType].
 type Codec interface {
 	// Name is a short name used in errors and dead-letter descriptions ("json").
 	Name() string

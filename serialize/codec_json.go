@@ -11,7 +11,7 @@ import (
 )
 
 // JSONCodec reads and writes JSON. Protocol buffer messages (targets that are a
-// proto.Message or a pointer to one) go through protojson, everything else through
+// [proto.Message] or a pointer to one) go through protojson, everything else through
 // encoding/json. The zero value is ready to use and is what New registers. A charset
 // parameter of utf-8, us-ascii or iso-8859-1 is honoured; a leading UTF-8 byte order mark
 // is ignored. Safe for concurrent use.
@@ -20,7 +20,7 @@ type JSONCodec struct {
 	// target does not have. This makes JSON a stricter link in a fallback chain.
 	// Default false.
 	DisallowUnknownFields bool
-	// UseNumber decodes numbers into interface{} values as json.Number instead of
+	// UseNumber decodes numbers into interface{} values as [json.Number] instead of
 	// float64. Default false.
 	UseNumber bool
 }

@@ -8,7 +8,7 @@ import (
 )
 
 // ProtobufCodec reads and writes protocol buffer messages in the binary wire format. The
-// value must be a proto.Message; a decode target may also be a pointer to a (possibly
+// value must be a [proto.Message]; a decode target may also be a pointer to a (possibly
 // nil) message pointer, as Decode[*pb.Order] passes. The zero value is ready to use.
 // Safe for concurrent use.
 //
@@ -20,7 +20,7 @@ type ProtobufCodec struct{}
 // Name returns "protobuf".
 func (ProtobufCodec) Name() string { return "protobuf" }
 
-// Marshal encodes v, which must be a proto.Message.
+// Marshal encodes v, which must be a [proto.Message].
 func (ProtobufCodec) Marshal(v any) ([]byte, error) {
 	m, ok := protoMessage(v)
 	if !ok {
@@ -29,7 +29,7 @@ func (ProtobufCodec) Marshal(v any) ([]byte, error) {
 	return proto.Marshal(m)
 }
 
-// Unmarshal decodes data into v, a proto.Message or a pointer to one.
+// Unmarshal decodes data into v, a [proto.Message] or a pointer to one.
 func (ProtobufCodec) Unmarshal(data []byte, v any) error {
 	m, ok := protoTarget(v)
 	if !ok {
@@ -40,7 +40,7 @@ func (ProtobufCodec) Unmarshal(data []byte, v any) error {
 
 var protoMessageType = reflect.TypeFor[proto.Message]()
 
-// protoMessage reports whether v is a non-nil proto.Message.
+// protoMessage reports whether v is a non-nil [proto.Message].
 func protoMessage(v any) (proto.Message, bool) {
 	m, ok := v.(proto.Message)
 	if !ok {
@@ -52,7 +52,7 @@ func protoMessage(v any) (proto.Message, bool) {
 	return m, true
 }
 
-// protoTarget returns the message to decode into when v is a non-nil proto.Message, or a
+// protoTarget returns the message to decode into when v is a non-nil [proto.Message], or a
 // non-nil pointer to a message pointer (allocating the message when that is nil).
 func protoTarget(v any) (proto.Message, bool) {
 	if m, ok := protoMessage(v); ok {

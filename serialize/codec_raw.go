@@ -7,7 +7,7 @@ import (
 
 // RawCodec passes bytes through unchanged. It encodes a []byte or an
 // encoding.BinaryMarshaler, and decodes into a *[]byte (a copy of the body), a *any (which
-// receives a []byte) or an encoding.BinaryUnmarshaler. It never fails on any body. The
+// receives a []byte) or an [encoding.BinaryUnmarshaler]. It never fails on any body. The
 // zero value is ready to use. Safe for concurrent use.
 type RawCodec struct{}
 

@@ -173,7 +173,7 @@ func TestEncodeDecodeRoundTrip(t *testing.T) {
 	}
 	for _, tt := range tests {
 		t.Run(tt.contentType, func(t *testing.T) {
-			msg, err := reg.Encode(tt.value, tt.contentType)
+			msg, err := reg.Encode(tt.value, tt.contentType, nil)
 			if err != nil {
 				t.Fatalf("Encode: %v", err)
 			}

@@ -7,9 +7,9 @@ import (
 
 // TextCodec reads and writes plain text. It encodes a string, a []byte or an
 // encoding.TextMarshaler, and decodes into a *string, a *[]byte, a *any (which receives a
-// string) or an encoding.TextUnmarshaler. Without a charset parameter the body must be
+// string) or an [encoding.TextUnmarshaler]. Without a charset parameter the body must be
 // valid UTF-8; the charsets utf-8, us-ascii and iso-8859-1 (latin-1, converted to UTF-8)
-// are understood, any other fails with ErrUnsupportedCharset. A leading UTF-8 byte order
+// are understood, any other fails with [ErrUnsupportedCharset]. A leading UTF-8 byte order
 // mark is dropped. The zero value is ready to use. Safe for concurrent use.
 type TextCodec struct{}
 

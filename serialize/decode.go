@@ -12,7 +12,7 @@ import (
 )
 
 // Decode decodes msg's body into a new T by the message's ContentType and the registry's
-// fallbacks (see Registry.Decode). T is usually a struct, a proto message pointer
+// fallbacks (see [Registry.Decode]). T is usually a struct, a proto message pointer
 // (*pb.Order), string or []byte.
 func Decode[T any](r *Registry, msg *azservicebus.ReceivedMessage) (T, error) {
 	var v T
@@ -24,9 +24,9 @@ func Decode[T any](r *Registry, msg *azservicebus.ReceivedMessage) (T, error) {
 	return v, nil
 }
 
-// Decode decodes msg's body (see MessageBody) into v, a non-nil pointer.
+// Decode decodes msg's body (see [MessageBody]) into v, a non-nil pointer.
 //
-// A body converted from an AMQP map or list (see MessageBody) is read as
+// A body converted from an AMQP map or list (see [MessageBody]) is read as
 // "application/json" when msg has no ContentType.
 //
 // The codec of msg.ContentType is tried first; when the content type is missing,
@@ -34,9 +34,9 @@ func Decode[T any](r *Registry, msg *azservicebus.ReceivedMessage) (T, error) {
 // identical to one already tried is skipped). Before each further attempt *v is reset to
 // its zero value, so a partial decode does not leak into the next one.
 //
-// Errors: sbkit.ErrNilMessage, ErrNilRegistry, ErrNilValue or ErrInvalidTarget for bad
-// arguments; an error wrapping ErrBodyTooLarge or ErrUnsupportedBody when the body cannot
-// be read; otherwise, when every attempt failed, a *DecodeError listing them.
+// Errors: [sbkit.ErrNilMessage], [ErrNilRegistry], [ErrNilValue] or [ErrInvalidTarget] for bad
+// arguments; an error wrapping [ErrBodyTooLarge] or [ErrUnsupportedBody] when the body cannot
+// be read; otherwise, when every attempt failed, a [*DecodeError] listing them.
 func (r *Registry) Decode(msg *azservicebus.ReceivedMessage, v any) error {
 	if r == nil {
 		return ErrNilRegistry
@@ -135,7 +135,7 @@ func (r *Registry) decode(contentType string, body []byte, v any) error {
 	return derr
 }
 
-// runCodec runs one decoder, turning a panic into an error wrapping ErrCodecPanic.
+// runCodec runs one decoder, turning a panic into an error wrapping [ErrCodecPanic].
 func runCodec(c Codec, mt MediaType, body []byte, v any) (err error) {
 	defer func() {
 		if p := recover(); p != nil {

@@ -82,7 +82,7 @@ func TestFallbackOrder(t *testing.T) {
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
 			var calls []string
-			reg := mustNew(t, &serialize.Options{NoBuiltins: true})
+			reg := mustNew(t, &serialize.Options{DisableBuiltins: true})
 			for _, n := range []string{"a", "b", "c"} {
 				if err := reg.Register("application/"+n, recordingCodec{name: n, ok: n == tt.okCodec, mu: &mu, log: &calls}); err != nil {
 					t.Fatal(err)
@@ -186,7 +186,7 @@ func TestCodecPanicIsRecovered(t *testing.T) {
 	if !errors.Is(err, serialize.ErrCodecPanic) || !strings.Contains(err.Error(), "unmarshal exploded") {
 		t.Fatalf("got %v, want ErrCodecPanic", err)
 	}
-	if _, err := reg.Encode(o, "application/boom"); !errors.Is(err, serialize.ErrCodecPanic) {
+	if _, err := reg.Encode(o, "application/boom", nil); !errors.Is(err, serialize.ErrCodecPanic) {
 		t.Fatalf("Encode: got %v, want ErrCodecPanic", err)
 	}
 }
@@ -204,7 +204,7 @@ func TestBadArguments(t *testing.T) {
 		{"nil registry Decode", nilReg.Decode(received("application/json", []byte("{}")), &o), serialize.ErrNilRegistry},
 		{"nil registry DecodeBytes", nilReg.DecodeBytes("application/json", nil, &o), serialize.ErrNilRegistry},
 		{"nil registry generic", func() error { _, err := serialize.Decode[order](nil, received("", nil)); return err }(), serialize.ErrNilRegistry},
-		{"nil registry Encode", func() error { _, err := nilReg.Encode(o, ""); return err }(), serialize.ErrNilRegistry},
+		{"nil registry Encode", func() error { _, err := nilReg.Encode(o, "", nil); return err }(), serialize.ErrNilRegistry},
 		{"nil registry Register", nilReg.Register("a/b", serialize.RawCodec{}), serialize.ErrNilRegistry},
 		{"nil registry SetFallbacks", nilReg.SetFallbacks(), serialize.ErrNilRegistry},
 		{"nil message", reg.Decode(nil, &o), sbkit.ErrNilMessage},
@@ -212,16 +212,19 @@ func TestBadArguments(t *testing.T) {
 		{"nil target", reg.Decode(received("application/json", []byte("{}")), nil), serialize.ErrNilValue},
 		{"nil pointer target", reg.DecodeBytes("application/json", []byte("{}"), nilPtr), serialize.ErrNilValue},
 		{"non-pointer target", reg.DecodeBytes("application/json", []byte("{}"), o), serialize.ErrInvalidTarget},
-		{"nil value Encode", func() error { _, err := reg.Encode(nil, ""); return err }(), serialize.ErrNilValue},
-		{"nil pointer Encode", func() error { _, err := reg.Encode(nilPtr, ""); return err }(), serialize.ErrNilValue},
-		{"Encode unknown type", func() error { _, err := reg.Encode(o, "application/msgpack"); return err }(), serialize.ErrUnknownContentType},
-		{"Encode invalid type", func() error { _, err := reg.Encode(o, "json"); return err }(), serialize.ErrInvalidContentType},
-		{"Encode unsupported value", func() error { _, err := reg.Encode(o, "text/plain"); return err }(), serialize.ErrUnsupportedType},
+		{"nil value Encode", func() error { _, err := reg.Encode(nil, "", nil); return err }(), serialize.ErrNilValue},
+		{"nil pointer Encode", func() error { _, err := reg.Encode(nilPtr, "", nil); return err }(), serialize.ErrNilValue},
+		{"Encode unknown type", func() error { _, err := reg.Encode(o, "application/msgpack", nil); return err }(), serialize.ErrUnknownContentType},
+		{"Encode invalid type", func() error { _, err := reg.Encode(o, "json", nil); return err }(), serialize.ErrInvalidContentType},
+		{"Encode unsupported value", func() error { _, err := reg.Encode(o, "text/plain", nil); return err }(), serialize.ErrUnsupportedType},
 		{"Register nil codec", reg.Register("a/b", nil), serialize.ErrNilCodec},
 		{"Register bad type", reg.Register("nonsense", serialize.RawCodec{}), serialize.ErrInvalidContentType},
 		{"SetFallbacks unknown", reg.SetFallbacks("application/msgpack"), serialize.ErrUnknownContentType},
 		{"New bad fallback", func() error { _, err := serialize.New(&serialize.Options{Fallbacks: []string{"x/y"}}); return err }(), serialize.ErrUnknownContentType},
 		{"New bad default type", func() error { _, err := serialize.New(&serialize.Options{DefaultContentType: "json"}); return err }(), serialize.ErrInvalidContentType},
+		{"New bad fallback is invalid options", func() error { _, err := serialize.New(&serialize.Options{Fallbacks: []string{"x/y"}}); return err }(), serialize.ErrInvalidOptions},
+		{"New bad default type is invalid options", func() error { _, err := serialize.New(&serialize.Options{DefaultContentType: "json"}); return err }(), serialize.ErrInvalidOptions},
+		{"New negative MaxBodySize", func() error { _, err := serialize.New(&serialize.Options{MaxBodySize: -1}); return err }(), serialize.ErrInvalidOptions},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -229,9 +232,6 @@ func TestBadArguments(t *testing.T) {
 				t.Fatalf("got %v, want %v", tt.err, tt.want)
 			}
 		})
-	}
-	if _, err := serialize.New(&serialize.Options{MaxBodySize: -1}); err == nil {
-		t.Fatal("negative MaxBodySize accepted")
 	}
 	if err := reg.RegisterSuffix("", serialize.RawCodec{}); err == nil {
 		t.Fatal("empty suffix accepted")
@@ -280,7 +280,7 @@ func TestMaxBodySize(t *testing.T) {
 	if err := reg.DecodeBytes("application/rec", make([]byte, 11), &s); !errors.Is(err, serialize.ErrBodyTooLarge) {
 		t.Fatalf("DecodeBytes: %v", err)
 	}
-	if _, err := reg.Encode("0123456789a", "text/plain"); !errors.Is(err, serialize.ErrBodyTooLarge) {
+	if _, err := reg.Encode("0123456789a", "text/plain", nil); !errors.Is(err, serialize.ErrBodyTooLarge) {
 		t.Fatalf("Encode: %v", err)
 	}
 	if got := mustNew(t, nil).MaxBodySize(); got != 1<<20 {
@@ -468,7 +468,7 @@ func TestConcurrentRegisterAndDecode(t *testing.T) {
 
 func TestDecodeGenericProto(t *testing.T) {
 	reg := mustNew(t, nil)
-	msg, err := reg.Encode(&structpb.Struct{Fields: map[string]*structpb.Value{"a": structpb.NewBoolValue(true)}}, "application/x-protobuf")
+	msg, err := reg.Encode(&structpb.Struct{Fields: map[string]*structpb.Value{"a": structpb.NewBoolValue(true)}}, "application/x-protobuf", nil)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -57,7 +57,7 @@ func TestHandlerEndToEnd(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		sender, err := ns.NewSender("orders")
+		sender, err := ns.NewSender("orders", nil)
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -83,7 +83,7 @@ func TestHandlerEndToEnd(t *testing.T) {
 			}
 		}
 		// Good: encoded by the registry, other spellings, fallbacks.
-		encoded, err := reg.Encode(order{ID: "enc", Qty: 1}, "application/vnd.acme.order+json; charset=utf-8")
+		encoded, err := reg.Encode(order{ID: "enc", Qty: 1}, "application/vnd.acme.order+json; charset=utf-8", nil)
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -102,7 +102,7 @@ func TestHandlerEndToEnd(t *testing.T) {
 		var mu sync.Mutex
 		seen := map[string]order{}
 		var hookErrs []error
-		h := serialize.Handler(reg, func(_ context.Context, o order, msg *azservicebus.ReceivedMessage) error {
+		h := mustHandler(t, reg, func(_ context.Context, o order, msg *azservicebus.ReceivedMessage) error {
 			mu.Lock()
 			defer mu.Unlock()
 			seen[msg.MessageID] = o
@@ -110,11 +110,11 @@ func TestHandlerEndToEnd(t *testing.T) {
 				t.Errorf("message-type property: %v", msg.ApplicationProperties)
 			}
 			return nil
-		}, serialize.OnDecodeError(func(_ context.Context, _ *azservicebus.ReceivedMessage, err error) {
+		}, &serialize.HandlerOptions{Hooks: []serialize.Hook{serialize.DecodeErrorHookFunc(func(_ context.Context, e serialize.DecodeFailure) {
 			mu.Lock()
 			defer mu.Unlock()
-			hookErrs = append(hookErrs, err)
-		}))
+			hookErrs = append(hookErrs, e.Err)
+		})}})
 		process(ctx, t, receiver, h, 7)
 
 		want := map[string]order{
@@ -162,7 +162,7 @@ func TestHandlerEndToEnd(t *testing.T) {
 			t.Fatalf("stats %+v, active %d", st, queue.ActiveCount())
 		}
 		if len(hookErrs) != 3 {
-			t.Fatalf("OnDecodeError saw %d errors, want 3", len(hookErrs))
+			t.Fatalf("the DecodeErrorHook saw %d errors, want 3", len(hookErrs))
 		}
 		var tooLarge, decodeErrs int
 		for _, err := range hookErrs {

@@ -1,6 +1,7 @@
 package serialize
 
 import (
+	"cmp"
 	"fmt"
 	"reflect"
 	"strings"
@@ -9,43 +10,36 @@ import (
 	"google.golang.org/protobuf/proto"
 )
 
-// EncodeOption changes one call of Registry.Encode.
-type EncodeOption func(*encodeConfig)
-
-type encodeConfig struct {
-	messageType    string
-	hasMessageType bool
-}
-
-// WithMessageType sets the value written to the registry's MessageTypeProperty instead of
-// TypeName(v). It has no effect when Options.MessageTypeProperty is empty.
-func WithMessageType(name string) EncodeOption {
-	return func(c *encodeConfig) { c.messageType, c.hasMessageType = name, true }
+// EncodeOptions changes one call of [Registry.Encode]. nil options, and zero fields, mean
+// the defaults.
+type EncodeOptions struct {
+	// MessageType is the value written to the registry's [Options.MessageTypeProperty].
+	// Default (""): [TypeName](v). It has no effect when MessageTypeProperty is empty.
+	MessageType string
 }
 
 // Encode builds a message whose Body is v encoded by the codec of contentType and whose
 // ContentType is contentType as given (trimmed); an empty contentType means the
-// registry's DefaultContentType. When the registry has a MessageTypeProperty, that
-// application property is set to TypeName(v) (or the WithMessageType value).
+// registry's [DefaultContentType]. When the registry has a MessageTypeProperty, that
+// application property is set to [TypeName](v), or to [EncodeOptions.MessageType]; nil
+// options mean defaults.
 //
-// Errors: ErrNilRegistry; ErrNilValue for a nil value or nil pointer (a nil slice or map
+// Errors: [ErrNilRegistry]; [ErrNilValue] for a nil value or nil pointer (a nil slice or map
 // is a value: JSON writes it as null); errors wrapping
-// ErrInvalidContentType or ErrUnknownContentType; the codec's error (wrapping
-// ErrUnsupportedType for a type it cannot encode); an error wrapping ErrBodyTooLarge
+// [ErrInvalidContentType] or [ErrUnknownContentType]; the codec's error (wrapping
+// [ErrUnsupportedType] for a type it cannot encode); an error wrapping [ErrBodyTooLarge]
 // when the body exceeds MaxBodySize, since receivers using the same limit would
 // dead-letter it.
-func (r *Registry) Encode(v any, contentType string, opts ...EncodeOption) (*azservicebus.Message, error) {
+func (r *Registry) Encode(v any, contentType string, opts *EncodeOptions) (*azservicebus.Message, error) {
 	if r == nil {
 		return nil, ErrNilRegistry
 	}
 	if isNil(v) {
 		return nil, ErrNilValue
 	}
-	var cfg encodeConfig
-	for _, o := range opts {
-		if o != nil {
-			o(&cfg)
-		}
+	var o EncodeOptions
+	if opts != nil {
+		o = *opts
 	}
 	contentType = strings.TrimSpace(contentType)
 	if contentType == "" {
@@ -67,11 +61,7 @@ func (r *Registry) Encode(v any, contentType string, opts ...EncodeOption) (*azs
 	}
 	msg := &azservicebus.Message{Body: body, ContentType: &contentType}
 	if r.typeProp != "" {
-		name := cfg.messageType
-		if !cfg.hasMessageType {
-			name = TypeName(v)
-		}
-		msg.ApplicationProperties = map[string]any{r.typeProp: name}
+		msg.ApplicationProperties = map[string]any{r.typeProp: cmp.Or(o.MessageType, TypeName(v))}
 	}
 	return msg, nil
 }

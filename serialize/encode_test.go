@@ -14,7 +14,7 @@ func TestEncodeMessageTypeProperty(t *testing.T) {
 		prop     string
 		value    any
 		ct       string
-		opts     []serialize.EncodeOption
+		opts     *serialize.EncodeOptions
 		wantCT   string
 		wantProp any // nil: no property map
 	}{
@@ -22,7 +22,7 @@ func TestEncodeMessageTypeProperty(t *testing.T) {
 		{"Go type name", "MessageType", order{ID: "a"}, "application/json", nil, "application/json", "serialize_test.order"},
 		{"pointer stripped", "MessageType", &order{ID: "a"}, "application/json; charset=utf-8", nil, "application/json; charset=utf-8", "serialize_test.order"},
 		{"proto full name", "Type", timestamppb.New(timestamppb.Now().AsTime()), "application/x-protobuf", nil, "application/x-protobuf", "google.protobuf.Timestamp"},
-		{"explicit name", "MessageType", order{}, "", []serialize.EncodeOption{serialize.WithMessageType("acme.OrderPlaced.v1"), nil}, "application/json", "acme.OrderPlaced.v1"},
+		{"explicit name", "MessageType", order{}, "", &serialize.EncodeOptions{MessageType: "acme.OrderPlaced.v1"}, "application/json", "acme.OrderPlaced.v1"},
 		{"default content type", "", "x", "", nil, "text/plain", nil},
 	}
 	for _, tt := range tests {
@@ -32,7 +32,7 @@ func TestEncodeMessageTypeProperty(t *testing.T) {
 				opts.DefaultContentType = "text/plain"
 			}
 			reg := mustNew(t, opts)
-			msg, err := reg.Encode(tt.value, tt.ct, tt.opts...)
+			msg, err := reg.Encode(tt.value, tt.ct, tt.opts)
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -57,16 +57,16 @@ func TestEncodeMessageTypeProperty(t *testing.T) {
 
 func TestEncodeCharsetErrors(t *testing.T) {
 	reg := mustNew(t, nil)
-	if _, err := reg.Encode("日本", "text/plain; charset=iso-8859-1"); err == nil {
+	if _, err := reg.Encode("日本", "text/plain; charset=iso-8859-1", nil); err == nil {
 		t.Fatal("a character outside latin-1 was encoded")
 	}
-	if _, err := reg.Encode("é", "text/plain; charset=us-ascii"); err == nil {
+	if _, err := reg.Encode("é", "text/plain; charset=us-ascii", nil); err == nil {
 		t.Fatal("a character outside ASCII was encoded")
 	}
-	if _, err := reg.Encode("x", "text/plain; charset=utf-16"); err == nil {
+	if _, err := reg.Encode("x", "text/plain; charset=utf-16", nil); err == nil {
 		t.Fatal("an unsupported charset was accepted")
 	}
-	if _, err := reg.Encode(map[string]int(nil), "application/json"); err != nil {
+	if _, err := reg.Encode(map[string]int(nil), "application/json", nil); err != nil {
 		t.Fatalf("a nil map is a value: %v", err)
 	}
 }

@@ -16,8 +16,9 @@ var (
 	ErrInvalidTarget = errors.New("serialize: decode target must be a non-nil pointer")
 	// ErrNilCodec is returned by Register and RegisterSuffix for a nil codec.
 	ErrNilCodec = errors.New("serialize: nil codec")
-	// ErrNilHandler is returned by the handler made by Handler when its function is nil.
-	ErrNilHandler = errors.New("serialize: nil handler function")
+	// ErrInvalidOptions is wrapped by the errors of [New], [Handler] and [Middleware]
+	// for bad options.
+	ErrInvalidOptions = errors.New("serialize: invalid options")
 	// ErrNoContentType is the error of the first attempt when a message has no
 	// ContentType.
 	ErrNoContentType = errors.New("serialize: no content type")
@@ -34,7 +35,7 @@ var (
 	// values of the given Go type.
 	ErrUnsupportedType = errors.New("serialize: unsupported type for codec")
 	// ErrUnsupportedBody is returned (wrapped) when a message's AMQP body holds something
-	// that cannot be read as bytes (see MessageBody).
+	// that cannot be read as bytes (see [MessageBody]).
 	ErrUnsupportedBody = errors.New("serialize: unsupported AMQP body")
 	// ErrBodyTooLarge is returned (wrapped) when a body exceeds the registry's
 	// MaxBodySize; no decoder runs.
@@ -43,7 +44,7 @@ var (
 	ErrCodecPanic = errors.New("serialize: codec panicked")
 )
 
-// Attempt is one decoder tried by Registry.Decode.
+// Attempt is one decoder tried by [Registry.Decode].
 type Attempt struct {
 	// MediaType is the media type that was looked up, in canonical form
 	// ("application/json; charset=utf-8"), or the raw content type when it could not be
@@ -82,11 +83,11 @@ func (a Attempt) String() string {
 	return b.String()
 }
 
-// DecodeError is returned by Registry.Decode when every decoder failed. It lists each
-// attempt in the order tried; errors.Is and errors.As see each attempt's error.
+// DecodeError is returned by [Registry.Decode] when every decoder failed. It lists each
+// attempt in the order tried; [errors.Is] and [errors.As] see each attempt's error.
 type DecodeError struct {
 	// ContentType is the message's content type as it was sent; empty when missing, or
-	// "application/json" when the body was converted from an AMQP value (see MessageBody).
+	// "application/json" when the body was converted from an AMQP value (see [MessageBody]).
 	ContentType string
 	// Attempts are the decoders tried, the message's content type first.
 	Attempts []Attempt

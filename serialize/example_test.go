@@ -42,7 +42,7 @@ func ExampleRegistry_Register() {
 	reg, _ := serialize.New(nil)
 	_ = reg.Register("application/x-www-form-urlencoded", formCodec{})
 
-	msg, _ := reg.Encode(url.Values{"sku": {"A-1"}, "qty": {"3"}}, "application/x-www-form-urlencoded")
+	msg, _ := reg.Encode(url.Values{"sku": {"A-1"}, "qty": {"3"}}, "application/x-www-form-urlencoded", nil)
 	fmt.Println(*msg.ContentType, string(msg.Body))
 
 	got, err := serialize.Decode[url.Values](reg, &azservicebus.ReceivedMessage{Body: msg.Body, ContentType: msg.ContentType})
@@ -60,7 +60,7 @@ type Order struct {
 // Encode sets the body, the content type and, when configured, a message-type property.
 func ExampleRegistry_Encode() {
 	reg, _ := serialize.New(&serialize.Options{MessageTypeProperty: "MessageType"})
-	msg, err := reg.Encode(Order{ID: "o-1", Qty: 2}, "application/vnd.acme.order+json")
+	msg, err := reg.Encode(Order{ID: "o-1", Qty: 2}, "application/vnd.acme.order+json", nil)
 	if err != nil {
 		fmt.Println(err)
 		return
@@ -118,10 +118,13 @@ func ExampleRegistry_SetFallbacks() {
 // once, what cannot be decoded.
 func ExampleHandler() {
 	reg, _ := serialize.New(nil)
-	h := serialize.Handler(reg, func(ctx context.Context, o Order, msg *azservicebus.ReceivedMessage) error {
+	h, err := serialize.Handler(reg, func(ctx context.Context, o Order, msg *azservicebus.ReceivedMessage) error {
 		fmt.Printf("processing %s x%d\n", o.ID, o.Qty)
 		return nil
-	})
+	}, nil)
+	if err != nil {
+		panic(err)
+	}
 
 	ct := "application/json"
 	good := &azservicebus.ReceivedMessage{ContentType: &ct, Body: []byte(`{"id":"o-7","qty":3}`)}

@@ -1,6 +1,7 @@
 package serialize
 
 import (
+	"cmp"
 	"context"
 	"errors"
 	"fmt"
@@ -9,10 +10,11 @@ import (
 	"github.com/Azure/azure-sdk-for-go/sdk/messaging/azservicebus"
 
 	"github.com/sbkit/sbkit"
+	ihooks "github.com/sbkit/sbkit/internal/hooks"
 )
 
 // DefaultDeadLetterReason is the dead-letter reason for a message that no decoder could
-// read.
+// read ([HandlerOptions.DeadLetterReason]).
 const DefaultDeadLetterReason = "DeserializationFailed"
 
 // DefaultBodyTooLargeReason is the dead-letter reason for a message whose body exceeds
@@ -25,127 +27,142 @@ const DefaultBodyTooLargeReason = "BodyTooLarge"
 // share a limit of a few KiB per message, so 1 KiB leaves room for the rest.
 const DefaultMaxDescriptionLength = 1024
 
-// HandlerOption configures Handler and Middleware.
-type HandlerOption func(*handlerConfig)
+// HandlerOptions configures [Handler] and [Middleware]. nil options, and zero fields,
+// mean the documented defaults.
+type HandlerOptions struct {
+	// DeadLetterReason is the dead-letter reason for undecodable messages.
+	// Default (""): [DefaultDeadLetterReason].
+	DeadLetterReason string
+	// BodyTooLargeReason is the dead-letter reason for bodies over the registry's size
+	// limit. Default (""): [DefaultBodyTooLargeReason].
+	BodyTooLargeReason string
+	// MaxDescriptionLength is the byte limit of the dead-letter description.
+	// Default (0): [DefaultMaxDescriptionLength]; negative is an error (Service Bus
+	// limits the size of a message's properties, so there is no "unlimited").
+	MaxDescriptionLength int
+	// Hooks observe every message the handler dead-letters because it cannot be
+	// decoded: each implements [DecodeErrorHook] (see [Hook]). Default: none.
+	Hooks []Hook
+	// Logger records dead-lettered messages (message ID, reason and the error; never
+	// the body) at Warn level. Default: nil, which discards.
+	Logger *slog.Logger
+}
+
+// Hook observes a handler's events (see [HandlerOptions.Hooks]). A Hook implements
+// [DecodeErrorHook]; a value that does not is ignored. Hooks are called synchronously on
+// the handler's goroutine, possibly concurrently: they must be fast. A panic in a hook
+// is recovered and logged.
+type Hook any
+
+// DecodeErrorHook observes every message that a [Handler] or [Middleware] dead-letters
+// because it cannot be decoded, just before the handler returns the dead-letter result.
+type DecodeErrorHook interface {
+	OnDecodeError(ctx context.Context, e DecodeFailure)
+}
+
+// DecodeFailure is the event of [DecodeErrorHook].
+type DecodeFailure struct {
+	Message *azservicebus.ReceivedMessage
+	// Err is why: a [*DecodeError], or an error wrapping [ErrBodyTooLarge] or
+	// [ErrUnsupportedBody].
+	Err error
+	// Reason and Description are the dead-letter reason and (truncated) description.
+	Reason, Description string
+}
+
+// DecodeErrorHookFunc adapts a function to a [DecodeErrorHook].
+type DecodeErrorHookFunc func(ctx context.Context, e DecodeFailure)
+
+// OnDecodeError calls fn.
+func (fn DecodeErrorHookFunc) OnDecodeError(ctx context.Context, e DecodeFailure) { fn(ctx, e) }
 
 type handlerConfig struct {
 	reason   string
 	tooLarge string
 	maxDesc  int
-	onError  func(ctx context.Context, msg *azservicebus.ReceivedMessage, err error)
+	hooks    []DecodeErrorHook
 	logger   *slog.Logger
 }
 
-// WithDeadLetterReason sets the dead-letter reason for undecodable messages. Default
-// DefaultDeadLetterReason; an empty reason keeps the default.
-func WithDeadLetterReason(reason string) HandlerOption {
-	return func(c *handlerConfig) {
-		if reason != "" {
-			c.reason = reason
-		}
+func newHandlerConfig(reg *Registry, opts *HandlerOptions) (handlerConfig, error) {
+	if reg == nil {
+		return handlerConfig{}, fmt.Errorf("%w: %w", ErrNilRegistry, sbkit.ErrNilHandler)
 	}
-}
-
-// WithBodyTooLargeReason sets the dead-letter reason for bodies over the size limit.
-// Default DefaultBodyTooLargeReason; an empty reason keeps the default.
-func WithBodyTooLargeReason(reason string) HandlerOption {
-	return func(c *handlerConfig) {
-		if reason != "" {
-			c.tooLarge = reason
-		}
+	var o HandlerOptions
+	if opts != nil {
+		o = *opts
 	}
-}
-
-// WithMaxDescriptionLength sets the byte limit of the dead-letter description. Default
-// DefaultMaxDescriptionLength; n <= 0 keeps the default.
-func WithMaxDescriptionLength(n int) HandlerOption {
-	return func(c *handlerConfig) {
-		if n > 0 {
-			c.maxDesc = n
-		}
+	if o.MaxDescriptionLength < 0 {
+		return handlerConfig{}, fmt.Errorf("%w: negative MaxDescriptionLength %d", ErrInvalidOptions, o.MaxDescriptionLength)
 	}
-}
-
-// OnDecodeError registers fn to be called, on the handler's goroutine, with every error
-// that makes the handler dead-letter a message: a *DecodeError, or an error wrapping
-// ErrBodyTooLarge or ErrUnsupportedBody. It must be fast; a panic in it is recovered and
-// logged. Default none.
-func OnDecodeError(fn func(ctx context.Context, msg *azservicebus.ReceivedMessage, err error)) HandlerOption {
-	return func(c *handlerConfig) { c.onError = fn }
-}
-
-// WithLogger sets the logger that records dead-lettered messages (message ID, reason and
-// the error; never the body) at Warn level. Default: discard.
-func WithLogger(l *slog.Logger) HandlerOption {
-	return func(c *handlerConfig) {
-		if l != nil {
-			c.logger = l
-		}
-	}
-}
-
-func newHandlerConfig(opts []HandlerOption) handlerConfig {
 	c := handlerConfig{
-		reason:   DefaultDeadLetterReason,
-		tooLarge: DefaultBodyTooLargeReason,
-		maxDesc:  DefaultMaxDescriptionLength,
-		logger:   slog.New(slog.DiscardHandler),
+		reason:   cmp.Or(o.DeadLetterReason, DefaultDeadLetterReason),
+		tooLarge: cmp.Or(o.BodyTooLargeReason, DefaultBodyTooLargeReason),
+		maxDesc:  cmp.Or(o.MaxDescriptionLength, DefaultMaxDescriptionLength),
+		hooks:    ihooks.Select[DecodeErrorHook](o.Hooks),
+		logger:   o.Logger,
 	}
-	for _, o := range opts {
-		if o != nil {
-			o(&c)
-		}
+	if c.logger == nil {
+		c.logger = slog.New(slog.DiscardHandler)
 	}
-	return c
+	return c, nil
 }
 
-// Handler adapts a typed function to an sbkit.Handler. Each message is decoded into a new
-// T with reg (see Registry.Decode) and passed to h with the message; h's result is the
-// handler's result.
+// Handler adapts a typed function to an [sbkit.Handler]. Each message is decoded into a
+// new T with reg (see [Registry.Decode]) and passed to h with the message; h's result is
+// the handler's result.
 //
 // A message that cannot be decoded is never passed to h: the handler returns
-// sbkit.DeadLetter(reason, description, err) so that the processor dead-letters it at once
-// instead of abandoning it until the broker's MaxDeliveryCount runs out. The reason is
-// DefaultDeadLetterReason, or DefaultBodyTooLargeReason for a body over the size limit
-// (see the options); the description names every attempt and is truncated to
-// DefaultMaxDescriptionLength bytes; err (a *DecodeError, or an error wrapping
-// ErrBodyTooLarge or ErrUnsupportedBody) is reachable with errors.As from the result and
-// is passed to OnDecodeError.
+// [sbkit.DeadLetter](reason, description, err) so that the processor dead-letters it at
+// once instead of abandoning it until the broker's MaxDeliveryCount runs out. The reason
+// is [DefaultDeadLetterReason], or [DefaultBodyTooLargeReason] for a body over the size
+// limit (see [HandlerOptions]); the description names every attempt and is truncated to
+// [DefaultMaxDescriptionLength] bytes; err (a [*DecodeError], or an error wrapping
+// [ErrBodyTooLarge] or [ErrUnsupportedBody]) is reachable with [errors.As] from the result
+// and is passed to the [DecodeErrorHook]s. A nil message returns [sbkit.ErrNilMessage].
 //
-// A nil reg or h is not a property of the message: every call then returns ErrNilRegistry
-// or ErrNilHandler (which the processor treats as a failure and abandons), and a nil
-// message returns sbkit.ErrNilMessage. The handler is safe for concurrent use when h is.
-func Handler[T any](reg *Registry, h func(ctx context.Context, v T, msg *azservicebus.ReceivedMessage) error, opts ...HandlerOption) sbkit.Handler {
-	cfg := newHandlerConfig(opts)
+// A nil reg or h fails here, with an error wrapping [sbkit.ErrNilHandler] (and
+// [ErrNilRegistry] for reg), and bad options with one wrapping [ErrInvalidOptions]; nil
+// options mean defaults. The handler is safe for concurrent use when h is.
+func Handler[T any](reg *Registry, h func(ctx context.Context, v T, msg *azservicebus.ReceivedMessage) error, opts *HandlerOptions) (sbkit.Handler, error) {
+	if h == nil {
+		return nil, fmt.Errorf("serialize: nil handler function: %w", sbkit.ErrNilHandler)
+	}
+	cfg, err := newHandlerConfig(reg, opts)
+	if err != nil {
+		return nil, err
+	}
 	return func(ctx context.Context, msg *azservicebus.ReceivedMessage) error {
-		if h == nil {
-			return ErrNilHandler
-		}
 		v, err := Decode[T](reg, msg)
 		if err != nil {
 			return cfg.failure(ctx, msg, err)
 		}
 		return h(ctx, v, msg)
-	}
+	}, nil
 }
 
 // Middleware decodes each message into a new T before next runs and stores the value in
-// the context, where FromContext[T] finds it. Undecodable messages are dead-lettered
-// exactly as by Handler, and next does not run. Options as for Handler.
-func Middleware[T any](reg *Registry, opts ...HandlerOption) sbkit.Middleware {
-	cfg := newHandlerConfig(opts)
+// the context, where [FromContext][T] finds it. Undecodable messages are dead-lettered
+// exactly as by [Handler], and next does not run. Errors and options as for Handler;
+// the middleware panics with an error wrapping [sbkit.ErrNilHandler] when it is applied
+// to a nil next (a programming error, found when the chain is built).
+func Middleware[T any](reg *Registry, opts *HandlerOptions) (sbkit.Middleware, error) {
+	cfg, err := newHandlerConfig(reg, opts)
+	if err != nil {
+		return nil, err
+	}
 	return func(next sbkit.Handler) sbkit.Handler {
+		if next == nil {
+			panic(fmt.Errorf("serialize: Middleware: %w", sbkit.ErrNilHandler))
+		}
 		return func(ctx context.Context, msg *azservicebus.ReceivedMessage) error {
-			if next == nil {
-				return ErrNilHandler
-			}
 			v, err := Decode[T](reg, msg)
 			if err != nil {
 				return cfg.failure(ctx, msg, err)
 			}
 			return next(context.WithValue(ctx, valueKey[T]{}, v), msg)
 		}
-	}
+	}, nil
 }
 
 type valueKey[T any] struct{}
@@ -173,18 +190,10 @@ func (c *handlerConfig) failure(ctx context.Context, msg *azservicebus.ReceivedM
 	}
 	c.logger.WarnContext(ctx, "serialize: dead-lettering undecodable message",
 		"messageID", msg.MessageID, "reason", reason, "error", desc)
-	c.notify(ctx, msg, err)
+	c.notify(ctx, DecodeFailure{Message: msg, Err: err, Reason: reason, Description: desc})
 	return sbkit.DeadLetter(reason, desc, err)
 }
 
-func (c *handlerConfig) notify(ctx context.Context, msg *azservicebus.ReceivedMessage, err error) {
-	if c.onError == nil {
-		return
-	}
-	defer func() {
-		if p := recover(); p != nil {
-			c.logger.ErrorContext(ctx, "serialize: OnDecodeError hook panicked", "panic", fmt.Sprint(p))
-		}
-	}()
-	c.onError(ctx, msg, err)
+func (c *handlerConfig) notify(ctx context.Context, e DecodeFailure) {
+	ihooks.Call(ctx, c.logger, "serialize", "DecodeErrorHook", c.hooks, func(h DecodeErrorHook) { h.OnDecodeError(ctx, e) })
 }

@@ -20,7 +20,7 @@ func TestHandlerSettlements(t *testing.T) {
 	tests := []struct {
 		name       string
 		msg        *azservicebus.ReceivedMessage
-		opts       []serialize.HandlerOption
+		opts       *serialize.HandlerOptions
 		handlerErr error
 		wantAction sbkit.Action
 		wantReason string
@@ -33,9 +33,9 @@ func TestHandlerSettlements(t *testing.T) {
 		{"handler marker passes through", received("application/json", []byte(`{"id":"a"}`)), nil, sbkit.Defer(nil), sbkit.ActionDefer, "", true, false, ""},
 		{"garbage dead-letters", received("application/json", []byte(`garbage`)), nil, nil, sbkit.ActionDeadLetter, "DeserializationFailed", false, true, `content-type "application/json" (json): invalid character`},
 		{"unknown type dead-letters", received("application/msgpack", []byte{0x80}), nil, nil, sbkit.ActionDeadLetter, "DeserializationFailed", false, true, `no codec for content type "application/msgpack"`},
-		{"custom reason", received("", []byte(`garbage`)), []serialize.HandlerOption{serialize.WithDeadLetterReason("BadPayload")}, nil, sbkit.ActionDeadLetter, "BadPayload", false, true, "content-type: serialize: no content type"},
+		{"custom reason", received("", []byte(`garbage`)), &serialize.HandlerOptions{DeadLetterReason: "BadPayload"}, nil, sbkit.ActionDeadLetter, "BadPayload", false, true, "content-type: serialize: no content type"},
 		{"too large", received("application/json", bytes.Repeat([]byte(" "), 65)), nil, nil, sbkit.ActionDeadLetter, "BodyTooLarge", false, true, "65 bytes, limit 64"},
-		{"too large custom reason", received("application/json", bytes.Repeat([]byte(" "), 65)), []serialize.HandlerOption{serialize.WithBodyTooLargeReason("Huge")}, nil, sbkit.ActionDeadLetter, "Huge", false, true, "limit 64"},
+		{"too large custom reason", received("application/json", bytes.Repeat([]byte(" "), 65)), &serialize.HandlerOptions{BodyTooLargeReason: "Huge"}, nil, sbkit.ActionDeadLetter, "Huge", false, true, "limit 64"},
 		{"unsupported AMQP body", &azservicebus.ReceivedMessage{RawAMQPMessage: &azservicebus.AMQPAnnotatedMessage{Body: azservicebus.AMQPAnnotatedMessageBody{Value: map[any]any{1: 2}}}}, nil, nil, sbkit.ActionDeadLetter, "DeserializationFailed", false, true, "unsupported AMQP body: AMQP map key of type int"},
 		{"nil message is not dead-lettered", nil, nil, nil, sbkit.ActionAbandon, "", false, false, ""},
 	}
@@ -43,16 +43,21 @@ func TestHandlerSettlements(t *testing.T) {
 		t.Run(tt.name, func(t *testing.T) {
 			called, hooked := false, false
 			var hookErr error
-			opts := append(tt.opts, serialize.OnDecodeError(func(_ context.Context, _ *azservicebus.ReceivedMessage, err error) {
-				hooked, hookErr = true, err
-			}))
-			h := serialize.Handler(reg, func(_ context.Context, o order, _ *azservicebus.ReceivedMessage) error {
+			var opts serialize.HandlerOptions
+			if tt.opts != nil {
+				opts = *tt.opts
+			}
+			var hookEvent serialize.DecodeFailure
+			opts.Hooks = []serialize.Hook{serialize.DecodeErrorHookFunc(func(_ context.Context, e serialize.DecodeFailure) {
+				hooked, hookErr, hookEvent = true, e.Err, e
+			})}
+			h := mustHandler(t, reg, func(_ context.Context, o order, _ *azservicebus.ReceivedMessage) error {
 				called = true
 				if o.ID != "a" {
 					t.Errorf("handler got %+v", o)
 				}
 				return tt.handlerErr
-			}, opts...)
+			}, &opts)
 			err := h(context.Background(), tt.msg)
 			action, se := sbkit.SettlementOf(err)
 			if action != tt.wantAction {
@@ -70,6 +75,9 @@ func TestHandlerSettlements(t *testing.T) {
 			if !errors.Is(err, hookErr) || hookErr == nil {
 				t.Fatalf("the hook's error %v is not the dead-letter cause %v", hookErr, err)
 			}
+			if hookEvent.Message != tt.msg || hookEvent.Reason != se.Reason || hookEvent.Description != se.Description {
+				t.Fatalf("hook event %+v, want the message, reason %q and description %q", hookEvent, se.Reason, se.Description)
+			}
 		})
 	}
 }
@@ -82,14 +90,13 @@ func TestHandlerDescriptionTruncated(t *testing.T) {
 		t.Fatal(err)
 	}
 	for _, tt := range []struct {
-		opts []serialize.HandlerOption
+		opts *serialize.HandlerOptions
 		max  int
 	}{
 		{nil, serialize.DefaultMaxDescriptionLength},
-		{[]serialize.HandlerOption{serialize.WithMaxDescriptionLength(100)}, 100},
-		{[]serialize.HandlerOption{serialize.WithMaxDescriptionLength(-5)}, serialize.DefaultMaxDescriptionLength},
+		{&serialize.HandlerOptions{MaxDescriptionLength: 100}, 100},
 	} {
-		h := serialize.Handler(reg, func(context.Context, order, *azservicebus.ReceivedMessage) error { return nil }, tt.opts...)
+		h := mustHandler(t, reg, func(context.Context, order, *azservicebus.ReceivedMessage) error { return nil }, tt.opts)
 		_, se := sbkit.SettlementOf(h(context.Background(), received("application/long", []byte("x"))))
 		if se == nil || len(se.Description) > tt.max || len(se.Description) < tt.max-4 {
 			t.Fatalf("description of %d bytes, want at most %d and close to it", len(se.Description), tt.max)
@@ -110,36 +117,72 @@ func (f failing) Name() string                { return "long" }
 func (f failing) Marshal(any) ([]byte, error) { return nil, errors.New(f.msg) }
 func (f failing) Unmarshal([]byte, any) error { return errors.New(f.msg) }
 
-func TestHandlerNilArguments(t *testing.T) {
+// TestHandlerFailsFast: a nil registry or function, or bad options, fail when the
+// handler is made, never per message.
+func TestHandlerFailsFast(t *testing.T) {
 	reg := mustNew(t, nil)
-	msg := received("application/json", []byte(`{}`))
-	if err := serialize.Handler[order](reg, nil)(context.Background(), msg); !errors.Is(err, serialize.ErrNilHandler) {
-		t.Fatalf("nil func: %v", err)
+	fn := func(context.Context, order, *azservicebus.ReceivedMessage) error { return nil }
+	for _, tt := range []struct {
+		name string
+		err  error
+		want []error
+	}{
+		{"nil func", second(serialize.Handler[order](reg, nil, nil)), []error{sbkit.ErrNilHandler}},
+		{"nil registry", second(serialize.Handler(nil, fn, nil)), []error{sbkit.ErrNilHandler, serialize.ErrNilRegistry}},
+		{"middleware nil registry", second(serialize.Middleware[order](nil, nil)), []error{sbkit.ErrNilHandler, serialize.ErrNilRegistry}},
+		{"negative description length", second(serialize.Handler(reg, fn, &serialize.HandlerOptions{MaxDescriptionLength: -5})), []error{serialize.ErrInvalidOptions}},
+		{"middleware bad options", second(serialize.Middleware[order](reg, &serialize.HandlerOptions{MaxDescriptionLength: -1})), []error{serialize.ErrInvalidOptions}},
+	} {
+		for _, w := range tt.want {
+			if !errors.Is(tt.err, w) {
+				t.Errorf("%s: %v, want it to wrap %v", tt.name, tt.err, w)
+			}
+		}
 	}
-	h := serialize.Handler(nil, func(context.Context, order, *azservicebus.ReceivedMessage) error { return nil })
-	err := h(context.Background(), msg)
-	if !errors.Is(err, serialize.ErrNilRegistry) {
-		t.Fatalf("nil registry: %v", err)
+	mw, err := serialize.Middleware[order](reg, nil)
+	if err != nil {
+		t.Fatal(err)
 	}
-	if a, _ := sbkit.SettlementOf(err); a != sbkit.ActionAbandon {
-		t.Fatalf("a configuration error must not dead-letter the message, got %v", a)
-	}
-	if err := serialize.Middleware[order](reg)(nil)(context.Background(), msg); !errors.Is(err, serialize.ErrNilHandler) {
-		t.Fatalf("middleware nil next: %v", err)
-	}
-	// nil options and a panicking hook are harmless.
-	h = serialize.Handler(reg, func(context.Context, order, *azservicebus.ReceivedMessage) error { return nil },
-		nil, serialize.WithLogger(nil), serialize.OnDecodeError(func(context.Context, *azservicebus.ReceivedMessage, error) { panic("hook") }))
+	defer func() {
+		if err, _ := recover().(error); !errors.Is(err, sbkit.ErrNilHandler) {
+			t.Fatalf("middleware applied to nil panicked with %v, want ErrNilHandler", err)
+		}
+	}()
+	mw(nil)
+}
+
+// TestHandlerPanickingHook: a hook that panics changes nothing but a log line.
+func TestHandlerPanickingHook(t *testing.T) {
+	var buf bytes.Buffer
+	reg := mustNew(t, nil)
+	h := mustHandler(t, reg, func(context.Context, order, *azservicebus.ReceivedMessage) error { return nil }, &serialize.HandlerOptions{
+		Logger: slog.New(slog.NewTextHandler(&buf, nil)),
+		Hooks:  []serialize.Hook{serialize.DecodeErrorHookFunc(func(context.Context, serialize.DecodeFailure) { panic("hook") }), "not a hook"},
+	})
 	if a, _ := sbkit.SettlementOf(h(context.Background(), received("application/json", []byte("x")))); a != sbkit.ActionDeadLetter {
 		t.Fatalf("got %v", a)
 	}
+	if !strings.Contains(buf.String(), "recovered panic in DecodeErrorHook") {
+		t.Fatalf("log %q", buf.String())
+	}
+}
+
+func second[T any](_ T, err error) error { return err }
+
+func mustHandler[T any](t *testing.T, reg *serialize.Registry, fn func(context.Context, T, *azservicebus.ReceivedMessage) error, opts *serialize.HandlerOptions) sbkit.Handler {
+	t.Helper()
+	h, err := serialize.Handler(reg, fn, opts)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return h
 }
 
 func TestHandlerLogsWithoutBody(t *testing.T) {
 	var buf bytes.Buffer
 	logger := slog.New(slog.NewTextHandler(&buf, nil))
 	reg := mustNew(t, &serialize.Options{Fallbacks: []string{}})
-	h := serialize.Handler(reg, func(context.Context, string, *azservicebus.ReceivedMessage) error { return nil }, serialize.WithLogger(logger))
+	h := mustHandler(t, reg, func(context.Context, string, *azservicebus.ReceivedMessage) error { return nil }, &serialize.HandlerOptions{Logger: logger})
 	_ = h(context.Background(), received("application/unknown", []byte("SECRET-PAYLOAD")))
 	if !strings.Contains(buf.String(), "DeserializationFailed") || !strings.Contains(buf.String(), "messageID=m1") {
 		t.Fatalf("log: %s", buf.String())
@@ -157,12 +200,16 @@ func TestMiddleware(t *testing.T) {
 		got, ok = serialize.FromContext[order](ctx)
 		return nil
 	}
-	h := sbkit.Chain(next, serialize.Middleware[order](reg))
+	mw, err := serialize.Middleware[order](reg, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	h := sbkit.Chain(next, mw)
 	if err := h(context.Background(), received("application/json", []byte(`{"id":"mw"}`))); err != nil || !ok || got.ID != "mw" {
 		t.Fatalf("got %+v %v %v", got, ok, err)
 	}
 	ok = false
-	err := h(context.Background(), received("application/json", []byte(`{`)))
+	err = h(context.Background(), received("application/json", []byte(`{`)))
 	if a, se := sbkit.SettlementOf(err); a != sbkit.ActionDeadLetter || se.Reason != serialize.DefaultDeadLetterReason || ok {
 		t.Fatalf("garbage: action %v, next ran %v", a, ok)
 	}

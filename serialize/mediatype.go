@@ -20,10 +20,10 @@ type MediaType struct {
 }
 
 // ParseMediaType parses an RFC 2045 content type such as "Application/JSON; charset=utf-8"
-// with mime.ParseMediaType. A content type whose parameters are malformed (a duplicate
+// with [mime.ParseMediaType]. A content type whose parameters are malformed (a duplicate
 // name, bad quoting) is still accepted, without parameters; one without a
 // "type/subtype" or with an empty type fails with an error wrapping
-// ErrInvalidContentType.
+// [ErrInvalidContentType].
 func ParseMediaType(contentType string) (MediaType, error) {
 	s := strings.TrimSpace(contentType)
 	if s == "" {
@@ -60,7 +60,7 @@ func (mt MediaType) Charset() string {
 	return normalizeCharset(mt.Params["charset"])
 }
 
-// String formats the media type canonically with mime.FormatMediaType (lower-case type,
+// String formats the media type canonically with [mime.FormatMediaType] (lower-case type,
 // parameters sorted by name).
 func (mt MediaType) String() string {
 	if s := mime.FormatMediaType(mt.Type, mt.Params); s != "" {

@@ -6,15 +6,15 @@ import (
 	"sync"
 )
 
-// DefaultMaxBodySize is the largest body decoded when Options.MaxBodySize is zero: 1 MiB,
+// DefaultMaxBodySize is the largest body decoded when [Options.MaxBodySize] is zero: 1 MiB,
 // the largest message the Premium tier accepts by default (Standard allows 256 KiB).
 const DefaultMaxBodySize = 1 << 20
 
 // DefaultContentType is the content type Encode uses when given none and
-// Options.DefaultContentType is empty.
+// [Options.DefaultContentType] is empty.
 const DefaultContentType = "application/json"
 
-// DefaultFallbacks are the fallback media types used when Options.Fallbacks is nil. New
+// DefaultFallbacks are the fallback media types used when [Options.Fallbacks] is nil. New
 // copies them; changing this variable affects only registries made afterwards.
 var DefaultFallbacks = []string{"application/json"}
 
@@ -23,20 +23,21 @@ type Options struct {
 	// Fallbacks are media types tried in order when a message's content type is missing,
 	// unknown, or its codec fails. Each must name a registered codec (for New: a built-in
 	// one; register your own codecs first and then call SetFallbacks). Nil means
-	// DefaultFallbacks (JSON); an empty, non-nil slice means no fallbacks.
+	// [DefaultFallbacks] (JSON); an empty, non-nil slice means no fallbacks.
 	Fallbacks []string
 	// MaxBodySize is the largest body, in bytes, that is decoded or encoded. Zero means
-	// DefaultMaxBodySize (1 MiB); negative is an error.
+	// [DefaultMaxBodySize] (1 MiB); negative is an error.
 	MaxBodySize int
 	// DefaultContentType is used by Encode when its content type is empty. Default
-	// DefaultContentType ("application/json").
+	// [DefaultContentType] ("application/json").
 	DefaultContentType string
 	// MessageTypeProperty, when set, is the name of an application property that Encode
-	// fills with the value's type name (see TypeName and WithMessageType), for example
+	// fills with the value's type name (see [TypeName] and [EncodeOptions.MessageType]), for example
 	// "MessageType". Default empty: no property is written.
 	MessageTypeProperty string
-	// NoBuiltins starts the registry empty instead of with the built-in codecs.
-	NoBuiltins bool
+	// DisableBuiltins starts the registry empty instead of with the built-in codecs.
+	// Default: false (JSON, XML, protobuf, text and raw registered).
+	DisableBuiltins bool
 }
 
 // Registry maps media types to codecs and holds the decoding policy (fallbacks, body size
@@ -53,33 +54,34 @@ type Registry struct {
 	typeProp    string
 }
 
-// New returns a registry with the built-in codecs (unless opts.NoBuiltins) and the given
-// options; nil opts means defaults. It fails on a negative MaxBodySize, an unparsable
-// DefaultContentType or a fallback that names no registered codec.
+// New returns a registry with the built-in codecs (unless [Options.DisableBuiltins]) and
+// the given options; nil opts means defaults. It returns an error wrapping
+// [ErrInvalidOptions] for a negative MaxBodySize, an unparsable [DefaultContentType] or a
+// fallback that names no registered codec.
 func New(opts *Options) (*Registry, error) {
 	var o Options
 	if opts != nil {
 		o = *opts
 	}
 	if o.MaxBodySize < 0 {
-		return nil, fmt.Errorf("serialize: negative MaxBodySize %d", o.MaxBodySize)
+		return nil, fmt.Errorf("%w: negative MaxBodySize %d", ErrInvalidOptions, o.MaxBodySize)
 	}
 	r := &Registry{maxBody: o.MaxBodySize, typeProp: o.MessageTypeProperty, defaultType: DefaultContentType}
 	if o.DefaultContentType != "" {
 		if _, err := ParseMediaType(o.DefaultContentType); err != nil {
-			return nil, fmt.Errorf("serialize: DefaultContentType: %w", err)
+			return nil, fmt.Errorf("%w: DefaultContentType: %w", ErrInvalidOptions, err)
 		}
 		r.defaultType = o.DefaultContentType
 	}
-	if !o.NoBuiltins {
+	if !o.DisableBuiltins {
 		registerBuiltins(r)
 	}
 	fallbacks := o.Fallbacks
-	if fallbacks == nil && !o.NoBuiltins {
+	if fallbacks == nil && !o.DisableBuiltins {
 		fallbacks = DefaultFallbacks
 	}
 	if err := r.SetFallbacks(fallbacks...); err != nil {
-		return nil, err
+		return nil, fmt.Errorf("%w: %w", ErrInvalidOptions, err)
 	}
 	return r, nil
 }
@@ -191,8 +193,8 @@ func (r *Registry) Fallbacks() []string {
 }
 
 // Lookup returns the codec that reads contentType and the parsed media type. An exact
-// registration wins over a suffix one. Errors wrap ErrNoContentType,
-// ErrInvalidContentType or ErrUnknownContentType.
+// registration wins over a suffix one. Errors wrap [ErrNoContentType],
+// [ErrInvalidContentType] or [ErrUnknownContentType].
 func (r *Registry) Lookup(contentType string) (Codec, MediaType, error) {
 	if r == nil {
 		return nil, MediaType{}, ErrNilRegistry
