@@ -59,7 +59,7 @@ func (b *Batch) AddMessage(message *azservicebus.Message, options *azservicebus.
 // NumMessages returns how many messages the batch holds.
 func (b *Batch) NumMessages() int32 { return int32(len(b.out)) }
 
-// NumBytes returns the batch's size: the sum of its messages' MessageSize.
+// NumBytes returns the batch's size: the sum of its messages' sbkit.MessageSize.
 func (b *Batch) NumBytes() uint64 { return b.bytes }
 
 // SendBatch sends a batch made by this sender's NewBatch as one request: all its messages

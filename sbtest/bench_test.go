@@ -21,7 +21,7 @@ func BenchmarkSendReceive(b *testing.B) {
 			if _, err := ns.NewQueue("q", nil); err != nil {
 				b.Fatal(err)
 			}
-			s, _ := ns.NewSender("q")
+			s, _ := ns.NewSender("q", nil)
 			r, _ := ns.NewReceiverForQueue("q", nil)
 			body := make([]byte, 100)
 			for range backlog {
@@ -51,7 +51,7 @@ func BenchmarkParallelSendLatency(b *testing.B) {
 	ctx := context.Background()
 	ns := NewNamespace(&NamespaceOptions{Latency: Latency{RoundTrip: 7 * time.Millisecond, StoreTime: time.Millisecond}})
 	q, _ := ns.NewQueue("q", nil)
-	s, _ := ns.NewSender("q")
+	s, _ := ns.NewSender("q", nil)
 	b.SetParallelism(max(1, 64/runtime.GOMAXPROCS(0)))
 	start := time.Now()
 	b.RunParallel(func(pb *testing.PB) {

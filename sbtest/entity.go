@@ -3,6 +3,7 @@ package sbtest
 import (
 	"fmt"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/Azure/azure-sdk-for-go/sdk/messaging/azservicebus"
@@ -24,12 +25,16 @@ type Entity struct {
 	defaultTTL time.Duration
 	faults     faultSet
 	stats      counters
+	rules      ruleSet // subscriptions only (rule.go)
 
-	mu      sync.Mutex
-	main    subqueue
-	dlq     subqueue
-	nextSeq int64 // queues only; a topic numbers the messages of its subscriptions
-	dup     dupDetector
+	mu   sync.Mutex
+	main subqueue
+	dlq  subqueue
+	seqs *atomic.Int64 // the last sequence number: the queue's own, or its topic's
+	dup  dupDetector
+	// sessions groups the main queue's messages by session id when the entity requires
+	// sessions (nil otherwise); see session.go.
+	sessions map[string]*session
 }
 
 // subqueue is the main queue or the dead-letter queue of an entity, guarded by the
@@ -53,10 +58,16 @@ func (sq *subqueue) init(dlq bool) {
 }
 
 func newEntity(ns *Namespace, path string, topic *Topic, opts EntityOptions, defaultTTL time.Duration) *Entity {
-	e := &Entity{ns: ns, path: path, topic: topic, opts: opts, defaultTTL: defaultTTL}
+	e := &Entity{ns: ns, path: path, topic: topic, opts: opts, defaultTTL: defaultTTL, seqs: new(atomic.Int64)}
+	if topic != nil {
+		e.seqs = &topic.seqs
+	}
 	e.main.init(false)
 	e.dlq.init(true)
 	e.dup.window = opts.DuplicateDetectionWindow
+	if opts.RequiresSession {
+		e.sessions = make(map[string]*session)
+	}
 	return e
 }
 
@@ -92,33 +103,52 @@ func (sq *subqueue) nextDue() (time.Time, bool) {
 // tick applies everything that became due by now: lock expiries, scheduled messages
 // becoming active, TTL expiries. It costs O(1) when nothing is due.
 func (e *Entity) tick(now time.Time) {
+	if e.sessions != nil {
+		e.tickSessions(now)
+	}
 	for _, sq := range []*subqueue{&e.main, &e.dlq} {
 		for m := sq.heaps[hLock].top(); m != nil && !now.Before(m.lockedUntil); m = sq.heaps[hLock].top() {
+			counted := !m.orphaned
 			e.unlock(sq, m)
 			e.stats.lockExpired.Add(1)
-			e.release(sq, m)
+			e.release(sq, m, counted)
 		}
 	}
 	sched := &e.main.heaps[hSched]
 	for m := sched.top(); m != nil && !now.Before(m.scheduledAt); m = sched.top() {
 		sched.del(m)
+		// "As the message transitions to the active state, the message is appended to the
+		// queue as if it had been enqueued at the current instant, which includes assigning
+		// a new SequenceNumber" (Service Bus docs, message sequencing: scheduled messages).
+		delete(e.main.bySeq, m.seq)
+		m.seq = e.seqs.Add(1)
+		e.main.bySeq[m.seq] = m
 		e.makeAvailable(&e.main, m)
 	}
 	exp := &e.main.heaps[hExp]
 	for m := exp.top(); m != nil && !now.Before(m.expiresAt); m = exp.top() {
-		e.detach(&e.main, m)
-		e.stats.expired.Add(1)
-		if e.opts.DeadLetterOnExpiration {
-			e.toDLQ(m, ptr(sbkit.TTLExpiredReason), ptr("The message expired and was dead lettered."), nil)
-		}
+		e.expire(m)
+	}
+}
+
+// expire removes an expired message of the main queue: to the dead-letter queue when the
+// entity dead-letters on expiration, else dropped.
+func (e *Entity) expire(m *message) {
+	e.detach(&e.main, m)
+	e.stats.expired.Add(1)
+	if e.opts.DeadLetterOnExpiration {
+		e.toDLQ(m, ptr(sbkit.TTLExpiredReason), ptr("The message expired and was dead lettered."), nil)
 	}
 }
 
 // insert stores a new message with sequence number seq, sent at now, scheduled for sched
 // (zero or not after now means at once).
 func (e *Entity) insert(p *payload, seq int64, now, sched time.Time) {
+	if e.forwardOnInsert(p, seq, sched) {
+		return
+	}
 	ttl := sbkit.EffectiveTTL(p.ttl, e.defaultTTL)
-	m := &message{p: p, seq: seq, ttl: ttl, expires: ttl < sbkit.MaxTTL}
+	m := &message{p: p, seq: seq, ttl: ttl, expires: ttl < sbkit.MaxTTL, count: 1}
 	for k := range m.idx {
 		m.idx[k] = -1
 	}
@@ -127,12 +157,19 @@ func (e *Entity) insert(p *payload, seq int64, now, sched time.Time) {
 		m.enqueued, m.scheduledAt = sched, sched
 	}
 	m.expiresAt = sbkit.ExpiresAt(m.enqueued, ttl)
+	if e.forwardHopsExceeded(m) {
+		return
+	}
 	e.main.bySeq[seq] = m
+	if s := e.sessionFor(&e.main, m); s != nil {
+		s.count++
+	}
 	e.stats.sent.Add(1)
 	if !m.scheduledAt.IsZero() {
 		m.state = stScheduled
 		e.main.heaps[hSched].add(m)
 		e.stats.scheduled.Add(1)
+		e.main.signal() // waiters recompute their next due time: this message may be it
 		return
 	}
 	e.makeAvailable(&e.main, m)
@@ -141,28 +178,32 @@ func (e *Entity) insert(p *payload, seq int64, now, sched time.Time) {
 func (e *Entity) makeAvailable(sq *subqueue, m *message) {
 	m.state = stAvailable
 	m.wasDeferred = false
-	sq.heaps[hAvail].add(m)
+	e.availHeap(sq, m).add(m)
 	if m.expires && !sq.dlq {
 		sq.heaps[hExp].add(m)
 	}
 	sq.signal()
 }
 
+// makeDeferred sets m aside. A deferred message does not expire while it waits: it is
+// checked when a client receives it by sequence number ("Deferred messages aren't
+// expired and automatically moved to a dead-letter queue until a client app attempts to
+// receive them", Service Bus docs, message deferral).
 func (e *Entity) makeDeferred(sq *subqueue, m *message) {
 	m.state = stDeferred
 	m.wasDeferred = false
-	if m.expires && !sq.dlq {
-		sq.heaps[hExp].add(m)
-	}
 }
 
 // lock gives m (already out of the available/expiry heaps) to r under a new lock.
 func (e *Entity) lock(sq *subqueue, m *message, r *Receiver, now time.Time) {
 	m.state = stLocked
 	m.token = newLockToken()
-	m.lockedUntil = now.Add(e.opts.LockDuration)
 	m.holder = r
 	sq.byToken[m.token] = m
+	if r.sess != nil {
+		return // locked by the session's lock: it expires and is renewed with the session
+	}
+	m.lockedUntil = now.Add(e.opts.LockDuration)
 	sq.heaps[hLock].add(m)
 }
 
@@ -171,6 +212,7 @@ func (e *Entity) unlock(sq *subqueue, m *message) {
 	sq.heaps[hLock].del(m)
 	delete(sq.byToken, m.token)
 	m.holder = nil
+	m.orphaned = false
 	m.token = [16]byte{}
 }
 
@@ -183,16 +225,22 @@ func (e *Entity) detach(sq *subqueue, m *message) {
 		sq.heaps[k].del(m)
 	}
 	delete(sq.bySeq, m.seq)
+	e.sessionGone(sq, m)
 }
 
-// release returns an unlocked message after a counted delivery (abandon, lock expiry):
-// to the dead-letter queue once it has had MaxDeliveryCount deliveries, else back to
-// where it came from.
-func (e *Entity) release(sq *subqueue, m *message) {
-	if !sq.dlq && m.deliveries >= uint32(e.opts.MaxDeliveryCount) {
-		e.detach(sq, m)
-		e.toDLQ(m, ptr(MaxDeliveryCountExceededReason), ptr(fmt.Sprintf("Message could not be consumed after %d delivery attempts.", e.opts.MaxDeliveryCount)), nil)
-		return
+// release returns an unlocked message to where it came from. counted is true for an
+// abandon or a lock expiry, which count a delivery (seed 004): in the main queue a
+// message that has had MaxDeliveryCount counted deliveries goes to the dead-letter queue
+// instead; the dead-letter queue counts none (SDK live test
+// TestMessageSettlementUsingReceiver: abandoned there, DeliveryCount stays).
+func (e *Entity) release(sq *subqueue, m *message, counted bool) {
+	if counted && !sq.dlq {
+		if m.count >= uint32(e.opts.MaxDeliveryCount) {
+			e.detach(sq, m)
+			e.toDLQ(m, ptr(MaxDeliveryCountExceededReason), ptr(fmt.Sprintf("Message could not be consumed after %d delivery attempts.", e.opts.MaxDeliveryCount)), nil)
+			return
+		}
+		m.count++
 	}
 	e.requeue(sq, m)
 }
@@ -208,6 +256,9 @@ func (e *Entity) requeue(sq *subqueue, m *message) {
 // toDLQ puts a message already detached from the main queue into the dead-letter queue.
 // reason and description may be nil (not set).
 func (e *Entity) toDLQ(m *message, reason, desc *string, props map[string]any) {
+	if e.forwardDeadLetter(m, reason, desc, props) {
+		return
+	}
 	m.p = m.p.withProps(props)
 	m.dlReason, m.dlDesc = cloneStr(reason), cloneStr(desc)
 	e.dlq.bySeq[m.seq] = m
@@ -215,21 +266,18 @@ func (e *Entity) toDLQ(m *message, reason, desc *string, props map[string]any) {
 	e.stats.deadLettered.Add(1)
 }
 
-// dropHolder releases every lock r holds, as a closed connection does: the messages come
-// back without their delivery being counted. It costs O(locked messages).
-func (e *Entity) dropHolder(r *Receiver) {
-	var held []*message
+// orphanLocks marks every lock r holds as held by a link that is gone, as a closed
+// receiver or a dropped connection leaves them: the broker keeps each lock until its
+// LockedUntil (seed 000: when the client stops working, the message is available again
+// only after the lock duration), any receiver of the entity can renew or settle it by
+// its token meanwhile (SDK live test TestReceiver_SettleWithOnlyLockToken), and when it
+// expires the message comes back without the delivery counted (seed 004: the count does
+// not increase when the AMQP connection closes). It costs O(locked messages).
+func (e *Entity) orphanLocks(r *Receiver) {
 	for _, m := range r.sq.byToken {
 		if m.holder == r {
-			held = append(held, m)
+			m.orphaned = true
 		}
-	}
-	for _, m := range held {
-		e.unlock(r.sq, m)
-		if m.deliveries > 0 {
-			m.deliveries--
-		}
-		e.requeue(r.sq, m)
 	}
 }
 
@@ -237,7 +285,11 @@ func (e *Entity) dropHolder(r *Receiver) {
 func (e *Entity) Name() string { return e.path }
 
 // Options returns the entity's options with defaults filled in.
-func (e *Entity) Options() EntityOptions { return e.opts }
+func (e *Entity) Options() EntityOptions {
+	e.mu.Lock() // SetOptions may change them (manage.go)
+	defer e.mu.Unlock()
+	return e.opts
+}
 
 // Stats returns a snapshot of the entity's counters.
 func (e *Entity) Stats() EntityStats { return e.stats.snapshot() }
@@ -258,9 +310,10 @@ func (e *Entity) ExpireLock(lockToken [16]byte) bool {
 	e.tick(time.Now())
 	for _, sq := range []*subqueue{&e.main, &e.dlq} {
 		if m := sq.byToken[lockToken]; m != nil {
+			counted := !m.orphaned
 			e.unlock(sq, m)
 			e.stats.lockExpired.Add(1)
-			e.release(sq, m)
+			e.release(sq, m, counted)
 			return true
 		}
 	}
@@ -270,6 +323,7 @@ func (e *Entity) ExpireLock(lockToken [16]byte) bool {
 // snapshot returns received-message copies of the messages of sq that pass keep, in
 // sequence-number order, after applying what is due.
 func (e *Entity) snapshot(dlq bool, keep func(*message) bool) []*azservicebus.ReceivedMessage {
+	e.ns.flushForwards()
 	e.mu.Lock()
 	defer e.mu.Unlock()
 	e.tick(time.Now())
@@ -281,6 +335,7 @@ func (e *Entity) snapshot(dlq bool, keep func(*message) bool) []*azservicebus.Re
 }
 
 func (e *Entity) count(f func() int) int {
+	e.ns.flushForwards()
 	e.mu.Lock()
 	defer e.mu.Unlock()
 	e.tick(time.Now())
@@ -289,7 +344,7 @@ func (e *Entity) count(f func() int) int {
 
 // ActiveCount returns how many messages are available for delivery now (not locked, not
 // deferred, not scheduled).
-func (e *Entity) ActiveCount() int { return e.count(func() int { return e.main.heaps[hAvail].Len() }) }
+func (e *Entity) ActiveCount() int { return e.count(e.availLen) }
 
 // LockedCount returns how many messages of the main queue are locked by receivers.
 func (e *Entity) LockedCount() int { return e.count(func() int { return len(e.main.byToken) }) }
@@ -303,7 +358,7 @@ func (e *Entity) ScheduledCount() int {
 func (e *Entity) DeferredCount() int {
 	return e.count(func() int {
 		sq := &e.main
-		return len(sq.bySeq) - sq.heaps[hAvail].Len() - len(sq.byToken) - sq.heaps[hSched].Len()
+		return len(sq.bySeq) - e.availLen() - len(sq.byToken) - sq.heaps[hSched].Len()
 	})
 }
 

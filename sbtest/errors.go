@@ -2,6 +2,7 @@ package sbtest
 
 import (
 	"errors"
+	"fmt"
 
 	"github.com/Azure/azure-sdk-for-go/sdk/messaging/azservicebus"
 )
@@ -31,3 +32,9 @@ var PermanentError = &azservicebus.Error{Code: azservicebus.CodeUnauthorizedAcce
 func errLockLost() error { return &azservicebus.Error{Code: azservicebus.CodeLockLost} }
 func errClosed() error   { return &azservicebus.Error{Code: azservicebus.CodeClosed} }
 func errNotFound() error { return &azservicebus.Error{Code: azservicebus.CodeNotFound} }
+
+// deferredNotFound fails a receive of deferred messages by sequence number, as the
+// service does for a number it has no deferred message for (SDK: CodeNotFound).
+func deferredNotFound(seq int64) error {
+	return fmt.Errorf("sbtest: no deferred message with sequence number %d: %w", seq, errNotFound())
+}

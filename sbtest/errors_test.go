@@ -60,7 +60,7 @@ func TestErrors(t *testing.T) {
 			_, err := f.r.PeekMessages(ctx, 1, nil)
 			return err
 		}, isCode(azservicebus.CodeClosed)},
-		{"unknown queue sender", func(f *fixture) error { _, err := f.ns.NewSender("nope"); return err },
+		{"unknown queue sender", func(f *fixture) error { _, err := f.ns.NewSender("nope", nil); return err },
 			isCode(azservicebus.CodeNotFound)},
 		{"unknown queue receiver", func(f *fixture) error { _, err := f.ns.NewReceiverForQueue("nope", nil); return err },
 			isCode(azservicebus.CodeNotFound)},
@@ -73,7 +73,7 @@ func TestErrors(t *testing.T) {
 		{"cancelled context receive", func(f *fixture) error { _, err := f.r.ReceiveMessages(cancelled, 1, nil); return err },
 			func(err error) bool { return errors.Is(err, context.Canceled) }},
 		{"foreign batch", func(f *fixture) error {
-			other, _ := f.ns.NewSender("q")
+			other, _ := f.ns.NewSender("q", nil)
 			b, _ := other.NewBatch(ctx, nil)
 			return f.s.SendBatch(ctx, b, nil)
 		}, func(err error) bool { return errors.Is(err, sbkit.ErrForeignBatch) }},
@@ -116,7 +116,7 @@ func TestBatchLimits(t *testing.T) {
 	if _, err := ns.NewQueue("q", nil); err != nil {
 		t.Fatal(err)
 	}
-	s, _ := ns.NewSender("q")
+	s, _ := ns.NewSender("q", nil)
 	tests := []struct {
 		name      string
 		maxBytes  uint64
@@ -148,30 +148,10 @@ func TestBatchLimits(t *testing.T) {
 			}
 			want := 0
 			for _, n := range tt.bodies[:added] {
-				want += n + MessageOverhead
+				want += int(sbkit.MessageSize(&azservicebus.Message{Body: make([]byte, n)}))
 			}
 			if b.NumBytes() != uint64(want) {
 				t.Fatalf("NumBytes = %d, want %d", b.NumBytes(), want)
-			}
-		})
-	}
-}
-
-func TestMessageSize(t *testing.T) {
-	tests := []struct {
-		name string
-		m    *azservicebus.Message
-		want int
-	}{
-		{"nil", nil, 0},
-		{"empty", &azservicebus.Message{}, MessageOverhead},
-		{"body and strings", &azservicebus.Message{Body: []byte("12345"), MessageID: sp("id"), Subject: sp("abc")}, MessageOverhead + 10},
-		{"properties", &azservicebus.Message{ApplicationProperties: map[string]any{"k": "vv", "b": []byte("123"), "n": 1}}, MessageOverhead + 3 + 4 + 9},
-	}
-	for _, tt := range tests {
-		t.Run(tt.name, func(t *testing.T) {
-			if got := MessageSize(tt.m); got != tt.want {
-				t.Fatalf("MessageSize = %d, want %d", got, tt.want)
 			}
 		})
 	}

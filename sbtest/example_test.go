@@ -14,7 +14,7 @@ func Example() {
 	ns := sbtest.NewNamespace(nil)
 	queue, _ := ns.NewQueue("orders", nil)
 
-	sender, _ := ns.NewSender("orders")
+	sender, _ := ns.NewSender("orders", nil)
 	defer sender.Close(ctx)
 	_ = sender.SendMessage(ctx, &azservicebus.Message{Body: []byte("order 1")}, nil)
 
@@ -36,7 +36,7 @@ func Example_maxDeliveryCount() {
 	ctx := context.Background()
 	ns := sbtest.NewNamespace(nil)
 	queue, _ := ns.NewQueue("jobs", &sbtest.EntityOptions{MaxDeliveryCount: 3})
-	sender, _ := ns.NewSender("jobs")
+	sender, _ := ns.NewSender("jobs", nil)
 	_ = sender.SendMessage(ctx, &azservicebus.Message{Body: []byte("poison")}, nil)
 
 	receiver, _ := ns.NewReceiverForQueue("jobs", nil)
@@ -63,7 +63,7 @@ func ExampleEntity_InjectFault() {
 	ctx := context.Background()
 	ns := sbtest.NewNamespace(nil)
 	queue, _ := ns.NewQueue("q", nil)
-	sender, _ := ns.NewSender("q")
+	sender, _ := ns.NewSender("q", nil)
 
 	queue.InjectFault(sbtest.Fault{Op: sbtest.OpSend, Count: 1})
 	fmt.Println(sender.SendMessage(ctx, &azservicebus.Message{}, nil) == sbtest.TransientError)

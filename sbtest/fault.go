@@ -25,6 +25,12 @@ const (
 	OpDefer
 	// OpRenew is RenewMessageLock.
 	OpRenew
+	// OpAcceptSession is AcceptSession* and AcceptNextSession*.
+	OpAcceptSession
+	// OpRenewSessionLock is RenewSessionLock.
+	OpRenewSessionLock
+	// OpSessionState is GetSessionState and SetSessionState.
+	OpSessionState
 )
 
 // String returns the operation's name.
@@ -44,6 +50,12 @@ func (o Op) String() string {
 		return "defer"
 	case OpRenew:
 		return "renew"
+	case OpAcceptSession:
+		return "accept-session"
+	case OpRenewSessionLock:
+		return "renew-session-lock"
+	case OpSessionState:
+		return "session-state"
 	}
 	return fmt.Sprintf("Op(%d)", int(o))
 }

@@ -192,7 +192,7 @@ func TestTopicSendFault(t *testing.T) {
 	ns := NewNamespace(nil)
 	top, _ := ns.NewTopic("t", nil)
 	sub, _ := top.NewSubscription("s", nil)
-	s, _ := ns.NewSender("t")
+	s, _ := ns.NewSender("t", nil)
 	top.InjectFault(Fault{Op: OpSend, Count: 1})
 	if err := s.SendMessage(context.Background(), msg("a"), nil); err != TransientError {
 		t.Fatalf("err = %v", err)

@@ -63,15 +63,23 @@ func (h *msgHeap) Pop() any {
 
 func (h *msgHeap) add(m *message) { heap.Push(h, m) }
 
+// has reports whether m is in h. A message's index slot for a kind is shared by every
+// heap of that kind (a session's available heap and its subqueue's), so removal checks
+// that the slot points into h.
+func (h *msgHeap) has(m *message) bool {
+	i := m.idx[h.kind]
+	return i >= 0 && i < len(h.s) && h.s[i] == m
+}
+
 func (h *msgHeap) del(m *message) {
-	if i := m.idx[h.kind]; i >= 0 {
-		heap.Remove(h, i)
+	if h.has(m) {
+		heap.Remove(h, m.idx[h.kind])
 	}
 }
 
 func (h *msgHeap) fix(m *message) {
-	if i := m.idx[h.kind]; i >= 0 {
-		heap.Fix(h, i)
+	if h.has(m) {
+		heap.Fix(h, m.idx[h.kind])
 	}
 }
 

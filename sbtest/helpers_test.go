@@ -27,7 +27,7 @@ func newFixture(t *testing.T, opts *EntityOptions) *fixture {
 	if err != nil {
 		t.Fatal(err)
 	}
-	s, err := ns.NewSender("q")
+	s, err := ns.NewSender("q", nil)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"github.com/Azure/azure-sdk-for-go/sdk/messaging/azservicebus"
+	"github.com/sbkit/sbkit"
 )
 
 func TestLatencyPerOperation(t *testing.T) {
@@ -89,7 +90,7 @@ func TestConcurrentSendsOverlap(t *testing.T) {
 			synctest.Test(t, func(t *testing.T) {
 				ns := NewNamespace(&NamespaceOptions{Latency: tt.lat})
 				q, _ := ns.NewQueue("q", nil)
-				s, _ := ns.NewSender("q")
+				s, _ := ns.NewSender("q", nil)
 				start := time.Now()
 				var wg sync.WaitGroup
 				for range tt.senders {
@@ -109,7 +110,7 @@ func TestConcurrentSendsOverlap(t *testing.T) {
 				if st.Sent != int64(tt.senders*tt.each) || st.InFlightSends != 0 || st.PeakInFlightSends != int64(tt.senders) {
 					t.Fatalf("stats %+v", st)
 				}
-				if want := int64(tt.senders * (10 + MessageOverhead)); st.PeakInFlightBytes != want {
+				if want := int64(tt.senders) * sbkit.MessageSize(msg("0123456789")); st.PeakInFlightBytes != want {
 					t.Fatalf("PeakInFlightBytes = %d, want %d", st.PeakInFlightBytes, want)
 				}
 			})
@@ -121,7 +122,7 @@ func TestSendCancelledDuringLatencyStoresNothing(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		ns := NewNamespace(&NamespaceOptions{Latency: Latency{RoundTrip: time.Second, StoreTime: time.Second}})
 		q, _ := ns.NewQueue("q", nil)
-		s, _ := ns.NewSender("q")
+		s, _ := ns.NewSender("q", nil)
 		for _, d := range []time.Duration{500 * time.Millisecond, 1500 * time.Millisecond} {
 			ctx, cancel := context.WithTimeout(context.Background(), d)
 			err := s.SendMessage(ctx, msg("a"), nil)

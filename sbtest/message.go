@@ -1,47 +1,14 @@
 package sbtest
 
 import (
+	"encoding/hex"
 	"maps"
 	"math/rand/v2"
 	"time"
 
 	"github.com/Azure/azure-sdk-for-go/sdk/messaging/azservicebus"
+	"github.com/sbkit/sbkit"
 )
-
-// MessageOverhead is the fixed number of bytes MessageSize adds to every message for its
-// system properties and framing. It is an estimate: the real AMQP encoding differs.
-const MessageOverhead = 64
-
-// MessageSize returns the size sbtest charges a message against MaxMessageSize and
-// against a batch's MaxBytes: len(Body), plus the length of every string property
-// (MessageID, ContentType, CorrelationID, PartitionKey, ReplyTo, ReplyToSessionID,
-// SessionID, Subject, To), plus for every application property the length of its key and
-// of its value (len for string and []byte values, 8 for anything else), plus
-// MessageOverhead. A nil message has size 0.
-func MessageSize(m *azservicebus.Message) int {
-	if m == nil {
-		return 0
-	}
-	n := MessageOverhead + len(m.Body)
-	for _, s := range []*string{m.MessageID, m.ContentType, m.CorrelationID, m.PartitionKey,
-		m.ReplyTo, m.ReplyToSessionID, m.SessionID, m.Subject, m.To} {
-		if s != nil {
-			n += len(*s)
-		}
-	}
-	for k, v := range m.ApplicationProperties {
-		n += len(k)
-		switch v := v.(type) {
-		case string:
-			n += len(v)
-		case []byte:
-			n += len(v)
-		default:
-			n += 8
-		}
-	}
-	return n
-}
 
 // payload is the immutable user part of a stored message. It is deep-copied from the
 // sender's message, shared by the copies a topic fans out, and copied again into every
@@ -53,7 +20,9 @@ type payload struct {
 	contentType, correlationID, partitionKey, replyTo *string
 	replyToSessionID, sessionID, subject, to          *string
 	ttl                                               *time.Duration
+	raw                                               *rawSections // sent over AMQP: what the Message cannot carry
 	size                                              int
+	forwarded                                         // auto-forwarding's fields (forward.go)
 }
 
 func newPayload(m *azservicebus.Message) *payload {
@@ -68,10 +37,15 @@ func newPayload(m *azservicebus.Message) *payload {
 		sessionID:        cloneStr(m.SessionID),
 		subject:          cloneStr(m.Subject),
 		to:               cloneStr(m.To),
-		size:             MessageSize(m),
+		size:             int(sbkit.MessageSize(m)),
 	}
 	if m.MessageID != nil {
 		p.messageID = *m.MessageID
+	}
+	if p.messageID == "" {
+		// The service assigns a GUID when the sender leaves MessageId empty (the SDK's
+		// live test Test_Sender_MessageID: "this is filled in by automatically").
+		p.messageID = newMessageID()
 	}
 	if m.TimeToLive != nil {
 		ttl := *m.TimeToLive
@@ -149,8 +123,10 @@ type message struct {
 	scheduledAt time.Time // zero unless it was scheduled
 	ttl         time.Duration
 	expiresAt   time.Time
-	expires     bool // ttl is finite: the message is in the expiry heap while available/deferred
-	deliveries  uint32
+	expires     bool   // ttl is finite: the message is in the expiry heap while available/deferred
+	count       uint32 // DeliveryCount: 1, plus 1 per abandon or lock expiry (seed 004)
+	orphaned    bool   // locked by a receiver whose link is gone (closed, dropped)
+	touched     bool   // delivered once: peek shows the entity's TTL from then on (seed 003)
 	state       msgState
 	wasDeferred bool // locked via ReceiveDeferredMessages: an abandon returns it to deferred
 	token       [16]byte
@@ -159,6 +135,13 @@ type message struct {
 	idx         [numHeaps]int
 	dlReason    *string
 	dlDesc      *string
+}
+
+// newMessageID returns a random GUID as 32 hex digits, the form the Service Bus clients
+// have long given the MessageIds they generate.
+func newMessageID() string {
+	t := newLockToken()
+	return hex.EncodeToString(t[:])
 }
 
 func newLockToken() [16]byte {
@@ -185,7 +168,7 @@ func (m *message) received() *azservicebus.ReceivedMessage {
 		CorrelationID:              cloneStr(p.correlationID),
 		DeadLetterErrorDescription: cloneStr(m.dlDesc),
 		DeadLetterReason:           cloneStr(m.dlReason),
-		DeliveryCount:              m.deliveries,
+		DeliveryCount:              m.count,
 		EnqueuedTime:               cloneTime(m.enqueued),
 		ExpiresAt:                  cloneTime(m.expiresAt),
 		MessageID:                  p.messageID,
@@ -201,6 +184,9 @@ func (m *message) received() *azservicebus.ReceivedMessage {
 	if !m.scheduledAt.IsZero() {
 		rm.ScheduledEnqueueTime = cloneTime(m.scheduledAt)
 	}
+	if p.raw != nil {
+		rm.RawAMQPMessage = p.raw.annotated(rm.Body)
+	}
 	switch {
 	case m.state == stScheduled:
 		rm.State = azservicebus.MessageStateScheduled
@@ -212,6 +198,10 @@ func (m *message) received() *azservicebus.ReceivedMessage {
 	if m.state == stLocked {
 		rm.LockToken = m.token
 		rm.LockedUntil = cloneTime(m.lockedUntil)
+		if m.holder != nil && m.holder.sess != nil {
+			rm.LockedUntil = cloneTime(m.holder.sess.lockedUntil) // a session's messages are locked by its lock
+		}
 	}
+	p.setForwarded(rm)
 	return rm
 }

@@ -10,7 +10,7 @@ import (
 type NamespaceOptions struct {
 	// Latency is the initial latency model; the zero value means no latency.
 	Latency Latency
-	// MaxMessageSize is the largest message (MessageSize) and the largest batch a send
+	// MaxMessageSize is the largest message (sbkit.MessageSize) and the largest batch a send
 	// accepts, in bytes; default DefaultMaxMessageSize (256 KiB).
 	MaxMessageSize int
 }
@@ -26,6 +26,9 @@ type Namespace struct {
 	mu       sync.Mutex
 	entities map[string]*Entity // queues and subscriptions by path
 	topics   map[string]*Topic
+
+	fwd    forwardQueue // messages on their way to an auto-forwarding target (forward.go)
+	status sync.Map     // *Entity or *Topic -> EntityStatus (status.go); absent means Active
 }
 
 // NewNamespace returns an empty namespace. nil options mean defaults.
@@ -122,3 +125,10 @@ func (ns *Namespace) Topic(name string) (*Topic, bool) {
 }
 
 func subscriptionPath(topic, sub string) string { return topic + "/Subscriptions/" + sub }
+
+// exists reports whether path names a queue, a topic or a subscription.
+func (ns *Namespace) exists(path string) bool {
+	ns.mu.Lock()
+	defer ns.mu.Unlock()
+	return ns.entities[path] != nil || ns.topics[path] != nil
+}

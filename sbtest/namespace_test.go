@@ -57,7 +57,7 @@ func TestNegativeLatencyIsZero(t *testing.T) {
 		if _, err := ns.NewQueue("q", nil); err != nil {
 			t.Fatal(err)
 		}
-		s, _ := ns.NewSender("q")
+		s, _ := ns.NewSender("q", nil)
 		start := time.Now()
 		if err := s.SendMessage(context.Background(), msg("a"), nil); err != nil {
 			t.Fatal(err)

@@ -42,6 +42,20 @@ type EntityOptions struct {
 	// non-empty MessageID was accepted within the window; the send still succeeds.
 	// 0 means off.
 	DuplicateDetectionWindow time.Duration
+	// RequiresSession makes a queue or subscription session-aware: every message sent
+	// to it must have a SessionID, only session receivers (AcceptSession*,
+	// AcceptNextSession*) read its main queue, and a session's messages are delivered in
+	// order to the one receiver holding its lock. Its dead-letter queue is read by plain
+	// receivers. Default false; ignored on a topic.
+	RequiresSession bool
+	// ForwardTo, when not empty, names the queue or topic every message arriving in
+	// this queue or subscription is passed on to (auto-forwarding, forward.go); the
+	// entity itself keeps none. Default: none.
+	ForwardTo string
+	// ForwardDeadLetteredMessagesTo, when not empty, names the queue or topic the
+	// entity's dead-lettered messages go to instead of its dead-letter queue, with
+	// DeadLetterSource set. Default: none.
+	ForwardDeadLetteredMessagesTo string
 }
 
 func (o *EntityOptions) normalize() (EntityOptions, error) {

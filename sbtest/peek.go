@@ -7,6 +7,8 @@ import (
 	"time"
 
 	"github.com/Azure/azure-sdk-for-go/sdk/messaging/azservicebus"
+
+	"github.com/sbkit/sbkit"
 )
 
 // PeekMessages returns up to maxMessageCount messages without locking them, in
@@ -30,10 +32,20 @@ func (r *Receiver) PeekMessages(ctx context.Context, maxMessageCount int, option
 	if options != nil && options.FromSequenceNumber != nil {
 		from, cursor = *options.FromSequenceNumber, false
 	}
-	out := collect(r.sq, from, maxMessageCount, func(*message) bool { return true })
+	if r.sessLost {
+		return nil, errLockLost()
+	}
+	out := collect(r.sq, from, maxMessageCount, r.sees)
 	for _, rm := range out {
 		rm.LockToken = [16]byte{}
 		rm.LockedUntil = nil
+		if m := r.sq.bySeq[*rm.SequenceNumber]; m != nil && m.p.ttl == nil && !m.touched {
+			// Seed 003: without a message TTL, expires-at-utc is computed on the
+			// receive/peek-lock path, not on the peek path: until then peek shows the
+			// default, the maximum.
+			rm.TimeToLive = ptr(sbkit.MaxTTL)
+			rm.ExpiresAt = cloneTime(sbkit.ExpiresAt(m.enqueued, sbkit.MaxTTL))
+		}
 	}
 	if cursor && len(out) > 0 {
 		r.lastPeeked = *out[len(out)-1].SequenceNumber

@@ -80,7 +80,9 @@ func TestReceiveWakes(t *testing.T) {
 	}
 }
 
-func TestReceiveWakesOnDropConnection(t *testing.T) {
+// A blocked receive wakes when the lock of a dropped connection expires (seed 000: only
+// after the lock duration), and the delivery is not counted (seed 004).
+func TestReceiveWakesAtOrphanedLockExpiry(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		f := newFixture(t, nil)
 		other := f.receiver(t, nil)
@@ -92,7 +94,7 @@ func TestReceiveWakesOnDropConnection(t *testing.T) {
 		}()
 		start := time.Now()
 		m := receive(t, f.r, 1, time.Hour)[0]
-		if time.Since(start) != time.Second || m.DeliveryCount != 1 {
+		if time.Since(start) != f.q.Options().LockDuration || m.DeliveryCount != 1 {
 			t.Fatalf("after %v count %d", time.Since(start), m.DeliveryCount)
 		}
 	})

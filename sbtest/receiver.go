@@ -23,7 +23,8 @@ type ReceiverOptions struct {
 }
 
 // Receiver receives from a queue or subscription, like *azservicebus.Receiver. It
-// satisfies sbkit.LockingReceiver, sbkit.DeferredReceiver and sbkit.MessagePeeker.
+// satisfies sbkit.LockingReceiver and has the SDK receiver's ReceiveDeferredMessages and
+// PeekMessages, with the same signatures.
 // ReceiveMessages must not be called from two goroutines at once (as in the SDK); every
 // other method is safe for concurrent use.
 //
@@ -42,13 +43,12 @@ type Receiver struct {
 	// guarded by e.mu
 	closed     bool
 	lastPeeked int64
+	sess       *session // the session a session receiver holds (see SessionReceiver)
+	session    bool     // r belongs to a SessionReceiver; set before r is used
+	sessLost   bool     // the session lock expired or was released
 }
 
-var (
-	_ sbkit.LockingReceiver  = (*Receiver)(nil)
-	_ sbkit.DeferredReceiver = (*Receiver)(nil)
-	_ sbkit.MessagePeeker    = (*Receiver)(nil)
-)
+var _ sbkit.LockingReceiver = (*Receiver)(nil) // and see sdkshape_test.go
 
 // NewReceiverForQueue returns a receiver for a queue, or CodeNotFound when there is none.
 // nil options mean defaults.
@@ -98,29 +98,40 @@ func newReceiver(ns *Namespace, e *Entity, opts *ReceiverOptions) (*Receiver, er
 // Entity returns the queue or subscription the receiver reads.
 func (r *Receiver) Entity() *Entity { return r.e }
 
-// Close closes the receiver. Its locks are released as when a connection drops: the
-// messages become available again and their delivery is not counted. A ReceiveMessages
-// blocked in another goroutine returns CodeClosed. Safe to call twice.
+// Close closes the receiver. As on the service, the locks it holds are kept until their
+// LockedUntil: another receiver of the entity can renew and settle those messages by
+// lock token meanwhile, and once a lock expires the message is available again with its
+// DeliveryCount unchanged (seeds 000 and 004; SDK live test
+// TestReceiver_SettleWithOnlyLockToken). A receiver on a session releases its session
+// and its messages at once. A ReceiveMessages blocked in another goroutine returns
+// CodeClosed. Safe to call twice.
 func (r *Receiver) Close(ctx context.Context) error {
 	r.closeOnce.Do(func() {
 		r.e.mu.Lock()
 		r.closed = true
 		r.e.tick(time.Now())
-		r.e.dropHolder(r)
+		if r.sess != nil {
+			r.e.unlockSession(r, false)
+		} else {
+			r.e.orphanLocks(r)
+		}
 		r.e.mu.Unlock()
 		close(r.done)
 	})
 	return nil
 }
 
-// DropConnection loses every lock the receiver holds, as a dropped AMQP connection does:
-// the messages become available at once and their delivery is not counted; settling them
-// then returns CodeLockLost. The receiver keeps working for new receives.
+// DropConnection drops the receiver's connection as the network would: the link its
+// messages came on is gone, so settling them through r returns CodeLockLost, while the
+// broker keeps their locks until LockedUntil, as after Close: renewing works (the SDK
+// renews on $management), another receiver can settle them by lock token, and once a
+// lock expires the message is available again with its DeliveryCount unchanged (seeds
+// 000 and 004). The receiver keeps working for new receives.
 func (r *Receiver) DropConnection() {
 	r.e.mu.Lock()
 	defer r.e.mu.Unlock()
 	r.e.tick(time.Now())
-	r.e.dropHolder(r)
+	r.e.orphanLocks(r)
 }
 
 // begin is the common start of an operation: closed and context checks, the fault for
@@ -132,6 +143,9 @@ func (r *Receiver) begin(ctx context.Context, op Op) (after error, err error) {
 	}
 	if err := ctx.Err(); err != nil {
 		return nil, err
+	}
+	if r.e.sessions != nil && r.sq == &r.e.main && !r.isSession() {
+		return nil, errNonSessionReceiver()
 	}
 	f, faulty := r.e.faults.take(op)
 	if err := r.ns.latency.roundTrip(ctx); err != nil {
@@ -170,13 +184,13 @@ func (r *Receiver) ReceiveMessages(ctx context.Context, maxMessages int, options
 	if err != nil {
 		return nil, err
 	}
+	if err := r.e.ns.checkStatus(r.e, r.e.path, false); err != nil {
+		return nil, err
+	}
+	r.e.ns.flushForwards()
 	e := r.e
-	var timer *time.Timer
-	defer func() {
-		if timer != nil {
-			timer.Stop()
-		}
-	}()
+	var w waiter
+	defer w.stop()
 	for {
 		e.mu.Lock()
 		if r.closed {
@@ -185,6 +199,10 @@ func (r *Receiver) ReceiveMessages(ctx context.Context, maxMessages int, options
 		}
 		now := time.Now()
 		e.tick(now)
+		if r.sessLost {
+			e.mu.Unlock()
+			return nil, errLockLost()
+		}
 		if out := r.take(now, maxMessages); len(out) > 0 {
 			e.mu.Unlock()
 			if after != nil {
@@ -194,31 +212,55 @@ func (r *Receiver) ReceiveMessages(ctx context.Context, maxMessages int, options
 		}
 		wake := r.sq.waitChan()
 		due, ok := r.sq.nextDue()
-		e.mu.Unlock()
-
-		var timeout <-chan time.Time
-		if ok {
-			if timer == nil {
-				timer = time.NewTimer(due.Sub(now))
-			} else {
-				timer.Reset(due.Sub(now))
-			}
-			timeout = timer.C
+		if r.sess != nil && (!ok || r.sess.lockedUntil.Before(due)) {
+			due, ok = r.sess.lockedUntil, true
 		}
-		select {
-		case <-wake:
-		case <-timeout:
-		case <-r.done:
-		case <-ctx.Done():
-			return nil, ctx.Err()
+		e.mu.Unlock()
+		if err := w.wait(ctx, wake, r.done, now, due, ok); err != nil {
+			return nil, err
 		}
 	}
+}
+
+// waiter waits for a subqueue's signal, a due time or the end of a context, reusing one
+// timer across waits. Call stop when done.
+type waiter struct{ timer *time.Timer }
+
+func (w *waiter) stop() {
+	if w.timer != nil {
+		w.timer.Stop()
+	}
+}
+
+// wait returns nil when wake or done is closed or due (if hasDue) arrives, and ctx.Err()
+// when ctx ends first.
+func (w *waiter) wait(ctx context.Context, wake, done <-chan struct{}, now, due time.Time, hasDue bool) error {
+	var timeout <-chan time.Time
+	if hasDue {
+		if w.timer == nil {
+			w.timer = time.NewTimer(due.Sub(now))
+		} else {
+			w.timer.Reset(due.Sub(now))
+		}
+		timeout = w.timer.C
+	}
+	select {
+	case <-wake:
+	case <-timeout:
+	case <-done:
+	case <-ctx.Done():
+		return ctx.Err()
+	}
+	return nil
 }
 
 // take hands out up to max available messages of r's subqueue. Called with e.mu held.
 func (r *Receiver) take(now time.Time, max int) []*azservicebus.ReceivedMessage {
 	sq := r.sq
 	avail := &sq.heaps[hAvail]
+	if r.sess != nil {
+		avail = &r.sess.avail
+	}
 	n := min(max, avail.Len())
 	if n == 0 {
 		return nil
@@ -235,10 +277,11 @@ func (r *Receiver) take(now time.Time, max int) []*azservicebus.ReceivedMessage 
 
 // deliver counts a delivery of m (out of every heap but locks) and locks or removes it.
 func (r *Receiver) deliver(now time.Time, m *message) *azservicebus.ReceivedMessage {
-	m.deliveries++
 	r.e.stats.received.Add(1)
+	m.touched = true
 	if r.mode == azservicebus.ReceiveModeReceiveAndDelete {
 		delete(r.sq.bySeq, m.seq)
+		r.e.sessionGone(r.sq, m)
 		m.state = stAvailable
 		return m.received()
 	}
@@ -248,6 +291,12 @@ func (r *Receiver) deliver(now time.Time, m *message) *azservicebus.ReceivedMess
 
 // settle runs a settlement of msg under the entity's lock with the message r holds for
 // it; CodeLockLost when r holds none.
+//
+// Any receiver of the sub-queue may settle a lock token while the lock lasts, as the SDK
+// does through $management with a message it did not receive (SDK live test
+// TestReceiver_SettleWithOnlyLockToken), except the receiver that received it over a
+// link that is gone (DropConnection): the SDK settles such a message on that link and
+// fails. Renewals (op OpRenew) always go through $management and work from any receiver.
 func (r *Receiver) settle(ctx context.Context, op Op, msg *azservicebus.ReceivedMessage, apply func(m *message) error) error {
 	if msg == nil {
 		return sbkit.ErrNilMessage
@@ -264,12 +313,13 @@ func (r *Receiver) settle(ctx context.Context, op Op, msg *azservicebus.Received
 	e.mu.Lock()
 	e.tick(time.Now())
 	m := r.sq.byToken[msg.LockToken]
-	if m == nil || m.holder != r || r.closed {
+	if m == nil || r.closed || (op != OpRenew && m.holder == r && m.orphaned) {
 		e.mu.Unlock()
 		return errLockLost()
 	}
 	err = apply(m)
 	e.mu.Unlock()
+	e.ns.flushForwards() // a dead-lettered message may be on its way elsewhere
 	if err != nil {
 		return err
 	}
@@ -296,7 +346,7 @@ func (r *Receiver) AbandonMessage(ctx context.Context, msg *azservicebus.Receive
 			m.p = m.p.withProps(options.PropertiesToModify)
 		}
 		r.e.stats.abandoned.Add(1)
-		r.e.release(r.sq, m)
+		r.e.release(r.sq, m, true)
 		return nil
 	})
 }
@@ -348,8 +398,13 @@ func (r *Receiver) RenewMessageLock(ctx context.Context, msg *azservicebus.Recei
 }
 
 // ReceiveDeferredMessages receives deferred messages by sequence number, locked in
-// peek-lock mode (removed in receive-and-delete mode); they settle like any other.
-// Numbers that are unknown or not deferred are skipped. Faults for OpReceive apply.
+// peek-lock mode (removed in receive-and-delete mode); they settle like any other, and
+// their DeliveryCount is not changed by this receive. The request is all or nothing, as
+// on the service: a number that is unknown or not of a deferred message fails it with
+// CodeNotFound and receives nothing. A deferred message whose time-to-live ran out is
+// expired now (dead-lettered when the entity dead-letters on expiration, else dropped)
+// and counts as not found (Service Bus docs, message deferral). Faults for OpReceive
+// apply.
 func (r *Receiver) ReceiveDeferredMessages(ctx context.Context, sequenceNumbers []int64, options *azservicebus.ReceiveDeferredMessagesOptions) ([]*azservicebus.ReceivedMessage, error) {
 	if _, err := r.begin(ctx, OpReceive); err != nil {
 		return nil, err
@@ -362,13 +417,23 @@ func (r *Receiver) ReceiveDeferredMessages(ctx context.Context, sequenceNumbers 
 	}
 	now := time.Now()
 	e.tick(now)
-	var out []*azservicebus.ReceivedMessage
+	if r.sessLost {
+		return nil, errLockLost()
+	}
+	ms := make([]*message, 0, len(sequenceNumbers))
 	for _, seq := range sequenceNumbers {
 		m := r.sq.bySeq[seq]
-		if m == nil || m.state != stDeferred {
-			continue
+		if m == nil || m.state != stDeferred || !r.sees(m) {
+			return nil, deferredNotFound(seq)
 		}
-		r.sq.heaps[hExp].del(m)
+		if m.expires && !r.sq.dlq && !now.Before(m.expiresAt) {
+			e.expire(m) // checked on receive (Service Bus docs, message deferral)
+			return nil, deferredNotFound(seq)
+		}
+		ms = append(ms, m)
+	}
+	out := make([]*azservicebus.ReceivedMessage, 0, len(ms))
+	for _, m := range ms {
 		m.wasDeferred = true
 		out = append(out, r.deliver(now, m))
 	}
@@ -384,6 +449,16 @@ func (r *Receiver) loseLock(token [16]byte) {
 	if m := r.sq.byToken[token]; m != nil && m.holder == r {
 		e.unlock(r.sq, m)
 		e.stats.lockExpired.Add(1)
-		e.release(r.sq, m)
+		e.release(r.sq, m, true)
 	}
+}
+
+// isSession reports whether r is the inner receiver of a SessionReceiver. Its session
+// field is set before r is handed out and never changes afterwards.
+func (r *Receiver) isSession() bool { return r.session }
+
+// sees reports whether m belongs to what r reads: its session, for a session receiver.
+// Called with e.mu held.
+func (r *Receiver) sees(m *message) bool {
+	return r.sess == nil || m.sessionKey() == r.sess.id
 }

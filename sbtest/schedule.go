@@ -32,9 +32,8 @@ func (e *Entity) store(now time.Time, out []outgoing) []int64 {
 			e.stats.duplicates.Add(1)
 			continue
 		}
-		e.nextSeq++
-		seqs[i] = e.nextSeq
-		e.insert(o.p, e.nextSeq, now, o.sched)
+		seqs[i] = e.seqs.Add(1)
+		e.insert(o.p, seqs[i], now, o.sched)
 	}
 	return seqs
 }

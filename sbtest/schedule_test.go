@@ -147,3 +147,21 @@ func TestDuplicateDetection(t *testing.T) {
 		}
 	})
 }
+
+// TestBlockedReceiveWakesForLaterScheduledMessage is a regression test: a receive that
+// started waiting before a message was scheduled slept past the message's enqueue time.
+func TestBlockedReceiveWakesForLaterScheduledMessage(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		f := newFixture(t, nil)
+		go func() {
+			time.Sleep(time.Second)
+			_, _ = f.s.ScheduleMessages(context.Background(), []*azservicebus.Message{msg("x")}, time.Now().Add(2*time.Second), nil)
+		}()
+		start := time.Now()
+		ctx, cancel := context.WithTimeout(context.Background(), time.Hour)
+		defer cancel()
+		if _, err := f.r.ReceiveMessages(ctx, 1, nil); err != nil || time.Since(start) != 3*time.Second {
+			t.Fatalf("received after %v: %v, want 3s", time.Since(start), err)
+		}
+	})
+}

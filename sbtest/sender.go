@@ -27,8 +27,9 @@ type Sender struct {
 var _ sbkit.BatchSender = (*Sender)(nil)
 
 // NewSender returns a sender for the queue or topic named queueOrTopic, or an
-// *azservicebus.Error with CodeNotFound when there is none.
-func (ns *Namespace) NewSender(queueOrTopic string) (*Sender, error) {
+// *azservicebus.Error with CodeNotFound when there is none. options is the SDK's and may
+// be nil; its Identifier names nothing in sbtest, so it is accepted and ignored.
+func (ns *Namespace) NewSender(queueOrTopic string, options *azservicebus.NewSenderOptions) (*Sender, error) {
 	ns.mu.Lock()
 	defer ns.mu.Unlock()
 	var target sendTarget
@@ -52,6 +53,9 @@ func (s *Sender) prepare(m *azservicebus.Message, sched time.Time) (outgoing, er
 	if m == nil {
 		return outgoing{}, sbkit.ErrNilMessage
 	}
+	if m.SessionID == nil && requiresSession(s.target) {
+		return outgoing{}, errSessionRequiredForSend()
+	}
 	p := newPayload(m)
 	if p.size > s.ns.maxSize {
 		return outgoing{}, fmt.Errorf("sbtest: message of %d bytes, limit %d: %w", p.size, s.ns.maxSize, azservicebus.ErrMessageTooLarge)
@@ -70,6 +74,9 @@ func (s *Sender) do(ctx context.Context, out []outgoing, batch bool) ([]int64, e
 	if err := ctx.Err(); err != nil {
 		return nil, err
 	}
+	if err := s.sendStatus(); err != nil {
+		return nil, err
+	}
 	var bytes int64
 	for _, o := range out {
 		bytes += int64(o.p.size)
@@ -86,6 +93,7 @@ func (s *Sender) do(ctx context.Context, out []outgoing, batch bool) ([]int64, e
 		}
 	}
 	seqs := s.target.store(time.Now(), out)
+	s.ns.flushForwards() // auto-forwarding entities pass what they got on
 	if batch {
 		stats.batches.Add(1)
 	}

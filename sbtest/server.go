@@ -9,6 +9,7 @@ import (
 	"net"
 	"sync"
 	"sync/atomic"
+	"time"
 )
 
 // DefaultServerMaxFrameSize is the largest AMQP frame a Server accepts unless
@@ -18,6 +19,21 @@ const DefaultServerMaxFrameSize = 65536
 
 // minServerMaxFrameSize is the smallest frame size AMQP allows a peer to announce.
 const minServerMaxFrameSize = 512
+
+// Default resource limits of a Server (ServerOptions). With them one connection holds at
+// most 256 × 32 links; a link without credit costs no goroutine.
+const (
+	DefaultServerMaxConnections = 64
+	DefaultServerMaxSessions    = 256
+	DefaultServerMaxLinks       = 32
+	// DefaultServerWriteTimeout is how long a client may leave the server's frames
+	// unread before its connection is closed.
+	DefaultServerWriteTimeout = 30 * time.Second
+)
+
+// maxWriteBuffer bounds the frames queued for one connection: beyond it the server stops
+// reading from that connection (and deliveries wait) until the client reads.
+const maxWriteBuffer = 1 << 20
 
 // ServerOptions configures a Server. The zero value (and nil) means a new empty namespace
 // with default options on 127.0.0.1 with a free port.
@@ -40,6 +56,28 @@ type ServerOptions struct {
 	// frame; default DefaultServerMaxFrameSize (64 KiB), minimum 512. The SDK announces
 	// 64 KiB for the frames it accepts, and the server never sends larger ones.
 	MaxFrameSize uint32
+	// MaxConnections bounds the connections served at once; default
+	// DefaultServerMaxConnections (64), negative means unlimited. A connection beyond it
+	// is opened and closed at once with amqp:resource-limit-exceeded, which the SDK
+	// reports without retrying (the service rejects connections beyond its quota the
+	// same way).
+	MaxConnections int
+	// MaxSessionsPerConnection bounds the sessions of one connection; default
+	// DefaultServerMaxSessions (256), negative means the protocol's 65,536. A session
+	// beyond it is begun and ended at once with amqp:resource-limit-exceeded. The SDK
+	// uses about two sessions per sender or receiver.
+	MaxSessionsPerConnection int
+	// MaxLinksPerSession bounds the links of one session; default
+	// DefaultServerMaxLinks (32), negative means 65,536. A link beyond it is refused
+	// (attached and detached at once) with amqp:resource-limit-exceeded. The SDK uses at
+	// most two links per session.
+	MaxLinksPerSession int
+	// WriteTimeout is how long the server waits for a client that reads nothing while
+	// the server has frames for it before closing the connection; default
+	// DefaultServerWriteTimeout (30 s). While its frames are backed up (more than 1 MiB
+	// queued), the server reads nothing more from that connection and sends it no more
+	// deliveries.
+	WriteTimeout time.Duration
 	// Logger receives connection, link and error events (never message payloads);
 	// default discards.
 	Logger *slog.Logger
@@ -59,32 +97,64 @@ type ServerTopic struct {
 // (semantics, faults, latency, inspection) that sbtest offers in memory.
 //
 // What the wire emulates: SASL ANONYMOUS (credentials are ignored; the $cbs put-token
-// exchange always succeeds), connections, sessions, links, multi-frame transfers, flow
+// exchange succeeds for any entity that exists and answers 404 for one that does not,
+// as the service does, so the SDK reports CodeNotFound), connections, sessions, links, multi-frame transfers, flow
 // control (link credit, drain, session windows), sending single messages and batches,
 // receiving in peek-lock and receive-and-delete modes from queues, subscriptions and
 // their dead-letter queues, settlement by disposition (complete, abandon, defer,
 // dead-letter, release), lock tokens as delivery tags, and the $management operations
 // renew-lock, peek-message, schedule-message, cancel-scheduled-message,
-// receive-by-sequence-number and update-disposition.
+// receive-by-sequence-number and update-disposition. Service Bus sessions: the SDK's
+// AcceptSession* and AcceptNextSession* (a receive link with the session filter; the
+// server echoes the accepted session id and its lock expiry, and waits for the next
+// available session up to the link's com.microsoft:timeout, then refuses with
+// com.microsoft:timeout, which the SDK reports as CodeTimeout), SessionReceiver
+// receive, settle, peek and receive-deferred, and the $management operations
+// renew-session-lock, get-session-state and set-session-state, matched to the session
+// by the request's associated-link-name. A session the broker lost is, for the SDK, a
+// link to recover: it re-accepts the session by id, so a call after a lost session lock
+// either succeeds on the re-accepted session or fails with
+// com.microsoft:session-cannot-be-locked when another receiver took it.
 //
-// What it does not: TLS and web sockets (plain TCP on loopback), authorization (any
-// token is accepted), sessions (a receiver link asking for a session is refused with
-// amqp:not-implemented), rules and filters (every subscription gets every message),
-// transactions, and the other $management operations (answered with status 501).
-// Messages with an AMQP value or sequence body are refused: the model stores byte bodies.
+// The administration API (the ATOM/XML REST API of the SDK's admin client) is served on
+// the same port over TLS with a certificate generated at start: build the admin client
+// from ConnectionString with AdminClientOptions. It creates, gets, updates, lists and
+// deletes queues, topics, subscriptions and rules, and reports runtime properties; which
+// properties are modelled and which only reported back is listed in
+// server_admin_props.go. An empty server plus an admin client is a complete workflow.
 //
-// Locks follow the connection as in sbtest's Receiver: a receiver link that detaches, a
-// session that ends or a connection that drops releases the locks it holds (the messages
-// come back without their delivery counted). Messages without a time-to-live (or with
+// What it does not: TLS for AMQP and web sockets (plain TCP on loopback), authorization
+// (any token is accepted, on both protocols), the AMQP rule operations (use the admin API
+// or the model), transactions, and the other $management operations (answered with
+// status 501).
+// Messages keep what the SDK's Message cannot carry (a value or sequence body, several
+// data sections, message and delivery annotations, footer, priority) and are delivered
+// as sent, plus the broker's annotations (SDK live tests TestSender_SendAMQPMessageWith*);
+// in memory they appear in ReceivedMessage.RawAMQPMessage.
+//
+// Locks outlive their link as on the service and in sbtest's Receiver: when a receiver
+// link detaches, a session ends or a connection drops, the locks it holds are kept until
+// LockedUntil, renewed and settled by lock token through $management from any other
+// link meanwhile, and the messages come back after that without their delivery counted
+// (seeds 000 and 004). A session receiver's session and messages are released at once.
+// Messages without a time-to-live (or with
 // one above the 49.7 days a header ttl can carry) are sent without a header ttl, as the
 // service does, so the SDK reports TimeToLive 0 and ExpiresAt equal to EnqueuedTime for
 // them (sbkit.MessageExpiresAt reads that as unknown).
 //
 // Entities are looked up when a link attaches, so entities added to the Namespace after
-// NewServer are reachable too. Limits per connection: 4096 sessions, 1024 links per
-// session, a credit of 1000 unanswered deliveries per sending link (the server grants
-// more as it answers, so a slow entity pushes back on the client), and an idle timeout of
-// 60 s announced (a client silent for 120 s is disconnected; the SDK sends heartbeats).
+// NewServer are reachable too.
+//
+// Resources are bounded per client (ServerOptions): 64 connections, 256 sessions per
+// connection and 32 links per session by default, each refused beyond its limit with
+// amqp:resource-limit-exceeded, which the SDK reports without retrying; a receiving link
+// runs a goroutine only while it has credit. A credit of 1000 unanswered deliveries per
+// sending link (the server grants more as it answers, so a slow entity pushes back on
+// the client). At most about 1 MiB of frames is queued per connection: while a client
+// leaves more unread, the server reads nothing more from it and sends it no deliveries,
+// and after WriteTimeout (30 s) it closes the connection; a disposition never costs more
+// answers than the deliveries it settles plus one. An idle timeout of 60 s is announced
+// (a client silent for 120 s is disconnected; the SDK sends heartbeats).
 //
 // Faults injected into the namespace apply as in memory; the client sees them as the
 // service would send them: CodeLockLost as com.microsoft:message-lock-lost (status 410 on
@@ -105,15 +175,18 @@ type Server struct {
 	ln       net.Listener
 	log      *slog.Logger
 	maxFrame uint32
+	limits   serverLimits
+	admin    *adminServer // the administration API on the same port (server_admin.go)
 
 	ctx    context.Context
 	cancel context.CancelFunc
 	wg     sync.WaitGroup
 	connID atomic.Uint64
 
-	mu     sync.Mutex
-	conns  map[*srvConn]struct{}
-	closed bool
+	mu       sync.Mutex
+	conns    map[*srvConn]struct{}
+	refusing int // connections being refused (MaxConnections)
+	closed   bool
 }
 
 // NewServer creates the entities of opts in the namespace, listens on opts.Addr and
@@ -137,6 +210,7 @@ func NewServer(opts *ServerOptions) (*Server, error) {
 	if o.Logger == nil {
 		o.Logger = slog.New(slog.NewTextHandler(io.Discard, nil))
 	}
+	limits := resolveLimits(&o)
 	ns := o.Namespace
 	if ns == nil {
 		ns = NewNamespace(o.NamespaceOptions)
@@ -153,9 +227,14 @@ func NewServer(opts *ServerOptions) (*Server, error) {
 		ln:       ln,
 		log:      o.Logger,
 		maxFrame: o.MaxFrameSize,
+		limits:   limits,
 		conns:    make(map[*srvConn]struct{}),
 	}
 	s.ctx, s.cancel = context.WithCancel(context.Background())
+	if s.admin, err = newAdminServer(s); err != nil {
+		_ = ln.Close()
+		return nil, err
+	}
 	s.wg.Add(1)
 	go s.acceptLoop()
 	s.log.Info("sbtest server listening", "addr", ln.Addr().String())
@@ -197,15 +276,14 @@ func (s *Server) Addr() net.Addr { return s.ln.Addr() }
 // the latency model.
 func (s *Server) Namespace() *Namespace { return s.ns }
 
-// Close stops listening, closes every connection (releasing the locks their receivers
-// hold) and waits until every goroutine of the server has returned. Safe to call twice;
-// later calls return nil.
-func (s *Server) Close() error {
+// Close stops listening, closes every connection and waits until every goroutine of the
+// server has returned, or until ctx ends: then it returns ctx.Err() and the goroutines
+// finish in the background. The locks the connections' receivers hold are kept until
+// they expire, as on the service. Safe to call twice; later calls wait again and return
+// nil once everything has stopped.
+func (s *Server) Close(ctx context.Context) error {
 	s.mu.Lock()
-	if s.closed {
-		s.mu.Unlock()
-		return nil
-	}
+	first := !s.closed
 	s.closed = true
 	conns := make([]*srvConn, 0, len(s.conns))
 	for c := range s.conns {
@@ -213,15 +291,30 @@ func (s *Server) Close() error {
 	}
 	s.mu.Unlock()
 
-	err := s.ln.Close()
-	s.cancel()
-	for _, c := range conns {
-		c.abort()
+	var err error
+	if first {
+		err = s.ln.Close()
+		s.cancel()
+		s.admin.close()
+		for _, c := range conns {
+			c.abort()
+		}
+		if errors.Is(err, net.ErrClosed) {
+			err = nil
+		}
 	}
-	s.wg.Wait()
-	s.log.Info("sbtest server closed")
-	if errors.Is(err, net.ErrClosed) {
-		err = nil
+	done := make(chan struct{})
+	go func() {
+		s.wg.Wait()
+		close(done)
+	}()
+	select {
+	case <-done:
+	case <-ctx.Done():
+		return ctx.Err()
+	}
+	if first {
+		s.log.Info("sbtest server closed")
 	}
 	return err
 }
@@ -236,22 +329,33 @@ func (s *Server) acceptLoop() {
 			}
 			return
 		}
-		c := newSrvConn(s, nc)
-		s.mu.Lock()
-		if s.closed {
-			s.mu.Unlock()
-			_ = nc.Close()
-			continue
-		}
-		s.conns[c] = struct{}{}
 		s.wg.Add(1)
-		s.mu.Unlock()
-		go func() {
+		go func() { // the first byte tells TLS (the admin API) from AMQP
 			defer s.wg.Done()
-			c.serve()
-			s.mu.Lock()
-			delete(s.conns, c)
-			s.mu.Unlock()
+			if nc = s.admin.route(nc); nc != nil {
+				s.serveConn(nc)
+			}
 		}()
 	}
+}
+
+func (s *Server) serveConn(nc net.Conn) {
+	c := newSrvConn(s, nc)
+	s.mu.Lock()
+	if s.closed {
+		s.mu.Unlock()
+		_ = nc.Close()
+		return
+	}
+	if len(s.conns) >= s.limits.conns {
+		s.refuseLocked(c)
+		s.mu.Unlock()
+		return
+	}
+	s.conns[c] = struct{}{}
+	s.mu.Unlock()
+	c.serve()
+	s.mu.Lock()
+	delete(s.conns, c)
+	s.mu.Unlock()
 }

@@ -39,8 +39,6 @@ const (
 const (
 	// handshakeTimeout bounds the protocol header, SASL and open exchange.
 	handshakeTimeout = 30 * time.Second
-	// writeTimeout bounds one write to a client that does not read.
-	writeTimeout = 30 * time.Second
 	// maxHeartbeat is the longest the server stays silent on a connection whose peer
 	// announced no idle timeout.
 	maxHeartbeat = 15 * time.Second
@@ -81,11 +79,13 @@ type srvConn struct {
 	wmu     sync.Mutex
 	wbuf    []byte
 	wsig    chan struct{} // buffered(1): wbuf has data
+	wroom   chan struct{} // closed by the writer when it takes wbuf; nil when nobody waits
 	wclosed bool
 
 	mu       sync.Mutex
 	sessions map[uint16]*srvSession
 	replies  map[string]*srvLink // response links of $cbs/$management by target address
+	rlinks   map[string]*srvLink // receive links by name, for associated-link-name
 }
 
 func newSrvConn(s *Server, nc net.Conn) *srvConn {
@@ -115,7 +115,7 @@ func (c *srvConn) abort() {
 func (c *srvConn) serve() {
 	c.log.Debug("connection accepted", "remote", c.nc.RemoteAddr().String())
 	br := bufio.NewReaderSize(c.nc, 64*1024)
-	err := c.handshake(br)
+	err := c.handshake(br, handshakeTimeout)
 	if err == nil {
 		c.wg.Add(1)
 		go c.writeLoop()
@@ -161,8 +161,8 @@ func (c *srvConn) goWork(what string, fn func()) {
 var errConnClosedByPeer = errors.New("sbtest: server: connection closed by the client")
 
 // handshake performs the protocol header exchange, SASL ANONYMOUS and the open exchange.
-func (c *srvConn) handshake(br *bufio.Reader) error {
-	_ = c.nc.SetDeadline(time.Now().Add(handshakeTimeout))
+func (c *srvConn) handshake(br *bufio.Reader, timeout time.Duration) error {
+	_ = c.nc.SetDeadline(time.Now().Add(timeout))
 	defer func() { _ = c.nc.SetDeadline(time.Time{}) }()
 
 	hdr, err := amqp.ReadProtoHeader(br)
@@ -202,7 +202,7 @@ func (c *srvConn) handshake(br *bufio.Reader) error {
 	reply := &amqp.Open{
 		ContainerID:  fmt.Sprintf("sbtest-%d", c.id),
 		MaxFrameSize: amqp.Ptr(c.srv.maxFrame),
-		ChannelMax:   amqp.Ptr(uint16(channelMax)),
+		ChannelMax:   amqp.Ptr(c.srv.limits.channelMax()),
 		IdleTimeOut:  amqp.Ptr(uint32(idleTimeout / time.Millisecond)),
 	}
 	b, err := amqp.AppendFrame(nil, amqp.Frame{Type: amqp.FrameTypeAMQP, Body: reply})
@@ -246,6 +246,15 @@ func (c *srvConn) sasl(br *bufio.Reader) error {
 func (c *srvConn) readLoop(br *bufio.Reader) error {
 	var deadlineSet time.Time
 	for {
+		// Backpressure: a client that does not read our frames gets nothing more read
+		// (issue 13, defect 6); the writer closes the connection after WriteTimeout. The
+		// idle deadline is set after the wait, which may be long.
+		if !c.waitWritable(c.ctx) {
+			if err := c.ctx.Err(); err != nil {
+				return err
+			}
+			return net.ErrClosed
+		}
 		if now := time.Now(); now.Sub(deadlineSet) > time.Second {
 			_ = c.nc.SetReadDeadline(now.Add(2 * idleTimeout))
 			deadlineSet = now
@@ -305,6 +314,9 @@ func (c *srvConn) dispatch(fr amqp.Frame) (err error) {
 		if s == nil {
 			return protoError(condNotAllowed, "frame %T on channel %d, which has no session", fr.Body, fr.Channel)
 		}
+		if s.refused {
+			return nil // sent before the client saw the refusal
+		}
 		return s.handle(fr)
 	default:
 		return protoError(condNotAllowed, "unexpected frame body %T", fr.Body)
@@ -319,8 +331,8 @@ func (c *srvConn) session(ch uint16) *srvSession {
 
 // begin starts a session. The server answers on the same channel number as the client's.
 func (c *srvConn) begin(ch uint16, b *amqp.Begin) error {
-	if ch > channelMax {
-		return protoError(condNotAllowed, "channel %d above channel-max %d", ch, channelMax)
+	if chMax := c.srv.limits.channelMax(); ch > chMax {
+		return protoError(condNotAllowed, "channel %d above channel-max %d", ch, chMax)
 	}
 	if b.RemoteChannel != nil {
 		return protoError(condNotAllowed, "begin with remote-channel %d: the server starts no sessions", *b.RemoteChannel)
@@ -331,6 +343,9 @@ func (c *srvConn) begin(ch uint16, b *amqp.Begin) error {
 		return protoError(condNotAllowed, "channel %d already has a session", ch)
 	}
 	s := newSrvSession(c, ch, b)
+	// Beyond the limit the session is begun and ended at once with an error; it keeps
+	// its channel (ignoring frames that crossed the end) until the client's end.
+	s.refused = len(c.sessions) >= c.srv.limits.sessions
 	c.sessions[ch] = s
 	c.mu.Unlock()
 	c.writeFrame(ch, &amqp.Begin{
@@ -338,8 +353,13 @@ func (c *srvConn) begin(ch uint16, b *amqp.Begin) error {
 		NextOutgoingID: 0,
 		IncomingWindow: sessionWindow,
 		OutgoingWindow: sessionWindow,
-		HandleMax:      amqp.Ptr(uint32(handleMax)),
+		HandleMax:      amqp.Ptr(c.srv.limits.handleMax()),
 	}, nil)
+	if s.refused {
+		c.log.Info("session refused", "channel", ch, "limit", c.srv.limits.sessions)
+		c.writeFrame(ch, &amqp.End{Error: protoError(condResourceLimit,
+			"sbtest: server: the connection has %d sessions (ServerOptions.MaxSessionsPerConnection)", c.srv.limits.sessions)}, nil)
+	}
 	return nil
 }
 
@@ -360,7 +380,9 @@ func (c *srvConn) end(ch uint16, e *amqp.End) error {
 		c.log.Debug("client ended session with error", "channel", ch, "condition", string(e.Error.Condition))
 	}
 	s.close()
-	c.writeFrame(ch, &amqp.End{}, nil)
+	if !s.refused { // a refused session's end was sent with the refusal
+		c.writeFrame(ch, &amqp.End{}, nil)
+	}
 	return nil
 }
 
@@ -425,6 +447,34 @@ func (c *srvConn) writeFrame(ch uint16, body amqp.Performative, payload []byte) 
 	return true
 }
 
+// waitWritable waits until fewer than maxWriteBuffer bytes are queued for the client. It
+// reports false when ctx ends or the connection no longer writes. Writers that can wait
+// (the reader, deliveries, settlement answers) call it first, so what one connection
+// queues stays near maxWriteBuffer however much its client sends without reading.
+func (c *srvConn) waitWritable(ctx context.Context) bool {
+	for {
+		c.wmu.Lock()
+		if c.wclosed {
+			c.wmu.Unlock()
+			return false
+		}
+		if len(c.wbuf) < maxWriteBuffer {
+			c.wmu.Unlock()
+			return true
+		}
+		if c.wroom == nil {
+			c.wroom = make(chan struct{})
+		}
+		ch := c.wroom
+		c.wmu.Unlock()
+		select {
+		case <-ch:
+		case <-ctx.Done():
+			return false
+		}
+	}
+}
+
 // shutdownWriter stops accepting frames, lets the writer flush what is queued (a close
 // frame, typically) and waits for it.
 func (c *srvConn) shutdownWriter() {
@@ -468,9 +518,13 @@ func (c *srvConn) writeLoop() {
 		buf := c.wbuf
 		c.wbuf = spare[:0]
 		closed := c.wclosed
+		if c.wroom != nil {
+			close(c.wroom)
+			c.wroom = nil
+		}
 		c.wmu.Unlock()
 		if len(buf) > 0 {
-			_ = c.nc.SetWriteDeadline(time.Now().Add(writeTimeout))
+			_ = c.nc.SetWriteDeadline(time.Now().Add(c.srv.limits.writeTimeout))
 			if _, err := c.nc.Write(buf); err != nil {
 				c.log.Debug("write failed", "err", err)
 				c.wmu.Lock()

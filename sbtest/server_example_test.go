@@ -17,7 +17,7 @@ func ExampleNewServer() {
 	if err != nil {
 		log.Fatal(err)
 	}
-	defer srv.Close()
+	defer srv.Close(context.Background())
 
 	client, err := azservicebus.NewClientFromConnectionString(srv.ConnectionString(), nil)
 	if err != nil {

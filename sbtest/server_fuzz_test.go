@@ -1,6 +1,7 @@
 package sbtest
 
 import (
+	"context"
 	"io"
 	"net"
 	"testing"
@@ -57,7 +58,7 @@ func FuzzServerFrames(f *testing.F) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		defer srv.Close()
+		defer srv.Close(context.Background())
 		c := dialRaw(t, srv)
 		c.open()
 		_, _ = c.nc.Write(data)

@@ -39,14 +39,14 @@ func newWire(t *testing.T, opts *ServerOptions) *wire {
 	}
 	client, err := azservicebus.NewClientFromConnectionString(srv.ConnectionString(), nil)
 	if err != nil {
-		_ = srv.Close()
+		_ = srv.Close(context.Background())
 		t.Fatal(err)
 	}
 	t.Cleanup(func() {
 		ctx, cancel := context.WithTimeout(context.Background(), wireTimeout)
 		defer cancel()
 		_ = client.Close(ctx)
-		if err := srv.Close(); err != nil {
+		if err := srv.Close(context.Background()); err != nil {
 			t.Errorf("server Close: %v", err)
 		}
 	})
@@ -90,7 +90,9 @@ func (w *wire) receiver(t *testing.T, queue string, opts *azservicebus.ReceiverO
 }
 
 // receiveN receives until n messages arrived, failing the test after wireTimeout.
-func receiveN(t *testing.T, r *azservicebus.Receiver, n int) []*azservicebus.ReceivedMessage {
+func receiveN(t *testing.T, r interface {
+	ReceiveMessages(context.Context, int, *azservicebus.ReceiveMessagesOptions) ([]*azservicebus.ReceivedMessage, error)
+}, n int) []*azservicebus.ReceivedMessage {
 	t.Helper()
 	ctx, cancel := context.WithTimeout(context.Background(), wireTimeout)
 	defer cancel()
@@ -129,5 +131,35 @@ func noGoroutinesAbove(t *testing.T, base int) {
 			t.Fatalf("%d goroutines left, want at most %d:\n%s", runtime.NumGoroutine(), base, buf[:n])
 		}
 		time.Sleep(10 * time.Millisecond)
+	}
+}
+
+// healthyClient returns a round trip (send, then receive-and-delete) of the wire's SDK
+// client on queue, which fails the test unless it works: a healthy client keeps working
+// while others misbehave.
+func (w *wire) healthyClient(t *testing.T, queue string) func(t *testing.T) {
+	ctx := wireCtx(t)
+	s := w.sender(t, queue)
+	r := w.receiver(t, queue, &azservicebus.ReceiverOptions{ReceiveMode: azservicebus.ReceiveModeReceiveAndDelete})
+	return func(t *testing.T) {
+		t.Helper()
+		if err := s.SendMessage(ctx, &azservicebus.Message{Body: []byte("ok")}, nil); err != nil {
+			t.Fatalf("healthy client: %v", err)
+		}
+		if m := receiveN(t, r, 1)[0]; string(m.Body) != "ok" {
+			t.Fatalf("healthy client received %q", m.Body)
+		}
+	}
+}
+
+// sendN sends n one-byte messages to queue with the wire's SDK client.
+func (w *wire) sendN(t *testing.T, queue string, n int) {
+	t.Helper()
+	ctx := wireCtx(t)
+	s := w.sender(t, queue)
+	for range n {
+		if err := s.SendMessage(ctx, &azservicebus.Message{Body: []byte("m")}, nil); err != nil {
+			t.Fatal(err)
+		}
 	}
 }

@@ -37,14 +37,6 @@ const (
 // the credit up when half of it is used, counting the deliveries still being handled.
 const creditWindow = 1000
 
-// handleMax and channelMax are the limits the server announces (and enforces) on link
-// handles per session and on session channels per connection, which bound what one
-// client can make the server hold.
-const (
-	handleMax  = 1023
-	channelMax = 4095
-)
-
 // srvLink is one attached link. Fields set at attach are read-only afterwards.
 type srvLink struct {
 	s      *srvSession
@@ -68,9 +60,10 @@ type srvLink struct {
 	inFlight uint32 // deliveries received and not yet answered
 
 	// linkReceive and linkResponse
-	rcv     *Receiver // linkReceive
-	settled bool      // deliveries are sent settled (receive-and-delete, responses)
-	replyTo string    // linkResponse: the client's target address
+	rcv     *Receiver        // linkReceive
+	sr      *SessionReceiver // linkReceive of a session; rcv is its receiver
+	settled bool             // deliveries are sent settled (receive-and-delete, responses)
+	replyTo string           // linkResponse: the client's target address
 	sendMu  sync.Mutex
 	tagSeq  uint64 // guarded by sendMu
 
@@ -80,6 +73,8 @@ type srvLink struct {
 	drain         bool
 	wake          chan struct{} // closed (and replaced) when credit or drain changes
 	iterCancel    context.CancelFunc
+	ready         bool // linkReceive: attached and set up; credit may start the receive loop
+	looping       bool // linkReceive: the receive loop runs (only while there is credit or a drain)
 	detached      bool // a detach was sent or received: the link takes no more deliveries
 	closed        bool
 }
@@ -119,8 +114,8 @@ func (l *srvLink) wakeLocked() {
 // or refuses it (an attach without the terminus, then a detach with the error).
 func (s *srvSession) attach(a *amqp.Attach) error {
 	c := s.c
-	if a.Handle > handleMax {
-		return protoError(condInvalidField, "handle %d above handle-max %d", a.Handle, handleMax)
+	if hMax := c.srv.limits.handleMax(); a.Handle > hMax {
+		return protoError(condInvalidField, "handle %d above handle-max %d", a.Handle, hMax)
 	}
 	s.mu.Lock()
 	if _, inUse := s.links[a.Handle]; inUse {
@@ -129,6 +124,8 @@ func (s *srvSession) attach(a *amqp.Attach) error {
 	}
 	l := &srvLink{s: s, name: a.Name, handle: a.Handle, wake: make(chan struct{})}
 	l.ctx, l.cancel = context.WithCancel(c.ctx)
+	// A refused link keeps its handle until the client's detach, so it counts too.
+	overLimit := len(s.links) >= c.srv.limits.links
 	s.links[a.Handle] = l
 	s.mu.Unlock()
 
@@ -142,8 +139,28 @@ func (s *srvSession) attach(a *amqp.Attach) error {
 		Target:         a.Target,
 		MaxMessageSize: uint64(c.srv.ns.MaxMessageSize()),
 	}
-	refusal := l.setup(a)
+	if overLimit {
+		s.finishAttach(l, a, reply, protoError(condResourceLimit,
+			"sbtest: server: the session has %d links (ServerOptions.MaxLinksPerSession)", c.srv.limits.links))
+		return nil
+	}
+	if id, ok := sessionFilter(a); ok {
+		// Accepting a session may wait for one: not on the reader goroutine.
+		c.goWork("accept session", func() { s.finishAttach(l, a, reply, l.setupSession(a, id, reply)) })
+		return nil
+	}
+	s.finishAttach(l, a, reply, l.setup(a))
+	return nil
+}
+
+// finishAttach answers the client's attach a with reply and starts the link, or refuses
+// it with refusal (an attach without the terminus, then a detach with the error).
+func (s *srvSession) finishAttach(l *srvLink, a *amqp.Attach, reply *amqp.Attach, refusal *amqp.Error) {
+	c := s.c
 	l.log = c.log.With("link", a.Name, "kind", l.kind.String(), "address", l.addr)
+	if l.ctx.Err() != nil {
+		return // the client gave up on the link (or the connection) while it waited
+	}
 	if refusal != nil {
 		l.log.Info("attach refused", "condition", string(refusal.Condition), "description", refusal.Description)
 		if a.Role == amqp.RoleReceiver {
@@ -159,7 +176,7 @@ func (s *srvSession) attach(a *amqp.Attach) error {
 			c.writeFrame(s.ch, &amqp.Detach{Handle: a.Handle, Closed: true, Error: refusal}, nil)
 		}
 		s.mu.Unlock()
-		return nil
+		return
 	}
 	l.log.Debug("link attached")
 	s.mu.Lock()
@@ -171,11 +188,13 @@ func (s *srvSession) attach(a *amqp.Attach) error {
 	case linkSend, linkRequest:
 		l.grantCredit()
 	case linkReceive:
-		c.goWork("receive loop", l.receiveLoop)
+		l.mu.Lock()
+		l.ready = true
+		l.startLoopLocked() // credit that came with or before the attach's answer
+		l.mu.Unlock()
 	case linkResponse:
 		c.registerReply(l.replyTo, l)
 	}
-	return nil
 }
 
 // setup decides the link's kind from the client's role and address and prepares what it
@@ -187,17 +206,17 @@ func (l *srvLink) setup(a *amqp.Attach) *amqp.Error {
 		if a.Target == nil {
 			return protoError(condInvalidField, "attach without a target")
 		}
-		l.addr = a.Target.Address
+		l.addr = linkAddress(a.Target.Address)
 		switch {
 		case l.addr == cbsNode:
 			l.kind = linkRequest
-			l.node = &mgmtNode{cbs: true}
+			l.node = &mgmtNode{cbs: true, ns: ns}
 		case strings.HasSuffix(l.addr, mgmtNodeSuffix):
 			l.kind = linkRequest
 			l.node = newMgmtNode(ns, strings.TrimSuffix(l.addr, mgmtNodeSuffix))
 		default:
 			l.kind = linkSend
-			snd, err := ns.NewSender(l.addr)
+			snd, err := ns.NewSender(l.addr, nil)
 			if err != nil {
 				return protoError(condNotFound, "no queue or topic named %q", l.addr)
 			}
@@ -209,36 +228,61 @@ func (l *srvLink) setup(a *amqp.Attach) *amqp.Error {
 	if a.Source == nil {
 		return protoError(condInvalidField, "attach without a source")
 	}
-	l.addr = a.Source.Address
+	l.addr = linkAddress(a.Source.Address)
 	if l.addr == cbsNode || strings.HasSuffix(l.addr, mgmtNodeSuffix) {
 		l.kind = linkResponse
 		l.settled = true
-		if a.Target == nil || a.Target.Address == "" {
-			return protoError(condInvalidField, "response link without a target address")
+		// The client's requests name this link in their reply-to: by its target address
+		// (go-amqp), or by its link name when it has no target address, as the JavaScript
+		// SDK's $cbs link does (@azure/core-amqp cbs.js: name: replyTo, no target).
+		l.replyTo = a.Name
+		if a.Target != nil && a.Target.Address != "" {
+			l.replyTo = a.Target.Address
 		}
-		l.replyTo = a.Target.Address
+		if l.replyTo == "" {
+			return protoError(condInvalidField, "response link without a name or target address")
+		}
 		return nil
 	}
 	l.kind = linkReceive
-	for _, f := range a.Source.Filter {
-		if k, _ := f.Key.(amqp.Symbol); k == "com.microsoft:session-filter" {
-			return protoError(condNotImplemented, "sbtest does not emulate sessions")
+	mode := l.receiveMode(a)
+	rcv, err := newEntityReceiver(ns, l.addr, mode)
+	if err != nil {
+		return protoError(condNotFound, "%v", err)
+	}
+	if path, sub := splitSubQueue(l.addr); sub == 0 {
+		if e, _ := ns.Entity(path); e.Options().RequiresSession {
+			_ = rcv.Close(context.Background())
+			return amqpErrorFor(errNonSessionReceiver())
 		}
 	}
-	// Pre-settled deliveries (snd-settle-mode settled) are receive-and-delete; otherwise
-	// the client settles every delivery (peek-lock), confirmed by the server in
-	// rcv-settle-mode second.
+	l.rcv = rcv
+	l.s.c.registerReceiveLink(l)
+	return nil
+}
+
+// receiveMode reads the receive mode of a receiving link: pre-settled deliveries
+// (snd-settle-mode settled) are receive-and-delete; otherwise the client settles every
+// delivery (peek-lock), confirmed by the server in rcv-settle-mode second.
+func (l *srvLink) receiveMode(a *amqp.Attach) azservicebus.ReceiveMode {
 	mode := azservicebus.ReceiveModePeekLock
 	if a.SndSettleMode != nil && *a.SndSettleMode == amqp.SenderSettleSettled {
 		mode = azservicebus.ReceiveModeReceiveAndDelete
 	}
 	l.settled = mode == azservicebus.ReceiveModeReceiveAndDelete
-	rcv, err := newEntityReceiver(ns, l.addr, mode)
-	if err != nil {
-		return protoError(condNotFound, "%v", err)
+	return mode
+}
+
+// linkAddress returns the entity path of a link address, which clients may give as a
+// URI: the Python SDK attaches to amqps://host/queue (azure-servicebus
+// _create_attribute: _entity_uri), the service takes the path after the host.
+func linkAddress(addr string) string {
+	_, rest, ok := strings.Cut(addr, "://")
+	if !ok {
+		return addr
 	}
-	l.rcv = rcv
-	return nil
+	_, path, _ := strings.Cut(rest, "/")
+	return path
 }
 
 // newEntityReceiver makes a sbtest receiver for a receive address: "queue",
@@ -324,6 +368,7 @@ func (l *srvLink) close() {
 	case linkReceive:
 		if l.rcv != nil {
 			_ = l.rcv.Close(context.Background())
+			l.s.c.unregisterReceiveLink(l)
 		}
 		l.s.forgetLink(l)
 	case linkRequest:
@@ -344,16 +389,11 @@ func (l *srvLink) onFlow(f *amqp.Flow) {
 	case linkReceive, linkResponse:
 		l.mu.Lock()
 		if f.LinkCredit != nil {
-			// link-credit(snd) := delivery-count(rcv) + link-credit(rcv) - delivery-count(snd)
 			var rcvCount uint32 // the server's initial delivery-count is 0
 			if f.DeliveryCount != nil {
 				rcvCount = *f.DeliveryCount
 			}
-			credit := rcvCount + *f.LinkCredit - l.deliveryCount
-			if credit > 1<<31 {
-				credit = 0 // the client counted fewer deliveries than were sent: none left
-			}
-			l.credit = credit
+			l.credit = linkCredit(rcvCount, *f.LinkCredit, l.deliveryCount)
 		}
 		if f.Drain {
 			l.drain = true
@@ -362,6 +402,7 @@ func (l *srvLink) onFlow(f *amqp.Flow) {
 			}
 		}
 		l.wakeLocked()
+		l.startLoopLocked()
 		l.mu.Unlock()
 		if f.Echo {
 			l.writeSenderFlow(false)
@@ -376,6 +417,34 @@ func (l *srvLink) onFlow(f *amqp.Flow) {
 			l.flowMu.Unlock()
 		}
 	}
+}
+
+// startLoopLocked starts the receive loop of a receiving link that is set up and has
+// credit or a drain pending, unless it runs. A link runs a goroutine only while it has
+// something to deliver: idle links cost memory, not goroutines (issue 13, defect 7).
+// Called with l.mu held.
+func (l *srvLink) startLoopLocked() {
+	if l.kind == linkReceive && l.ready && !l.looping && !l.detached && (l.credit > 0 || l.drain) {
+		l.looping = true
+		l.s.c.goWork("receive loop", l.receiveLoop)
+	}
+}
+
+// linkCredit is the sender's credit after a flow from the receiver (AMQP 1.0 part
+// 2.6.7): link-credit(snd) := delivery-count(rcv) + link-credit(rcv) - delivery-count(snd).
+// Credit and delivery counts are uint32 serial numbers (part 2.7.4): the deliveries the
+// receiver has not counted yet (sent - counted, modulo 2^32) use up its credit, and a
+// credit of 0xFFFFFFFF is just that much credit (issue 13, defect 8). A receiver that
+// counts more deliveries than were sent is taken at its word.
+func linkCredit(rcvCount, rcvCredit, sndCount uint32) uint32 {
+	unseen := sndCount - rcvCount
+	if unseen > 1<<31 { // rcvCount is ahead of sndCount
+		return rcvCredit
+	}
+	if unseen >= rcvCredit {
+		return 0
+	}
+	return rcvCredit - unseen
 }
 
 // grantCredit tops up the credit of a link the client sends on once half of it is used:
@@ -458,6 +527,19 @@ func (l *srvLink) waitCredit() (credit uint32, drain bool, ok bool) {
 			return 0, false, false
 		}
 	}
+}
+
+// nextCredit returns the link's credit and whether a drain is pending, or false when
+// there is neither (or the link went away): then the receive loop ends, and the next
+// flow that grants credit starts a new one.
+func (l *srvLink) nextCredit() (credit uint32, drain bool, ok bool) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	if l.detached || l.ctx.Err() != nil || (l.credit == 0 && !l.drain) {
+		l.looping = false
+		return 0, false, false
+	}
+	return l.credit, l.drain, true
 }
 
 // onTransfer assembles the client's deliveries on a sending link and hands each complete

@@ -2,7 +2,6 @@ package sbtest
 
 import (
 	"encoding/hex"
-	"errors"
 	"fmt"
 	"math"
 	"slices"
@@ -15,20 +14,18 @@ import (
 
 // Message annotations and properties Service Bus uses, with the types the SDK expects.
 const (
-	annSequenceNumber   amqp.Symbol = "x-opt-sequence-number"        // long
-	annEnqueuedTime     amqp.Symbol = "x-opt-enqueued-time"          // timestamp
-	annLockedUntil      amqp.Symbol = "x-opt-locked-until"           // timestamp
-	annMessageState     amqp.Symbol = "x-opt-message-state"          // int: 0 active, 1 deferred, 2 scheduled
-	annScheduledEnqueue amqp.Symbol = "x-opt-scheduled-enqueue-time" // timestamp
-	annPartitionKey     amqp.Symbol = "x-opt-partition-key"          // string
-	annDeadLetterSource amqp.Symbol = "x-opt-deadletter-source"      // string
-	annLockToken        amqp.Symbol = "x-opt-lock-token"             // uuid (delivery annotation)
+	annSequenceNumber   amqp.Symbol = "x-opt-sequence-number"         // long
+	annEnqueuedTime     amqp.Symbol = "x-opt-enqueued-time"           // timestamp
+	annLockedUntil      amqp.Symbol = "x-opt-locked-until"            // timestamp
+	annMessageState     amqp.Symbol = "x-opt-message-state"           // int: 0 active, 1 deferred, 2 scheduled
+	annScheduledEnqueue amqp.Symbol = "x-opt-scheduled-enqueue-time"  // timestamp
+	annPartitionKey     amqp.Symbol = "x-opt-partition-key"           // string
+	annDeadLetterSource amqp.Symbol = "x-opt-deadletter-source"       // string
+	annEnqueuedSeq      amqp.Symbol = "x-opt-enqueue-sequence-number" // long (auto-forwarded messages)
+	annLockToken        amqp.Symbol = "x-opt-lock-token"              // uuid (delivery annotation)
 	propDLReason                    = "DeadLetterReason"
 	propDLDescription               = "DeadLetterErrorDescription"
 )
-
-// errBodyNotEmulated refuses messages whose body is an AMQP value or sequence.
-var errBodyNotEmulated = errors.New("sbtest: server: only data bodies are emulated, not amqp-value or amqp-sequence")
 
 // mapGet looks a key up as a string or a symbol: Service Bus peers are not consistent
 // about which one they use in maps with textual keys.
@@ -76,11 +73,10 @@ func symbolToString(s *amqp.Symbol) *string {
 
 // toSDKMessage converts a message a client sent into the SDK's outgoing form, the way
 // the service reads it: properties, application properties, the header's ttl, the
-// partition key and scheduled enqueue time annotations, and the data body.
-func toSDKMessage(m *amqp.Message) (*azservicebus.Message, error) {
-	if m.HasValue || len(m.Sequence) > 0 {
-		return nil, errBodyNotEmulated
-	}
+// partition key and scheduled enqueue time annotations, and the data body (data sections
+// joined). What the Message cannot carry (a value or sequence body, several data
+// sections, other annotations, the footer, the priority) is returned as raw sections.
+func toSDKMessage(m *amqp.Message) (*azservicebus.Message, *rawSections) {
 	out := &azservicebus.Message{}
 	switch len(m.Data) {
 	case 0:
@@ -125,7 +121,7 @@ func toSDKMessage(m *amqp.Message) (*azservicebus.Message, error) {
 			out.ScheduledEnqueueTime = &t
 		}
 	}
-	return out, nil
+	return out, rawOf(m)
 }
 
 // wireValue converts an application property value of the entity model into a value the
@@ -232,6 +228,9 @@ func fromReceived(rm *azservicebus.ReceivedMessage, withLockToken bool) *amqp.Me
 	if rm.DeadLetterSource != nil {
 		ann = append(ann, amqp.MapEntry{Key: annDeadLetterSource, Value: *rm.DeadLetterSource})
 	}
+	if rm.EnqueuedSequenceNumber != nil {
+		ann = append(ann, amqp.MapEntry{Key: annEnqueuedSeq, Value: *rm.EnqueuedSequenceNumber})
+	}
 	var state int32
 	switch rm.State {
 	case azservicebus.MessageStateDeferred:
@@ -246,6 +245,9 @@ func fromReceived(rm *azservicebus.ReceivedMessage, withLockToken bool) *amqp.Me
 		m.DeliveryAnnotations = amqp.Map{{Key: annLockToken, Value: amqp.UUID(rm.LockToken)}}
 	}
 	m.Data = [][]byte{rm.Body}
+	if rm.RawAMQPMessage != nil {
+		applyRaw(m, rm.RawAMQPMessage) // as the client sent it (SDK live tests TestSender_SendAMQPMessageWith*)
+	}
 	return m
 }
 

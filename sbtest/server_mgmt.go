@@ -3,6 +3,7 @@ package sbtest
 import (
 	"context"
 	"fmt"
+	"strings"
 	"sync"
 	"time"
 
@@ -68,16 +69,6 @@ func (n *mgmtNode) receiver(mode azservicebus.ReceiveMode) (*Receiver, error) {
 	return r, nil
 }
 
-// entity returns the entity of the node and whether the node is its dead-letter queue.
-func (n *mgmtNode) entity() (*Entity, bool, error) {
-	path, sub := splitSubQueue(n.path)
-	e, ok := n.ns.Entity(path)
-	if !ok {
-		return nil, false, errNotFound()
-	}
-	return e, sub == azservicebus.SubQueueDeadLetter, nil
-}
-
 // response builds a $management response: statusCode (int) and statusDescription
 // application properties, and value, when not nil, as the amqp-value body. The $cbs node
 // uses the status-code / status-description spelling.
@@ -110,25 +101,53 @@ func (n *mgmtNode) serve(ctx context.Context, l *srvLink, req *amqp.Message) *am
 		if op != opPutToken {
 			return n.badRequest("unknown $cbs operation %q", op)
 		}
-		return n.response(200, "OK", nil)
+		return n.putToken(req)
 	}
 	body, _ := req.Value.(amqp.Map)
 	l.log.Debug("management request", "operation", op)
+	if resp, ok := n.serveSession(ctx, l, op, req, body); ok {
+		return resp
+	}
 	switch op {
 	case opRenewLock:
 		return n.renewLock(ctx, body)
 	case opPeek:
-		return n.peek(ctx, body)
+		return n.peek(ctx, body, nil)
 	case opSchedule:
 		return n.schedule(ctx, body)
 	case opCancelScheduled:
 		return n.cancelScheduled(ctx, body)
 	case opReceiveBySeq:
-		return n.receiveBySequence(ctx, body)
+		return n.receiveBySequence(ctx, body, nil)
 	case opUpdateDisp:
 		return n.updateDisposition(ctx, body)
 	}
 	return n.response(501, fmt.Sprintf("sbtest does not emulate the operation %q", op), nil)
+}
+
+// putToken accepts any token, but answers 404 for an audience that names no entity, as
+// the service does; the SDK reports it as CodeNotFound (azure-sdk-for-go#24499).
+func (n *mgmtNode) putToken(req *amqp.Message) *amqp.Message {
+	v, _ := mapGet(req.ApplicationProperties, "name")
+	audience, _ := v.(string)
+	if path, ok := audiencePath(audience); ok && !n.ns.exists(path) {
+		return n.response(404, fmt.Sprintf("The messaging entity '%s' could not be found.", path), nil)
+	}
+	return n.response(200, "OK", nil)
+}
+
+// audiencePath returns the entity path of a token audience
+// ("amqp://host:port/queue/$management"): the URL path without its sub-queue or
+// $management suffix. ok is false when the audience names no entity (the namespace).
+func audiencePath(audience string) (string, bool) {
+	_, rest, found := strings.Cut(audience, "://")
+	if !found {
+		rest = audience
+	}
+	_, path, found := strings.Cut(rest, "/")
+	path = strings.TrimSuffix(strings.TrimSuffix(path, "/"), mgmtNodeSuffix)
+	path, _ = splitSubQueue(path)
+	return path, found && path != ""
 }
 
 func (n *mgmtNode) renewLock(ctx context.Context, body amqp.Map) *amqp.Message {
@@ -136,18 +155,16 @@ func (n *mgmtNode) renewLock(ctx context.Context, body amqp.Map) *amqp.Message {
 	if !ok {
 		return n.badRequest("lock-tokens must be an array of uuid")
 	}
-	e, dlq, err := n.entity()
+	// Any lock of the entity, whoever received it (SDK live test
+	// TestReceiver_SettleWithOnlyLockToken).
+	r, err := n.receiver(azservicebus.ReceiveModePeekLock)
 	if err != nil {
 		return n.fail(err)
 	}
 	exp := make(amqp.Array, 0, len(tokens))
 	for _, t := range tokens {
-		holder := e.lockHolder(dlq, t)
-		if holder == nil {
-			return n.fail(errLockLost())
-		}
 		rm := &azservicebus.ReceivedMessage{LockToken: t}
-		if err := holder.RenewMessageLock(ctx, rm, nil); err != nil {
+		if err := r.forToken(t).RenewMessageLock(ctx, rm, nil); err != nil {
 			return n.fail(err)
 		}
 		exp = append(exp, rm.LockedUntil.UTC())
@@ -155,7 +172,8 @@ func (n *mgmtNode) renewLock(ctx context.Context, body amqp.Map) *amqp.Message {
 	return n.response(200, "OK", amqp.Map{{Key: "expirations", Value: exp}})
 }
 
-func (n *mgmtNode) peek(ctx context.Context, body amqp.Map) *amqp.Message {
+// peek answers peek-message with r, or with the node's own receiver when r is nil.
+func (n *mgmtNode) peek(ctx context.Context, body amqp.Map, r *Receiver) *amqp.Message {
 	fv, _ := mapGet(body, "from-sequence-number")
 	from, ok1 := asInt64(fv)
 	cv, _ := mapGet(body, "message-count")
@@ -163,9 +181,11 @@ func (n *mgmtNode) peek(ctx context.Context, body amqp.Map) *amqp.Message {
 	if !ok1 || !ok2 || count <= 0 || count > 1<<20 {
 		return n.badRequest("peek needs from-sequence-number and a positive message-count")
 	}
-	r, err := n.receiver(azservicebus.ReceiveModePeekLock)
-	if err != nil {
-		return n.fail(err)
+	if r == nil {
+		var err error
+		if r, err = n.receiver(azservicebus.ReceiveModePeekLock); err != nil {
+			return n.fail(err)
+		}
 	}
 	msgs, err := r.PeekMessages(ctx, int(count), &azservicebus.PeekMessagesOptions{FromSequenceNumber: &from})
 	if err != nil {
@@ -202,6 +222,7 @@ func (n *mgmtNode) schedule(ctx context.Context, body amqp.Map) *amqp.Message {
 		return n.badRequest("messages must be a non-empty list")
 	}
 	msgs := make([]*azservicebus.Message, 0, len(list))
+	raws := make([]*rawSections, 0, len(list))
 	for _, item := range list {
 		entry, _ := item.(amqp.Map)
 		raw, _ := mapGet(entry, "message")
@@ -213,20 +234,18 @@ func (n *mgmtNode) schedule(ctx context.Context, body amqp.Map) *amqp.Message {
 		if err := am.UnmarshalBinary(b); err != nil {
 			return n.badRequest("malformed scheduled message: %v", err)
 		}
-		m, err := toSDKMessage(&am)
-		if err != nil {
-			return n.badRequest("%v", err)
-		}
+		m, sections := toSDKMessage(&am)
+		raws = append(raws, sections)
 		if m.ScheduledEnqueueTime == nil {
 			m.ScheduledEnqueueTime = ptr(time.Now())
 		}
 		msgs = append(msgs, m)
 	}
-	s, err := n.ns.NewSender(n.path)
+	s, err := n.ns.NewSender(n.path, nil)
 	if err != nil {
 		return n.fail(err)
 	}
-	seqs, err := s.storeMessages(ctx, msgs, false)
+	seqs, err := s.storeMessages(ctx, msgs, raws, false)
 	if err != nil {
 		return n.fail(err)
 	}
@@ -242,7 +261,7 @@ func (n *mgmtNode) cancelScheduled(ctx context.Context, body amqp.Map) *amqp.Mes
 	if !ok {
 		return n.badRequest("sequence-numbers must be an array of long")
 	}
-	s, err := n.ns.NewSender(n.path)
+	s, err := n.ns.NewSender(n.path, nil)
 	if err != nil {
 		return n.fail(err)
 	}
@@ -252,7 +271,9 @@ func (n *mgmtNode) cancelScheduled(ctx context.Context, body amqp.Map) *amqp.Mes
 	return n.response(200, "OK", nil)
 }
 
-func (n *mgmtNode) receiveBySequence(ctx context.Context, body amqp.Map) *amqp.Message {
+// receiveBySequence answers receive-by-sequence-number with r (a session receiver, whose
+// mode is its own), or with the node's receiver for the requested mode when r is nil.
+func (n *mgmtNode) receiveBySequence(ctx context.Context, body amqp.Map, r *Receiver) *amqp.Message {
 	seqs, ok := int64List(body, "sequence-numbers")
 	if !ok {
 		return n.badRequest("sequence-numbers must be an array of long")
@@ -262,10 +283,13 @@ func (n *mgmtNode) receiveBySequence(ctx context.Context, body amqp.Map) *amqp.M
 	if m, _ := asInt64(mv); m == 1 {
 		mode = azservicebus.ReceiveModePeekLock
 	}
-	r, err := n.receiver(mode)
-	if err != nil {
-		return n.fail(err)
+	if r == nil {
+		var err error
+		if r, err = n.receiver(mode); err != nil {
+			return n.fail(err)
+		}
 	}
+	mode = r.mode
 	msgs, err := r.ReceiveDeferredMessages(ctx, seqs, nil)
 	if err != nil {
 		return n.fail(err)
@@ -286,15 +310,14 @@ func (n *mgmtNode) updateDisposition(ctx context.Context, body amqp.Map) *amqp.M
 		pm, _ := pv.(amqp.Map)
 		props = propsFromAnnotations(pm)
 	}
-	e, dlq, err := n.entity()
+	// Any lock of the entity, whoever received it (SDK live test
+	// TestReceiver_SettleWithOnlyLockToken).
+	r, err := n.receiver(azservicebus.ReceiveModePeekLock)
 	if err != nil {
 		return n.fail(err)
 	}
 	for _, t := range tokens {
-		holder := e.lockHolder(dlq, t)
-		if holder == nil {
-			return n.fail(errLockLost())
-		}
+		holder := r.forToken(t)
 		rm := &azservicebus.ReceivedMessage{LockToken: t}
 		switch status {
 		case "completed":

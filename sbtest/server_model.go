@@ -6,6 +6,7 @@ import (
 	"time"
 
 	"github.com/Azure/azure-sdk-for-go/sdk/messaging/azservicebus"
+	goamqp "github.com/Azure/go-amqp"
 	"github.com/sbkit/sbkit/sbtest/internal/amqp"
 )
 
@@ -43,39 +44,21 @@ func (r *Receiver) releaseLock(token [16]byte) bool {
 		return false
 	}
 	e.unlock(r.sq, m)
-	if m.deliveries > 0 {
-		m.deliveries--
-	}
 	e.requeue(r.sq, m)
 	return true
 }
 
-// lockHolder returns the receiver holding the lock with token in the main queue (dlq
-// false) or the dead-letter queue of e, or nil.
-func (e *Entity) lockHolder(dlq bool, token [16]byte) *Receiver {
-	e.mu.Lock()
-	defer e.mu.Unlock()
-	e.tick(time.Now())
-	sq := &e.main
-	if dlq {
-		sq = &e.dlq
-	}
-	if m := sq.byToken[token]; m != nil {
-		return m.holder
-	}
-	return nil
-}
-
 // storeMessages sends messages through s as one request (a single message, a batch or a
 // scheduled set), applying the namespace's size limit, faults and latency, and returns
-// their sequence numbers.
-func (s *Sender) storeMessages(ctx context.Context, msgs []*azservicebus.Message, batch bool) ([]int64, error) {
+// their sequence numbers. raws[i] are msgs[i]'s raw AMQP sections (nil for none).
+func (s *Sender) storeMessages(ctx context.Context, msgs []*azservicebus.Message, raws []*rawSections, batch bool) ([]int64, error) {
 	out := make([]outgoing, len(msgs))
 	for i, m := range msgs {
 		o, err := s.prepare(m, time.Time{})
 		if err != nil {
 			return nil, err
 		}
+		o.p.raw = raws[i]
 		out[i] = o
 	}
 	return s.do(ctx, out, batch)
@@ -89,7 +72,10 @@ func (s *Sender) storeMessages(ctx context.Context, msgs []*azservicebus.Message
 func amqpErrorFor(err error) *amqp.Error {
 	cond := condInternalError
 	var sbErr *azservicebus.Error
+	var ae *goamqp.Error
 	switch {
+	case errors.As(err, &ae): // the service's own condition (sessions): the SDK reads it as is
+		return &amqp.Error{Condition: amqp.Symbol(ae.Condition), Description: ae.Description}
 	case errors.Is(err, azservicebus.ErrMessageTooLarge):
 		cond = condMessageTooLarge
 	case errors.As(err, &sbErr):
@@ -118,9 +104,12 @@ func amqpErrorFor(err error) *amqp.Error {
 // 401, 503 for transient faults (retried by the SDK), 408, 400 and 500.
 func statusFor(err error) (int32, string) {
 	var sbErr *azservicebus.Error
+	var ae *goamqp.Error
 	switch {
 	case errors.Is(err, azservicebus.ErrMessageTooLarge), errors.Is(err, ErrInvalidArgument), errors.Is(err, ErrNotSettleable):
 		return 400, err.Error()
+	case errors.As(err, &ae) && ae.Condition == goamqp.ErrCondNotAllowed:
+		return 405, ae.Description
 	case errors.As(err, &sbErr):
 		switch sbErr.Code {
 		case azservicebus.CodeLockLost:
@@ -138,4 +127,17 @@ func statusFor(err error) (int32, string) {
 		return 408, err.Error()
 	}
 	return 500, err.Error()
+}
+
+// forToken returns the receiver that renews or settles the lock with token through
+// $management: any receiver of the sub-queue may (SDK live test
+// TestReceiver_SettleWithOnlyLockToken), so r, except for a message of a session, which
+// only the receiver holding its session settles.
+func (r *Receiver) forToken(token [16]byte) *Receiver {
+	r.e.mu.Lock()
+	defer r.e.mu.Unlock()
+	if m := r.sq.byToken[token]; m != nil && m.holder != nil && m.holder.isSession() {
+		return m.holder
+	}
+	return r
 }

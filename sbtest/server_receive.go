@@ -13,15 +13,16 @@ import (
 // entity through the model's Receiver (one ReceiveMessages per batch of credit, with the
 // namespace's latency) and sends each message as a delivery, unsettled in peek-lock mode
 // (tagged with its lock token) and settled in receive-and-delete mode. A drain request
-// sends what is available at once and then spends the rest of the credit.
+// sends what is available at once and then spends the rest of the credit. It runs only
+// while the link has credit or a drain pending (onFlow starts it).
 func (l *srvLink) receiveLoop() {
 	for {
-		credit, drain, ok := l.waitCredit()
+		credit, drain, ok := l.nextCredit()
 		if !ok {
 			return
 		}
 		if drain {
-			l.deliverAll(l.rcv.tryReceive(int(credit)))
+			l.deliverAll(l.rcv.tryReceive(int(min(credit, 1<<20))))
 			l.completeDrain()
 			continue
 		}

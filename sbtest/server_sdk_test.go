@@ -179,7 +179,11 @@ func TestServerSettlement(t *testing.T) {
 		if n := q.DeferredCount(); n != 1 {
 			t.Fatalf("deferred count %d", n)
 		}
-		ds, err := r.ReceiveDeferredMessages(ctx, []int64{*m.SequenceNumber, 9999}, nil)
+		// Strict, as the service: an unknown number fails the request with 404.
+		if ds, err := r.ReceiveDeferredMessages(ctx, []int64{*m.SequenceNumber, 9999}, nil); code(err) != azservicebus.CodeNotFound || len(ds) != 0 {
+			t.Fatalf("with an unknown number: %d, %v; want CodeNotFound", len(ds), err)
+		}
+		ds, err := r.ReceiveDeferredMessages(ctx, []int64{*m.SequenceNumber}, nil)
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -205,9 +209,10 @@ func TestServerSettlement(t *testing.T) {
 		if n := q.DeferredCount(); n != 0 {
 			t.Fatalf("deferred count %d after complete", n)
 		}
+		// The service fails the request: the message is gone (issue 15 item 4).
 		none, err := r.ReceiveDeferredMessages(ctx, []int64{*m.SequenceNumber}, nil)
-		if err != nil || len(none) != 0 {
-			t.Fatalf("receive deferred of a completed message: %v, %d messages", err, len(none))
+		if code(err) != azservicebus.CodeNotFound || len(none) != 0 {
+			t.Fatalf("receive deferred of a completed message: %v, %d messages; want CodeNotFound", err, len(none))
 		}
 
 		// Defer and dead-letter on the management link too.
@@ -512,22 +517,38 @@ func TestServerLocksFollowTheLink(t *testing.T) {
 		t.Fatal(err)
 	}
 
-	t.Run("closing a receiver releases its locks without counting", func(t *testing.T) {
+	// SDK live test TestReceiver_SettleWithOnlyLockToken; seed 000.
+	t.Run("a closed receiver's locks are kept and settled by token from another", func(t *testing.T) {
 		r, err := w.client.NewReceiverForQueue("q", nil)
 		if err != nil {
 			t.Fatal(err)
 		}
-		receiveN(t, r, 1)
-		if n := q.LockedCount(); n != 1 {
-			t.Fatalf("locked %d", n)
-		}
+		m := receiveN(t, r, 1)[0]
 		if err := r.Close(ctx); err != nil {
 			t.Fatal(err)
 		}
-		eventually(t, "the lock to be released", func() bool { return q.LockedCount() == 0 && q.ActiveCount() == 1 })
+		r2 := w.receiver(t, "q", nil)
+		short, cancel := context.WithTimeout(ctx, 200*time.Millisecond)
+		defer cancel()
+		if got, _ := r2.ReceiveMessages(short, 1, nil); len(got) != 0 || q.LockedCount() != 1 {
+			t.Fatalf("after Close: redelivered %d, %d locked; want the lock kept", len(got), q.LockedCount())
+		}
+		byToken := &azservicebus.ReceivedMessage{LockToken: m.LockToken}
+		if err := r2.RenewMessageLock(ctx, byToken, nil); err != nil {
+			t.Fatalf("renew by token: %v", err)
+		}
+		if err := r2.CompleteMessage(ctx, byToken, nil); err != nil {
+			t.Fatalf("complete by token: %v", err)
+		}
+		if q.LockedCount() != 0 || q.ActiveCount() != 0 {
+			t.Fatalf("%d locked, %d active after the complete", q.LockedCount(), q.ActiveCount())
+		}
 	})
 
 	t.Run("messages beyond a receive are released, not counted", func(t *testing.T) {
+		if err := s.SendMessage(ctx, &azservicebus.Message{Body: []byte("held")}, nil); err != nil {
+			t.Fatal(err)
+		}
 		r := w.receiver(t, "q", nil)
 		got, err := r.ReceiveMessages(ctx, 5, nil) // one message: credit for 4 more stays with the server
 		if err != nil || len(got) != 1 {
@@ -563,15 +584,6 @@ func TestServerLocksFollowTheLink(t *testing.T) {
 	w.oneConnection(t)
 }
 
-func TestServerRefusesSessions(t *testing.T) {
-	t.Parallel()
-	w := newWire(t, &ServerOptions{Queues: map[string]*EntityOptions{"q": nil}})
-	ctx := wireCtx(t)
-	if _, err := w.client.AcceptSessionForQueue(ctx, "q", "s1", nil); err == nil {
-		t.Fatal("accepting a session succeeded")
-	}
-}
-
 func TestServerFaults(t *testing.T) {
 	t.Parallel()
 	srv, err := NewServer(&ServerOptions{Queues: map[string]*EntityOptions{"q": nil}})
@@ -587,7 +599,7 @@ func TestServerFaults(t *testing.T) {
 	w := &wire{srv: srv, client: client}
 	t.Cleanup(func() {
 		_ = client.Close(context.Background())
-		_ = srv.Close()
+		_ = srv.Close(context.Background())
 	})
 	ctx := wireCtx(t)
 	q, _ := srv.Namespace().Entity("q")

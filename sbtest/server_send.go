@@ -44,41 +44,56 @@ func (l *srvLink) storeState(d *inDelivery) amqp.DeliveryState {
 		return reject(condNotImplemented, "message format %#x", d.format)
 	}
 	msgs := make([]*azservicebus.Message, len(parts))
+	raws := make([]*rawSections, len(parts))
 	for i, p := range parts {
-		sm, err := toSDKMessage(p)
-		if err != nil {
-			return reject(condNotImplemented, "%v", err)
-		}
-		msgs[i] = sm
+		msgs[i], raws[i] = toSDKMessage(p)
 	}
-	if _, err := l.sender.storeMessages(l.ctx, msgs, batch); err != nil {
+	if _, err := l.sender.storeMessages(l.ctx, msgs, raws, batch); err != nil {
 		return &amqp.Rejected{Error: amqpErrorFor(err)}
 	}
 	return &amqp.Accepted{}
 }
 
 // request decodes a request sent to $cbs or $management, runs it and sends the response
-// to the link the request's reply-to names.
+// to the link the request's reply-to names (or, without reply-to, to the session's
+// response link on the same node).
 func (l *srvLink) request(d *inDelivery) {
 	var req amqp.Message
 	if err := req.UnmarshalBinary(d.buf); err != nil {
 		l.log.Warn("malformed request", "err", err)
 		return
 	}
-	if req.Properties == nil || req.Properties.ReplyTo == nil {
-		l.log.Warn("request without reply-to")
+	out := l.responseLink(&req)
+	if out == nil {
 		return
 	}
 	resp := l.node.serve(l.ctx, l, &req)
-	resp.Properties = &amqp.Properties{CorrelationID: req.Properties.MessageID}
-	out := l.s.c.replyLink(*req.Properties.ReplyTo)
-	if out == nil {
-		l.log.Warn("no response link for the request's reply-to", "reply_to", *req.Properties.ReplyTo)
-		return
+	resp.Properties = &amqp.Properties{}
+	if req.Properties != nil {
+		resp.Properties.CorrelationID = req.Properties.MessageID
 	}
 	if err := out.sendResponse(resp); err != nil {
 		l.log.Debug("response not sent", "err", err)
 	}
+}
+
+// responseLink finds the link a request's response goes to: the one its reply-to names
+// or, for a request without reply-to, the response link of the same node in the same
+// session, as the service answers the Python SDK (azure-servicebus _pyamqp cbs.py
+// _put_token and management_link.py send no reply-to and pair the links by address).
+func (l *srvLink) responseLink(req *amqp.Message) *srvLink {
+	if req.Properties != nil && req.Properties.ReplyTo != nil {
+		out := l.s.c.replyLink(*req.Properties.ReplyTo)
+		if out == nil {
+			l.log.Warn("no response link for the request's reply-to", "reply_to", *req.Properties.ReplyTo)
+		}
+		return out
+	}
+	if out := l.s.responseLinkFor(l.addr); out != nil {
+		return out
+	}
+	l.log.Warn("request without reply-to, and no response link for its node in the session")
+	return nil
 }
 
 // sendResponse sends a settled response message on a response link once the client

@@ -1,7 +1,9 @@
 package sbtest
 
 import (
+	"cmp"
 	"context"
+	"slices"
 	"sync"
 
 	"github.com/sbkit/sbkit/sbtest/internal/amqp"
@@ -15,8 +17,9 @@ const sessionWindow = 5000
 // client chose. Its state is guarded by mu: the reader goroutine handles the client's
 // frames, other goroutines send transfers and dispositions.
 type srvSession struct {
-	c  *srvConn
-	ch uint16
+	c       *srvConn
+	ch      uint16
+	refused bool // beyond MaxSessionsPerConnection: ended at once, set before use
 
 	mu     sync.Mutex
 	closed bool
@@ -203,7 +206,7 @@ func (s *srvSession) sendDelivery(ctx context.Context, l *srvLink, tag []byte, p
 	first := true
 	var deliveryID uint32
 	for first || len(payload) > 0 {
-		if !s.lockWithWindow(ctx) {
+		if !s.c.waitWritable(ctx) || !s.lockWithWindow(ctx) {
 			return false
 		}
 		if l.isDetached() {
@@ -275,11 +278,6 @@ func (s *srvSession) disposition(d *amqp.Disposition) error {
 			if od, ok := s.unsettled[id]; ok {
 				items = append(items, item{id, od})
 				delete(s.unsettled, id)
-			} else if !d.Settled && !s.closed {
-				// Not (or no longer) held: settled before, or its link went away.
-				s.c.writeFrame(s.ch, &amqp.Disposition{Role: amqp.RoleSender, First: id, Settled: true, State: &amqp.Rejected{
-					Error: &amqp.Error{Condition: condLockLost, Description: "the delivery is not held: the lock was lost or the message was settled"},
-				}}, nil)
 			}
 			if id == last {
 				break
@@ -292,6 +290,25 @@ func (s *srvSession) disposition(d *amqp.Disposition) error {
 				delete(s.unsettled, id)
 			}
 		}
+		slices.SortFunc(items, func(a, b item) int { return cmp.Compare(a.id, b.id) })
+	}
+	if !d.Settled && !s.closed {
+		// The ids of the range not (or no longer) held: settled before, or their link
+		// went away. Each run of them gets one rejection, so a range never costs more
+		// frames than the deliveries it settles plus one (issue 13, defect 6).
+		next := uint64(d.First)
+		for _, it := range append(items, item{id: last + 1}) {
+			end := uint64(it.id)
+			if it.od.link == nil { // the sentinel after the range
+				end = uint64(last) + 1
+			}
+			if end > next {
+				s.c.writeFrame(s.ch, &amqp.Disposition{Role: amqp.RoleSender, First: uint32(next), Last: amqp.Ptr(uint32(end - 1)), Settled: true, State: &amqp.Rejected{
+					Error: &amqp.Error{Condition: condLockLost, Description: "the delivery is not held: the lock was lost or the message was settled"},
+				}}, nil)
+			}
+			next = end + 1
+		}
 	}
 	s.mu.Unlock()
 	if len(items) == 0 {
@@ -301,7 +318,7 @@ func (s *srvSession) disposition(d *amqp.Disposition) error {
 	c.goWork("settlement", func() {
 		for _, it := range items {
 			state := it.od.link.settle(c.ctx, it.od.token, d.State)
-			if !d.Settled {
+			if !d.Settled && c.waitWritable(c.ctx) {
 				s.mu.Lock()
 				if !s.closed {
 					c.writeFrame(s.ch, &amqp.Disposition{Role: amqp.RoleSender, First: it.id, Settled: true, State: state}, nil)
@@ -314,6 +331,25 @@ func (s *srvSession) disposition(d *amqp.Disposition) error {
 }
 
 // forgetLink drops the unsettled deliveries of a link that went away.
+// responseLinkFor returns an attached response link of this session on the node addr
+// ($cbs or an entity's $management), or nil.
+func (s *srvSession) responseLinkFor(addr string) *srvLink {
+	s.mu.Lock()
+	var found []*srvLink
+	for _, l := range s.links {
+		if l.kind == linkResponse && l.addr == addr {
+			found = append(found, l)
+		}
+	}
+	s.mu.Unlock()
+	for _, l := range found {
+		if !l.isDetached() {
+			return l
+		}
+	}
+	return nil
+}
+
 func (s *srvSession) forgetLink(l *srvLink) {
 	s.mu.Lock()
 	defer s.mu.Unlock()

@@ -30,16 +30,21 @@ type EntityStats struct {
 	// InFlightSends is the number of send/batch/schedule requests inside the broker now;
 	// PeakInFlightSends the most there ever were at once.
 	InFlightSends, PeakInFlightSends int64
-	// PeakInFlightBytes is the most bytes (MessageSize) of send requests ever inside the
+	// PeakInFlightBytes is the most bytes (sbkit.MessageSize) of send requests ever inside the
 	// broker at once.
 	PeakInFlightBytes int64
+	// SessionsAccepted counts session locks taken (AcceptSession, AcceptNextSession);
+	// SessionLocksRenewed counts RenewSessionLock calls that succeeded;
+	// SessionLocksExpired counts session locks lost by expiry or ExpireSessionLock.
+	SessionsAccepted, SessionLocksRenewed, SessionLocksExpired int64
 }
 
 type counters struct {
-	sent, batches, scheduled, cancelled, received            atomic.Int64
-	completed, abandoned, deadLettered, deferred, renewed    atomic.Int64
-	lockExpired, expired, duplicates                         atomic.Int64
-	inFlight, peakInFlight, inFlightBytes, peakInFlightBytes atomic.Int64
+	sent, batches, scheduled, cancelled, received              atomic.Int64
+	completed, abandoned, deadLettered, deferred, renewed      atomic.Int64
+	lockExpired, expired, duplicates                           atomic.Int64
+	inFlight, peakInFlight, inFlightBytes, peakInFlightBytes   atomic.Int64
+	sessionsAccepted, sessionLocksRenewed, sessionLocksExpired atomic.Int64
 }
 
 func (c *counters) snapshot() EntityStats {
@@ -50,6 +55,8 @@ func (c *counters) snapshot() EntityStats {
 		Renewed: c.renewed.Load(), LockExpired: c.lockExpired.Load(), Expired: c.expired.Load(),
 		DuplicatesDropped: c.duplicates.Load(), InFlightSends: c.inFlight.Load(),
 		PeakInFlightSends: c.peakInFlight.Load(), PeakInFlightBytes: c.peakInFlightBytes.Load(),
+		SessionsAccepted: c.sessionsAccepted.Load(), SessionLocksRenewed: c.sessionLocksRenewed.Load(),
+		SessionLocksExpired: c.sessionLocksExpired.Load(),
 	}
 }
 

@@ -6,6 +6,7 @@ import (
 	"time"
 
 	"github.com/Azure/azure-sdk-for-go/sdk/messaging/azservicebus"
+	"github.com/sbkit/sbkit"
 )
 
 func TestStatsCountEveryOperation(t *testing.T) {
@@ -40,7 +41,7 @@ func TestStatsCountEveryOperation(t *testing.T) {
 	want := EntityStats{
 		Sent: 8, Batches: 1, Scheduled: 2, Cancelled: 1, Received: 7, Completed: 2, Abandoned: 1,
 		DeadLettered: 1, Deferred: 1, Renewed: 1, LockExpired: 1, PeakInFlightSends: 1,
-		PeakInFlightBytes: int64(2 * (len("s1") + MessageOverhead)), // the schedule request
+		PeakInFlightBytes: 2 * sbkit.MessageSize(msg("s1")), // the schedule request
 	}
 	if got := f.q.Stats(); got != want {
 		t.Fatalf("stats\n got %+v\nwant %+v", got, want)

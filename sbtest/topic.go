@@ -2,7 +2,9 @@ package sbtest
 
 import (
 	"fmt"
+	"slices"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/sbkit/sbkit"
@@ -17,10 +19,11 @@ type Topic struct {
 	faults faultSet
 	stats  counters
 
-	mu      sync.Mutex
-	subs    []*Entity
-	nextSeq int64
-	dup     dupDetector
+	mu     sync.Mutex
+	subs   []*Entity
+	seqs   atomic.Int64 // the last sequence number, shared by the subscriptions
+	dup    dupDetector
+	copies map[int64][]int64 // extra copies of scheduled messages made by action rules (rule.go)
 }
 
 // Name returns the topic's name.
@@ -45,6 +48,7 @@ func (t *Topic) NewSubscription(name string, opts *EntityOptions) (*Entity, erro
 		return nil, fmt.Errorf("%w: %q", ErrExists, path)
 	}
 	e := newEntity(t.ns, path, t, o, sbkit.SubscriptionDefaultTTL(t.opts.DefaultTTL, o.DefaultTTL))
+	e.rules.rules = []*rule{defaultRule()}
 	t.ns.entities[path] = e
 	t.mu.Lock()
 	t.subs = append(t.subs, e)
@@ -74,6 +78,11 @@ func (t *Topic) sendStats() *counters  { return &t.stats }
 func (t *Topic) store(now time.Time, out []outgoing) []int64 {
 	t.mu.Lock()
 	defer t.mu.Unlock()
+	for _, s := range t.subs { // scheduled messages due by now take their numbers first
+		s.mu.Lock()
+		s.tick(now)
+		s.mu.Unlock()
+	}
 	seqs := make([]int64, len(out))
 	kept := out[:0:0]
 	for i, o := range out {
@@ -81,9 +90,8 @@ func (t *Topic) store(now time.Time, out []outgoing) []int64 {
 			t.stats.duplicates.Add(1)
 			continue
 		}
-		t.nextSeq++
-		seqs[i] = t.nextSeq
-		o.seq = t.nextSeq
+		seqs[i] = t.seqs.Add(1)
+		o.seq = seqs[i]
 		kept = append(kept, o)
 		t.stats.sent.Add(1)
 		if o.sched.After(now) {
@@ -94,7 +102,14 @@ func (t *Topic) store(now time.Time, out []outgoing) []int64 {
 		s.mu.Lock()
 		s.tick(now)
 		for _, o := range kept {
-			s.insert(o.p, o.seq, now, o.sched)
+			for i, p := range s.rules.route(o.p, o.seq) {
+				seq := o.seq
+				if i > 0 { // each further copy an action rule makes is a message of its own
+					seq = t.seqs.Add(1)
+					t.noteCopy(o.seq, seq, o.sched.After(now))
+				}
+				s.insert(p, seq, now, o.sched)
+			}
 		}
 		s.mu.Unlock()
 	}
@@ -105,12 +120,18 @@ func (t *Topic) cancel(now time.Time, seqs []int64) {
 	t.mu.Lock()
 	defer t.mu.Unlock()
 	found := make(map[int64]bool)
+	all := t.withCopies(seqs)
 	for _, s := range t.subs {
 		s.mu.Lock()
-		for _, seq := range s.cancelLocked(now, seqs) {
+		for _, seq := range s.cancelLocked(now, all) {
 			found[seq] = true
 		}
 		s.mu.Unlock()
+	}
+	for seq := range found {
+		if !slices.Contains(seqs, seq) {
+			delete(found, seq) // a copy: its message is counted once
+		}
 	}
 	t.stats.cancelled.Add(int64(len(found)))
 }

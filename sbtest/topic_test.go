@@ -25,7 +25,7 @@ func TestTopicFanOut(t *testing.T) {
 	if got := top.Subscriptions(); !slices.Equal(got, []*Entity{s1, s2}) {
 		t.Fatal("Subscriptions()")
 	}
-	s, _ := ns.NewSender("t")
+	s, _ := ns.NewSender("t", nil)
 	sendAll(t, s, "a", "b")
 	r1, _ := ns.NewReceiverForSubscription("t", "s1", nil)
 	r2, _ := ns.NewReceiverForSubscription("t", "s2", nil)
@@ -61,7 +61,7 @@ func TestTopicFanOut(t *testing.T) {
 	if _, err := ns.NewReceiverForQueue("t/Subscriptions/s1", nil); code(err) != azservicebus.CodeNotFound {
 		t.Fatalf("err = %v", err)
 	}
-	if _, err := ns.NewSender("t/Subscriptions/s1"); code(err) != azservicebus.CodeNotFound {
+	if _, err := ns.NewSender("t/Subscriptions/s1", nil); code(err) != azservicebus.CodeNotFound {
 		t.Fatalf("err = %v", err)
 	}
 }
@@ -73,7 +73,7 @@ func TestTopicScheduleCancelAndDuplicates(t *testing.T) {
 		top, _ := ns.NewTopic("t", &EntityOptions{DuplicateDetectionWindow: time.Hour})
 		a, _ := top.NewSubscription("a", nil)
 		b, _ := top.NewSubscription("b", nil)
-		s, _ := ns.NewSender("t")
+		s, _ := ns.NewSender("t", nil)
 		seqs, err := s.ScheduleMessages(ctx, []*azservicebus.Message{msg("x"), msg("y")}, time.Now().Add(time.Minute), nil)
 		if err != nil {
 			t.Fatal(err)
@@ -105,7 +105,7 @@ func TestTopicScheduleCancelAndDuplicates(t *testing.T) {
 func TestSubscriptionCreatedLaterSeesOnlyLaterMessages(t *testing.T) {
 	ns := NewNamespace(nil)
 	top, _ := ns.NewTopic("t", nil)
-	s, _ := ns.NewSender("t")
+	s, _ := ns.NewSender("t", nil)
 	sendAll(t, s, "before")
 	sub, _ := top.NewSubscription("late", nil)
 	sendAll(t, s, "after")

@@ -94,20 +94,35 @@ func TestLockedMessageUnaffectedByExpiry(t *testing.T) {
 	}
 }
 
-func TestDeferredMessagesExpire(t *testing.T) {
-	synctest.Test(t, func(t *testing.T) {
-		f := newFixture(t, nil)
-		sendTTL(t, f.s, "a", time.Minute)
-		m := receiveOne(t, f.r)
-		if err := f.r.DeferMessage(context.Background(), m, nil); err != nil {
-			t.Fatal(err)
-		}
-		time.Sleep(time.Minute)
-		got, err := f.r.ReceiveDeferredMessages(context.Background(), []int64{*m.SequenceNumber}, nil)
-		if err != nil || len(got) != 0 {
-			t.Fatalf("expired deferred message received: %d %v", len(got), err)
-		}
-	})
+// "Deferred messages aren't expired and automatically moved to a dead-letter queue until
+// a client app attempts to receive them using the sequence number" (Service Bus docs,
+// message deferral): they stay deferred past their expiry, and the receive expires them.
+func TestDeferredMessagesExpireOnReceive(t *testing.T) {
+	for _, dl := range []bool{false, true} {
+		synctest.Test(t, func(t *testing.T) {
+			f := newFixture(t, &EntityOptions{DeadLetterOnExpiration: dl})
+			sendTTL(t, f.s, "a", time.Minute)
+			m := receiveOne(t, f.r)
+			if err := f.r.DeferMessage(context.Background(), m, nil); err != nil {
+				t.Fatal(err)
+			}
+			time.Sleep(time.Hour)
+			if f.q.DeferredCount() != 1 || f.q.DeadLetterCount() != 0 {
+				t.Fatalf("an hour later: %d deferred, %d dead-lettered; want it still deferred", f.q.DeferredCount(), f.q.DeadLetterCount())
+			}
+			got, err := f.r.ReceiveDeferredMessages(context.Background(), []int64{*m.SequenceNumber}, nil)
+			if code(err) != azservicebus.CodeNotFound || len(got) != 0 {
+				t.Fatalf("expired deferred message received: %d %v, want CodeNotFound", len(got), err)
+			}
+			want := 0
+			if dl {
+				want = 1
+			}
+			if f.q.DeferredCount() != 0 || f.q.DeadLetterCount() != want {
+				t.Fatalf("after the receive: %d deferred, %d dead-lettered; want 0, %d", f.q.DeferredCount(), f.q.DeadLetterCount(), want)
+			}
+		})
+	}
 }
 
 func TestSubscriptionTTL(t *testing.T) {
@@ -129,7 +144,7 @@ func TestSubscriptionTTL(t *testing.T) {
 			if _, err := top.NewSubscription("s", &EntityOptions{DefaultTTL: tt.sub}); err != nil {
 				t.Fatal(err)
 			}
-			s, _ := ns.NewSender("t")
+			s, _ := ns.NewSender("t", nil)
 			m := &azservicebus.Message{}
 			if tt.message > 0 {
 				m.TimeToLive = &tt.message

@@ -300,7 +300,7 @@ func (h *Header) appendFields(w *listWriter) error {
 	}
 	w.optUint(h.TTL)
 	w.optBool(h.FirstAcquirer)
-	w.nonZeroUint(h.DeliveryCount)
+	w.uint(h.DeliveryCount) // always: rhea (the JavaScript SDK) reports an absent one as undefined, not 0
 	return nil
 }
 

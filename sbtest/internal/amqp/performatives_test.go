@@ -114,8 +114,9 @@ func TestPerformativeTrailingNulls(t *testing.T) {
 		{"end", &End{}, "00 53 17 45"},
 		{"rejected no error", &Rejected{}, "00 53 25 45"},
 		{"modified undeliverable", &Modified{UndeliverableHere: true}, "00 53 27 c0 03 02 40 41"},
-		{"header durable", &Header{Durable: true}, "00 53 70 c0 02 01 41"},
-		{"header empty", &Header{}, "00 53 70 45"},
+		// A header keeps its delivery-count 0: rhea reports an absent one as undefined.
+		{"header durable", &Header{Durable: true}, "00 53 70 c0 06 05 41 40 40 40 43"},
+		{"header empty", &Header{}, "00 53 70 c0 06 05 40 40 40 40 43"},
 		{"properties message-id", &Properties{MessageID: "m"}, "00 53 73 c0 04 01 a1 01 6d"},
 		{"properties correlation-id", &Properties{CorrelationID: uint64(1)}, "00 53 73 c0 08 06 40 40 40 40 40 53 01"},
 	}

@@ -1,0 +1,179 @@
+package sbtest
+
+import (
+	"fmt"
+	"slices"
+	"strings"
+	"time"
+
+	"github.com/sbkit/sbkit"
+)
+
+// Entity management beyond creation: deleting, listing and reconfiguring queues,
+// topics and subscriptions, as the administration API does (Server's admin API uses
+// these; tests may call them directly).
+
+// DeleteQueue removes a queue and its messages. It returns ErrNotFound when no queue has
+// that name. Receivers and senders already open keep the detached queue; new ones (and
+// the wire) no longer find it.
+func (ns *Namespace) DeleteQueue(name string) error {
+	ns.mu.Lock()
+	defer ns.mu.Unlock()
+	e := ns.entities[name]
+	if e == nil || e.topic != nil {
+		return fmt.Errorf("%w: queue %q", ErrNotFound, name)
+	}
+	delete(ns.entities, name)
+	return nil
+}
+
+// DeleteTopic removes a topic with its subscriptions. It returns ErrNotFound when no
+// topic has that name.
+func (ns *Namespace) DeleteTopic(name string) error {
+	ns.mu.Lock()
+	defer ns.mu.Unlock()
+	t := ns.topics[name]
+	if t == nil {
+		return fmt.Errorf("%w: topic %q", ErrNotFound, name)
+	}
+	delete(ns.topics, name)
+	for _, s := range t.Subscriptions() {
+		delete(ns.entities, s.path)
+	}
+	return nil
+}
+
+// DeleteSubscription removes a subscription of t. It returns ErrNotFound when t has no
+// subscription of that name.
+func (t *Topic) DeleteSubscription(name string) error {
+	path := subscriptionPath(t.name, name)
+	t.ns.mu.Lock()
+	defer t.ns.mu.Unlock()
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	i := slices.IndexFunc(t.subs, func(e *Entity) bool { return e.path == path })
+	if i < 0 {
+		return fmt.Errorf("%w: subscription %q", ErrNotFound, path)
+	}
+	t.subs = slices.Delete(t.subs, i, i+1)
+	delete(t.ns.entities, path)
+	return nil
+}
+
+// Subscription returns the subscription of t with the given name.
+func (t *Topic) Subscription(name string) (*Entity, bool) {
+	return t.ns.Entity(subscriptionPath(t.name, name))
+}
+
+// Queues returns the namespace's queues sorted by name.
+func (ns *Namespace) Queues() []*Entity {
+	ns.mu.Lock()
+	defer ns.mu.Unlock()
+	var out []*Entity
+	for _, e := range ns.entities {
+		if e.topic == nil {
+			out = append(out, e)
+		}
+	}
+	slices.SortFunc(out, func(a, b *Entity) int { return strings.Compare(a.path, b.path) })
+	return out
+}
+
+// Topics returns the namespace's topics sorted by name.
+func (ns *Namespace) Topics() []*Topic {
+	ns.mu.Lock()
+	defer ns.mu.Unlock()
+	var out []*Topic
+	for _, t := range ns.topics {
+		out = append(out, t)
+	}
+	slices.SortFunc(out, func(a, b *Topic) int { return strings.Compare(a.name, b.name) })
+	return out
+}
+
+// Topic returns the topic a subscription belongs to, or nil for a queue.
+func (e *Entity) Topic() *Topic { return e.topic }
+
+// SetOptions reconfigures a queue or subscription, as an administration update does.
+// Locks taken from now on use the new LockDuration, deliveries counted from now on the
+// new MaxDeliveryCount, messages sent from now on the new DefaultTTL; messages already
+// stored keep their expiry. RequiresSession cannot change (the service refuses: "The
+// value for the RequiresSession property of an existing Queue cannot be changed", SDK
+// live test TestAdminClient_UpdateQueue). Errors: ErrInvalidOptions.
+func (e *Entity) SetOptions(opts *EntityOptions) error {
+	o, err := opts.normalize()
+	if err != nil {
+		return err
+	}
+	var topicTTL time.Duration
+	if e.topic != nil {
+		topicTTL = e.topic.Options().DefaultTTL // before e.mu: the lock order is topic, then subscription
+	}
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	if o.RequiresSession != e.opts.RequiresSession {
+		return fmt.Errorf("%w: the value for the RequiresSession property of an existing entity cannot be changed", ErrInvalidOptions)
+	}
+	if e.topic != nil {
+		o.DuplicateDetectionWindow = 0
+		e.defaultTTL = sbkit.SubscriptionDefaultTTL(topicTTL, o.DefaultTTL)
+	} else {
+		e.defaultTTL = o.DefaultTTL
+		e.dup.window = o.DuplicateDetectionWindow
+	}
+	e.opts = o
+	return nil
+}
+
+// Options returns the topic's options with defaults filled in.
+func (t *Topic) Options() EntityOptions {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	return t.opts
+}
+
+// SetOptions reconfigures a topic: DefaultTTL (which also caps its subscriptions'
+// defaults from now on) and DuplicateDetectionWindow. Errors: ErrInvalidOptions.
+func (t *Topic) SetOptions(opts *EntityOptions) error {
+	o, err := opts.normalize()
+	if err != nil {
+		return err
+	}
+	t.mu.Lock()
+	t.opts = o
+	t.dup.window = o.DuplicateDetectionWindow
+	subs := slices.Clone(t.subs)
+	t.mu.Unlock()
+	for _, s := range subs {
+		s.mu.Lock()
+		s.defaultTTL = sbkit.SubscriptionDefaultTTL(o.DefaultTTL, s.opts.DefaultTTL)
+		s.mu.Unlock()
+	}
+	return nil
+}
+
+// entityCounts is one consistent snapshot of an entity's message counts.
+type entityCounts struct {
+	active, deadLetter, scheduled, total, size int64
+}
+
+// counts returns the entity's counts as the administration API reports them: active
+// messages are the available and locked ones, total counts every message of the
+// entity and its dead-letter queue, size is the sum of MessageSize.
+func (e *Entity) counts() entityCounts {
+	e.ns.flushForwards()
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	e.tick(time.Now())
+	var c entityCounts
+	c.active = int64(e.main.heaps[hAvail].Len() + len(e.main.byToken))
+	c.scheduled = int64(e.main.heaps[hSched].Len())
+	c.deadLetter = int64(len(e.dlq.bySeq))
+	c.total = int64(len(e.main.bySeq)) + c.deadLetter
+	for _, sq := range []*subqueue{&e.main, &e.dlq} {
+		for _, m := range sq.bySeq {
+			c.size += int64(m.p.size)
+		}
+	}
+	return c
+}

@@ -1,0 +1,233 @@
+package sbtest
+
+import (
+	"context"
+	"errors"
+	"slices"
+	"testing"
+	"time"
+
+	"github.com/Azure/azure-sdk-for-go/sdk/messaging/azservicebus"
+	"github.com/Azure/azure-sdk-for-go/sdk/messaging/azservicebus/admin"
+	"github.com/sbkit/sbkit/sbtest/internal/sqlfilter"
+)
+
+func sqlSysNames() []string { return sqlfilter.SystemProperties() }
+
+func ruleTopic(t *testing.T, subs ...string) (*Namespace, *Topic, map[string]*Entity) {
+	t.Helper()
+	ns := NewNamespace(nil)
+	top, err := ns.NewTopic("t", nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	m := map[string]*Entity{}
+	for _, s := range subs {
+		if m[s], err = top.NewSubscription(s, nil); err != nil {
+			t.Fatal(err)
+		}
+	}
+	return ns, top, m
+}
+
+func mustRule(t *testing.T, e *Entity, r admin.RuleProperties) {
+	t.Helper()
+	if err := e.CreateRule(r); err != nil {
+		t.Fatal(err)
+	}
+}
+
+// onlyRule replaces the $Default rule of e with r.
+func onlyRule(t *testing.T, e *Entity, r admin.RuleProperties) {
+	t.Helper()
+	if err := e.DeleteRule(DefaultRuleName); err != nil {
+		t.Fatal(err)
+	}
+	mustRule(t, e, r)
+}
+
+// "Topic filters and actions": a new subscription has the $Default rule with a true
+// filter and no action.
+func TestNewSubscriptionHasDefaultRule(t *testing.T) {
+	_, _, subs := ruleTopic(t, "s")
+	rules := subs["s"].Rules()
+	if len(rules) != 1 || rules[0].Name != DefaultRuleName || rules[0].Action != nil {
+		t.Fatalf("rules %+v", rules)
+	}
+	if _, ok := rules[0].Filter.(*admin.TrueFilter); !ok {
+		t.Fatalf("filter %T", rules[0].Filter)
+	}
+}
+
+// Each message lands exactly where the filters say: SQL, correlation, false, and no rule.
+func TestRulesRouteMessages(t *testing.T) {
+	ns, _, subs := ruleTopic(t, "all", "red", "big", "corr", "none", "falsy", "either")
+	onlyRule(t, subs["red"], admin.RuleProperties{Name: "red", Filter: &admin.SQLFilter{Expression: "color = 'red'"}})
+	onlyRule(t, subs["big"], admin.RuleProperties{Name: "big", Filter: &admin.SQLFilter{Expression: "quantity > @min", Parameters: map[string]any{"@min": 10}}})
+	onlyRule(t, subs["corr"], admin.RuleProperties{Name: "c", Filter: &admin.CorrelationFilter{
+		CorrelationID: sp("order-1"), Subject: sp("created"), ApplicationProperties: map[string]any{"region": "eu", "n": int64(2)}}})
+	if err := subs["none"].DeleteRule(DefaultRuleName); err != nil {
+		t.Fatal(err)
+	}
+	onlyRule(t, subs["falsy"], admin.RuleProperties{Name: "f", Filter: &admin.FalseFilter{}})
+	onlyRule(t, subs["either"], admin.RuleProperties{Name: "a", Filter: &admin.SQLFilter{Expression: "color = 'blue'"}})
+	mustRule(t, subs["either"], admin.RuleProperties{Name: "b", Filter: &admin.SQLFilter{Expression: "sys.Label = 'created'"}})
+
+	s, _ := ns.NewSender("t", nil)
+	send := func(body string, m *azservicebus.Message) {
+		m.Body = []byte(body)
+		if err := s.SendMessage(context.Background(), m, nil); err != nil {
+			t.Fatal(err)
+		}
+	}
+	send("red-small", &azservicebus.Message{ApplicationProperties: map[string]any{"color": "red", "quantity": 5}})
+	send("blue-big", &azservicebus.Message{ApplicationProperties: map[string]any{"color": "blue", "quantity": int32(50)}})
+	send("corr", &azservicebus.Message{CorrelationID: sp("order-1"), Subject: sp("created"), ApplicationProperties: map[string]any{"region": "eu", "n": 2}})
+	send("corr-wrong", &azservicebus.Message{CorrelationID: sp("order-1"), Subject: sp("created"), ApplicationProperties: map[string]any{"region": "us", "n": 2}})
+	send("plain", &azservicebus.Message{})
+
+	want := map[string][]string{
+		"all":    {"red-small", "blue-big", "corr", "corr-wrong", "plain"},
+		"red":    {"red-small"},
+		"big":    {"blue-big"},
+		"corr":   {"corr"},
+		"none":   nil,
+		"falsy":  nil,
+		"either": {"blue-big", "corr", "corr-wrong"}, // one copy even when both rules match
+	}
+	for name, w := range want {
+		if got := bodies(subs[name].Active()); !slices.Equal(got, w) {
+			t.Errorf("%s got %v, want %v", name, got, w)
+		}
+	}
+}
+
+// "Topic filters and actions": rules without actions give one copy; each matching rule
+// with an action gives a copy of its own with RuleName set and the action applied.
+func TestRuleActionsMakeCopies(t *testing.T) {
+	ns, _, subs := ruleTopic(t, "s")
+	e := subs["s"]
+	mustRule(t, e, admin.RuleProperties{Name: "plain2", Filter: &admin.SQLFilter{Expression: "1=1"}})
+	mustRule(t, e, admin.RuleProperties{Name: "double", Filter: &admin.SQLFilter{Expression: "EXISTS(quantity)"},
+		Action: &admin.SQLAction{Expression: "SET quantity = quantity * 2; SET sys.Label = 'doubled'; REMOVE secret"}})
+	mustRule(t, e, admin.RuleProperties{Name: "tag", Filter: &admin.TrueFilter{}, Action: &admin.SQLAction{Expression: "SET tagged = TRUE"}})
+	mustRule(t, e, admin.RuleProperties{Name: "never", Filter: &admin.FalseFilter{}, Action: &admin.SQLAction{Expression: "SET x = 1"}})
+
+	s, _ := ns.NewSender("t", nil)
+	if err := s.SendMessage(context.Background(), &azservicebus.Message{Body: []byte("m"), Subject: sp("orig"),
+		ApplicationProperties: map[string]any{"quantity": 21, "secret": "s"}}, nil); err != nil {
+		t.Fatal(err)
+	}
+	got := e.Active()
+	if len(got) != 3 {
+		t.Fatalf("%d copies, want 3", len(got))
+	}
+	plain, double, tag := got[0], got[1], got[2]
+	if plain.ApplicationProperties[RuleNameProperty] != nil || *plain.Subject != "orig" || plain.ApplicationProperties["quantity"] != 21 {
+		t.Errorf("plain copy %+v", plain.ApplicationProperties)
+	}
+	if p := double.ApplicationProperties; p[RuleNameProperty] != "double" || p["quantity"] != int64(42) || p["secret"] != nil || *double.Subject != "doubled" {
+		t.Errorf("action copy %+v subject %q", p, *double.Subject)
+	}
+	if p := tag.ApplicationProperties; p[RuleNameProperty] != "tag" || p["tagged"] != true || p["quantity"] != 21 {
+		t.Errorf("tag copy %+v", p)
+	}
+	seqs := []int64{*plain.SequenceNumber, *double.SequenceNumber, *tag.SequenceNumber}
+	if seqs[0] != 1 || seqs[1] == seqs[0] || seqs[2] == seqs[1] {
+		t.Errorf("sequence numbers %v are not distinct", seqs)
+	}
+}
+
+func TestRuleManagementErrors(t *testing.T) {
+	ns, _, subs := ruleTopic(t, "s")
+	e := subs["s"]
+	q, _ := ns.NewQueue("q", nil)
+	for _, tc := range []struct {
+		name string
+		err  error
+		want error
+	}{
+		{"duplicate", e.CreateRule(admin.RuleProperties{Name: DefaultRuleName}), ErrExists},
+		{"bad sql", e.CreateRule(admin.RuleProperties{Name: "x", Filter: &admin.SQLFilter{Expression: "color = "}}), ErrInvalidOptions},
+		{"bad sys", e.CreateRule(admin.RuleProperties{Name: "x", Filter: &admin.SQLFilter{Expression: "sys.Nope = 1"}}), ErrInvalidOptions},
+		{"bad action", e.CreateRule(admin.RuleProperties{Name: "x", Action: &admin.SQLAction{Expression: "SET sys.SequenceNumber = 1"}}), ErrInvalidOptions},
+		{"empty correlation", e.CreateRule(admin.RuleProperties{Name: "x", Filter: &admin.CorrelationFilter{}}), ErrInvalidOptions},
+		{"no name", e.CreateRule(admin.RuleProperties{}), ErrInvalidOptions},
+		{"long name", e.CreateRule(admin.RuleProperties{Name: string(make([]byte, 51))}), ErrInvalidOptions},
+		{"unknown filter", e.CreateRule(admin.RuleProperties{Name: "x", Filter: &admin.UnknownRuleFilter{Type: "Z"}}), ErrInvalidOptions},
+		{"delete missing", e.DeleteRule("nope"), ErrNotFound},
+		{"update missing", e.UpdateRule(admin.RuleProperties{Name: "nope"}), ErrNotFound},
+		{"queue", q.CreateRule(admin.RuleProperties{Name: "x"}), ErrNotSubscription},
+	} {
+		if !errors.Is(tc.err, tc.want) {
+			t.Errorf("%s: %v, want %v", tc.name, tc.err, tc.want)
+		}
+	}
+	if len(e.Rules()) != 1 || q.Rules() != nil {
+		t.Fatal("a failed call changed the rules")
+	}
+	// Update replaces the filter; Rule returns a copy the caller cannot change.
+	if err := e.UpdateRule(admin.RuleProperties{Name: DefaultRuleName, Filter: &admin.SQLFilter{Expression: "a = 1", Parameters: map[string]any{"p": 1}}}); err != nil {
+		t.Fatal(err)
+	}
+	r, ok := e.Rule(DefaultRuleName)
+	if !ok || r.Filter.(*admin.SQLFilter).Expression != "a = 1" {
+		t.Fatalf("rule %+v", r)
+	}
+	r.Filter.(*admin.SQLFilter).Parameters["p"] = 2
+	if r2, _ := e.Rule(DefaultRuleName); r2.Filter.(*admin.SQLFilter).Parameters["p"] != 1 {
+		t.Fatal("Rule returned shared state")
+	}
+}
+
+// payloadView (what filters read) and filterProps (what actions change) agree on every
+// system property.
+func TestPayloadViewMatchesFilterProps(t *testing.T) {
+	ttl := time.Minute
+	p := newPayload(&azservicebus.Message{MessageID: sp("m"), ContentType: sp("ct"), CorrelationID: sp("c"), PartitionKey: sp("pk"),
+		ReplyTo: sp("rt"), ReplyToSessionID: sp("rts"), SessionID: sp("s"), Subject: sp("l"), To: sp("to"), TimeToLive: &ttl,
+		ApplicationProperties: map[string]any{"u": 1}})
+	fp := p.filterProps(7)
+	v := payloadView{p, 7}
+	for _, name := range append(sqlSysNames(), "Nope") {
+		a, aok := v.Property(true, name)
+		b, bok := fp.Property(true, name)
+		if aok != bok || a != b {
+			t.Errorf("sys.%s: view %v,%v props %v,%v", name, a, aok, b, bok)
+		}
+	}
+	if u, ok := v.Property(false, "u"); !ok || u != 1 {
+		t.Errorf("user property %v %v", u, ok)
+	}
+	empty := payloadView{newPayload(&azservicebus.Message{}), 1}
+	for _, name := range []string{"Label", "To", "TimeToLive"} {
+		if _, ok := empty.Property(true, name); ok {
+			t.Errorf("unset sys.%s reported as set", name)
+		}
+	}
+}
+
+// Cancelling a scheduled message sent to a topic cancels the copies action rules made of
+// it too, and counts the message once.
+func TestCancelScheduledCancelsActionCopies(t *testing.T) {
+	ns, top, subs := ruleTopic(t, "s")
+	mustRule(t, subs["s"], admin.RuleProperties{Name: "tag", Action: &admin.SQLAction{Expression: "SET tagged = TRUE"}})
+	s, _ := ns.NewSender("t", nil)
+	ctx := context.Background()
+	seqs, err := s.ScheduleMessages(ctx, []*azservicebus.Message{msg("later")}, time.Now().Add(time.Hour), nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if n := subs["s"].ScheduledCount(); n != 2 {
+		t.Fatalf("%d scheduled copies, want 2", n)
+	}
+	if err := s.CancelScheduledMessages(ctx, seqs, nil); err != nil {
+		t.Fatal(err)
+	}
+	if n := subs["s"].ScheduledCount(); n != 0 {
+		t.Fatalf("%d scheduled copies left after cancel", n)
+	}
+	if c := top.Stats().Cancelled; c != 1 {
+		t.Fatalf("topic counted %d cancelled", c)
+	}
+}

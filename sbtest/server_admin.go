@@ -1,0 +1,207 @@
+package sbtest
+
+import (
+	"bufio"
+	"context"
+	"crypto/ecdsa"
+	"crypto/elliptic"
+	"crypto/rand"
+	"crypto/tls"
+	"crypto/x509"
+	"crypto/x509/pkix"
+	"encoding/pem"
+	"fmt"
+	"io"
+	"log"
+	"math/big"
+	"net"
+	"net/http"
+	"sync"
+	"time"
+
+	"github.com/Azure/azure-sdk-for-go/sdk/azcore"
+	"github.com/Azure/azure-sdk-for-go/sdk/messaging/azservicebus/admin"
+)
+
+// The administration API shares the AMQP port: the SDK's admin client speaks HTTPS to
+// the host and port of the connection string's Endpoint (its entity manager builds
+// https://<namespace>/), and a TLS connection starts with a handshake record (first byte
+// 0x16) where an AMQP connection starts with "AMQP". So one connection string serves
+// both clients.
+const tlsHandshakeRecord = 0x16
+
+// adminServer serves the administration API over TLS for a Server.
+type adminServer struct {
+	srv  *Server
+	pool *x509.CertPool
+	cert []byte // the certificate, DER
+	http *http.Server
+	ln   *connListener
+
+	mu   sync.Mutex
+	meta map[string]*adminMeta // what the admin API was told about each entity, by path
+}
+
+func newAdminServer(s *Server) (*adminServer, error) {
+	cert, pool, err := selfSignedCert(s.ln.Addr())
+	if err != nil {
+		return nil, fmt.Errorf("sbtest: server: admin certificate: %w", err)
+	}
+	a := &adminServer{
+		srv:  s,
+		pool: pool,
+		cert: cert.Certificate[0],
+		ln:   newConnListener(s.ln.Addr()),
+		meta: make(map[string]*adminMeta),
+	}
+	a.http = &http.Server{
+		Handler:           a,
+		ReadHeaderTimeout: 30 * time.Second,
+		ErrorLog:          log.New(io.Discard, "", 0),
+	}
+	tl := tls.NewListener(a.ln, &tls.Config{Certificates: []tls.Certificate{cert}, MinVersion: tls.VersionTLS12})
+	s.wg.Add(1)
+	go func() {
+		defer s.wg.Done()
+		_ = a.http.Serve(tl)
+	}()
+	return a, nil
+}
+
+// route reads the first byte of a new connection: a TLS handshake goes to the admin
+// API (route returns nil), anything else is returned, byte included, for AMQP (where
+// the connection limits apply). A connection that closes, or sends nothing within the
+// handshake timeout or before the server closes, is dropped.
+func (a *adminServer) route(nc net.Conn) net.Conn {
+	_ = nc.SetReadDeadline(time.Now().Add(handshakeTimeout)) // a silent connection does not wait forever
+	stop := context.AfterFunc(a.srv.ctx, func() { _ = nc.SetReadDeadline(time.Unix(1, 0)) })
+	br := bufio.NewReaderSize(nc, 1)
+	first, err := br.Peek(1)
+	if !stop() || err != nil {
+		_ = nc.Close()
+		return nil
+	}
+	_ = nc.SetReadDeadline(time.Time{})
+	pc := &peekedConn{Conn: nc, r: br}
+	if first[0] != tlsHandshakeRecord {
+		return pc
+	}
+	if !a.ln.deliver(pc) {
+		_ = nc.Close()
+	}
+	return nil
+}
+
+// close stops the HTTP server and closes its connections; Serve returns soon after (the
+// Server's wait group waits for it).
+func (a *adminServer) close() { _ = a.http.Close() }
+
+// peekedConn is a connection whose first bytes were read ahead into r.
+type peekedConn struct {
+	net.Conn
+	r *bufio.Reader
+}
+
+func (c *peekedConn) Read(p []byte) (int, error) { return c.r.Read(p) }
+
+// connListener is a net.Listener fed by route.
+type connListener struct {
+	addr   net.Addr
+	conns  chan net.Conn
+	once   sync.Once
+	closed chan struct{}
+}
+
+func newConnListener(addr net.Addr) *connListener {
+	return &connListener{addr: addr, conns: make(chan net.Conn), closed: make(chan struct{})}
+}
+
+func (l *connListener) deliver(c net.Conn) bool {
+	select {
+	case l.conns <- c:
+		return true
+	case <-l.closed:
+		return false
+	}
+}
+
+func (l *connListener) Accept() (net.Conn, error) {
+	select {
+	case c := <-l.conns:
+		return c, nil
+	case <-l.closed:
+		return nil, net.ErrClosed
+	}
+}
+
+func (l *connListener) Close() error {
+	l.once.Do(func() { close(l.closed) })
+	return nil
+}
+
+func (l *connListener) Addr() net.Addr { return l.addr }
+
+// selfSignedCert makes an ECDSA P-256 certificate for localhost, the loopback addresses
+// and the listener's IP, valid from 1970 to 9999 so that it also works inside a
+// testing/synctest bubble (whose clock starts in 2000), and a pool that trusts it.
+func selfSignedCert(addr net.Addr) (tls.Certificate, *x509.CertPool, error) {
+	key, err := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
+	if err != nil {
+		return tls.Certificate{}, nil, err
+	}
+	ips := []net.IP{net.IPv4(127, 0, 0, 1), net.IPv6loopback}
+	if ta, ok := addr.(*net.TCPAddr); ok && ta.IP != nil && !ta.IP.IsUnspecified() {
+		ips = append(ips, ta.IP)
+	}
+	tmpl := &x509.Certificate{
+		SerialNumber:          big.NewInt(time.Now().UnixNano()),
+		Subject:               pkix.Name{CommonName: "sbtest"},
+		NotBefore:             time.Unix(0, 0),
+		NotAfter:              time.Date(9999, 12, 31, 0, 0, 0, 0, time.UTC),
+		KeyUsage:              x509.KeyUsageDigitalSignature | x509.KeyUsageCertSign,
+		ExtKeyUsage:           []x509.ExtKeyUsage{x509.ExtKeyUsageServerAuth},
+		BasicConstraintsValid: true,
+		IsCA:                  true,
+		DNSNames:              []string{"localhost"},
+		IPAddresses:           ips,
+	}
+	der, err := x509.CreateCertificate(rand.Reader, tmpl, tmpl, &key.PublicKey, key)
+	if err != nil {
+		return tls.Certificate{}, nil, err
+	}
+	leaf, err := x509.ParseCertificate(der)
+	if err != nil {
+		return tls.Certificate{}, nil, err
+	}
+	pool := x509.NewCertPool()
+	pool.AddCert(leaf)
+	return tls.Certificate{Certificate: [][]byte{der}, PrivateKey: key, Leaf: leaf}, pool, nil
+}
+
+// AdminClientOptions returns the options that let the unmodified SDK admin client talk
+// to the server's administration API:
+//
+//	ac, err := admin.NewClientFromConnectionString(srv.ConnectionString(), srv.AdminClientOptions())
+//
+// Its only setting is an HTTP transport that trusts the server's self-signed
+// certificate (generated when the server starts). Each call returns a new transport;
+// its idle connections close when the server closes.
+func (s *Server) AdminClientOptions() *admin.ClientOptions {
+	return &admin.ClientOptions{ClientOptions: azcore.ClientOptions{Transport: s.AdminHTTPClient()}}
+}
+
+// AdminCertificatePEM returns the administration API's self-signed certificate in PEM,
+// for clients other than Go's to trust (NODE_EXTRA_CA_CERTS for Node.js, curl --cacert,
+// a .NET or Java trust store).
+func (s *Server) AdminCertificatePEM() []byte {
+	return pem.EncodeToMemory(&pem.Block{Type: "CERTIFICATE", Bytes: s.admin.cert})
+}
+
+// AdminHTTPClient returns an *http.Client that trusts the server's certificate, for
+// talking to the administration API at https://ADDR/ with other tools.
+func (s *Server) AdminHTTPClient() *http.Client {
+	return &http.Client{Transport: &http.Transport{
+		TLSClientConfig:   &tls.Config{RootCAs: s.admin.pool, MinVersion: tls.VersionTLS12},
+		ForceAttemptHTTP2: false,
+	}}
+}

@@ -1,0 +1,248 @@
+package sbtest
+
+import (
+	"encoding/xml"
+	"errors"
+	"fmt"
+	"io"
+	"net/http"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/sbkit/sbkit/sbtest/internal/atom"
+)
+
+// maxAdminBody bounds a request body; entity descriptions are a few KiB.
+const maxAdminBody = 1 << 20
+
+// adminMeta is what the admin API keeps about one entity beyond the model's options:
+// the description last PUT (for the properties sbtest accepts and reports back) and the
+// times. obj is the *Entity or *Topic it belongs to, so that an entity deleted and
+// created again in memory does not inherit it.
+type adminMeta struct {
+	obj              any
+	queue            *atom.QueueDescription
+	topic            *atom.TopicDescription
+	sub              *atom.SubscriptionDescription
+	created, updated time.Time
+}
+
+// adminError is a failed request: an HTTP status and the service's detail text.
+type adminError struct {
+	status int
+	detail string
+}
+
+func (e *adminError) Error() string { return e.detail }
+
+func adminErr(status int, format string, args ...any) error {
+	return &adminError{status: status, detail: fmt.Sprintf(format, args...)}
+}
+
+// adminStatus maps the model's errors to the service's statuses: 404 not found (the SDK's
+// mapATOMError turns it into nil, nil; SDK live tests TestAdminClient_NotFound and
+// TestAdminClient_UpdateQueue), 409 conflict (already exists), 400 for invalid values.
+func adminStatus(err error) error {
+	var ae *adminError
+	switch {
+	case errors.As(err, &ae):
+		return err
+	case errors.Is(err, ErrNotFound):
+		return adminErr(http.StatusNotFound, "%v. TrackingId:sbtest", err)
+	case errors.Is(err, ErrExists):
+		return adminErr(http.StatusConflict, "SubCode=40900. Conflict. You're requesting an operation that isn't allowed in the resource's current state. %v", err)
+	default:
+		return adminErr(http.StatusBadRequest, "SubCode=40000. %v", err)
+	}
+}
+
+// ServeHTTP routes the administration API (paths as the SDK's admin client builds them):
+//
+//	/$namespaceinfo                      GET
+//	/$Resources/Queues, /$Resources/Topics  GET (list, $skip and $top)
+//	/{queue or topic}                    GET, PUT (create; update with If-Match), DELETE
+//	/{topic}/Subscriptions               GET (list)
+//	/{topic}/Subscriptions/{sub}         GET, PUT, DELETE
+//	/{topic}/Subscriptions/{sub}/Rules/  GET (list)
+//	/{topic}/Subscriptions/{sub}/Rules/{rule}  GET, PUT, DELETE
+//
+// Authorization headers are accepted without checking, as the AMQP side does.
+func (a *adminServer) ServeHTTP(w http.ResponseWriter, r *http.Request) {
+	doc, status, err := a.serve(r)
+	if err != nil {
+		var ae *adminError
+		if !errors.As(adminStatus(err), &ae) {
+			ae = &adminError{status: http.StatusInternalServerError, detail: err.Error()}
+		}
+		w.Header().Set("Content-Type", "application/xml; charset=utf-8")
+		w.WriteHeader(ae.status)
+		_ = xml.NewEncoder(w).Encode(atom.Error{Code: ae.status, Detail: ae.detail})
+		return
+	}
+	w.Header().Set("Content-Type", "application/atom+xml;type=entry;charset=utf-8")
+	w.WriteHeader(status)
+	if doc != nil {
+		_, _ = io.WriteString(w, xml.Header)
+		_ = xml.NewEncoder(w).Encode(doc)
+	}
+}
+
+func (a *adminServer) serve(r *http.Request) (doc any, status int, err error) {
+	path := strings.Trim(r.URL.Path, "/")
+	parts := strings.Split(path, "/")
+	switch {
+	case strings.EqualFold(path, "$namespaceinfo") && r.Method == http.MethodGet:
+		return a.namespaceInfo(r), http.StatusOK, nil
+	case len(parts) == 2 && strings.EqualFold(parts[0], "$Resources"):
+		if r.Method != http.MethodGet {
+			return nil, 0, adminErr(http.StatusMethodNotAllowed, "method %s not allowed", r.Method)
+		}
+		skip, top := paging(r)
+		switch {
+		case strings.EqualFold(parts[1], "Queues"):
+			return a.listQueues(r, skip, top), http.StatusOK, nil
+		case strings.EqualFold(parts[1], "Topics"):
+			return a.listTopics(r, skip, top), http.StatusOK, nil
+		}
+		return nil, 0, adminErr(http.StatusNotFound, "unknown resource collection %q", parts[1])
+	}
+	sub := -1
+	for i, p := range parts {
+		if i > 0 && strings.EqualFold(p, "Subscriptions") {
+			sub = i
+			break
+		}
+	}
+	if sub < 0 {
+		return a.queueOrTopic(r, path)
+	}
+	topic := strings.Join(parts[:sub], "/")
+	rest := parts[sub+1:]
+	switch {
+	case len(rest) == 0 && r.Method == http.MethodGet:
+		skip, top := paging(r)
+		return a.listSubscriptions(r, topic, skip, top)
+	case len(rest) == 1:
+		return a.subscription(r, topic, rest[0])
+	case len(rest) == 2 && strings.EqualFold(rest[1], "Rules") || len(rest) == 3 && strings.EqualFold(rest[1], "Rules") && rest[2] == "":
+		if r.Method != http.MethodGet {
+			return nil, 0, adminErr(http.StatusMethodNotAllowed, "method %s not allowed", r.Method)
+		}
+		skip, top := paging(r)
+		return a.listRules(r, topic, rest[0], skip, top)
+	case len(rest) == 3 && strings.EqualFold(rest[1], "Rules"):
+		return a.rule(r, topic, rest[0], rest[2])
+	}
+	return nil, 0, adminErr(http.StatusNotFound, "no such resource %q", r.URL.Path)
+}
+
+// paging reads $skip and $top; the SDK sends them in a query that may start with "?&"
+// (admin_client.go entityPager; a short page ends its listing).
+func paging(r *http.Request) (skip, top int) {
+	top = 100
+	for k, vs := range r.URL.Query() {
+		k = strings.TrimPrefix(k, "?")
+		n, err := strconv.Atoi(vs[0])
+		if err != nil || n < 0 {
+			continue
+		}
+		switch k {
+		case "$skip":
+			skip = n
+		case "$top":
+			if n > 0 {
+				top = n
+			}
+		}
+	}
+	return skip, top
+}
+
+func page[T any](items []T, skip, top int) []T {
+	if skip >= len(items) {
+		return nil
+	}
+	items = items[skip:]
+	if len(items) > top {
+		items = items[:top]
+	}
+	return items
+}
+
+// readEntry decodes a PUT body.
+func readEntry(r *http.Request) (*atom.Entry, error) {
+	body, err := io.ReadAll(io.LimitReader(r.Body, maxAdminBody+1))
+	if err != nil {
+		return nil, adminErr(http.StatusBadRequest, "reading the request: %v", err)
+	}
+	if len(body) > maxAdminBody {
+		return nil, adminErr(http.StatusRequestEntityTooLarge, "request body over %d bytes", maxAdminBody)
+	}
+	var e atom.Entry
+	if err := xml.Unmarshal(body, &e); err != nil {
+		return nil, adminErr(http.StatusBadRequest, "SubCode=40000. The request body is not a valid Atom entry: %v", err)
+	}
+	return &e, nil
+}
+
+// isUpdate tells a create PUT from an update PUT: the SDK sends If-Match: * to update.
+func isUpdate(r *http.Request) bool { return r.Header.Get("If-Match") != "" }
+
+func stamp(t time.Time) string { return t.UTC().Format(time.RFC3339Nano) }
+
+// entry wraps one description as the service does.
+func (a *adminServer) entry(r *http.Request, path, name string, c atom.Content) *atom.Entry {
+	c.Type = "application/xml"
+	url := "https://" + r.Host + "/" + path
+	return &atom.Entry{
+		ID:      url,
+		Title:   &atom.Title{Type: "text", Text: name},
+		Updated: stamp(time.Now()),
+		Link:    &atom.Link{Rel: "self", HREF: url},
+		Content: c,
+	}
+}
+
+func (a *adminServer) feed(r *http.Request, title string, entries []atom.Entry) *atom.Feed {
+	return &atom.Feed{
+		ID:      "https://" + r.Host + r.URL.Path,
+		Title:   atom.Title{Type: "text", Text: title},
+		Updated: stamp(time.Now()),
+		Entries: entries,
+	}
+}
+
+func (a *adminServer) namespaceInfo(r *http.Request) *atom.Entry {
+	now := stamp(time.Now())
+	return a.entry(r, "$namespaceinfo", "sbtest", atom.Content{Namespace: &atom.NamespaceInfo{
+		CreatedTime: now, ModifiedTime: now, MessagingSKU: "Standard", Name: "sbtest", NamespaceType: "Messaging",
+	}})
+}
+
+// metaFor returns a copy of the admin metadata of obj at path, creating it (with the
+// current time) when there is none or it belongs to an object deleted since.
+func (a *adminServer) metaFor(path string, obj any) adminMeta {
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	return *a.metaLocked(path, obj)
+}
+
+func (a *adminServer) metaLocked(path string, obj any) *adminMeta {
+	m := a.meta[path]
+	if m == nil || m.obj != obj {
+		now := time.Now()
+		m = &adminMeta{obj: obj, created: now, updated: now}
+		a.meta[path] = m
+	}
+	return m
+}
+
+// remember records what a PUT said about obj at path.
+func (a *adminServer) remember(path string, obj any, set func(m *adminMeta)) {
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	m := a.metaLocked(path, obj)
+	set(m)
+	m.updated = time.Now()
+}

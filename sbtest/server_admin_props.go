@@ -1,0 +1,226 @@
+package sbtest
+
+import (
+	"net/http"
+	"regexp"
+	"slices"
+	"strings"
+	"time"
+
+	"github.com/sbkit/sbkit"
+	"github.com/sbkit/sbkit/sbtest/internal/atom"
+)
+
+// Properties of the administration API. Modelled (they change what the namespace
+// does): LockDuration, MaxDeliveryCount, DefaultMessageTimeToLive,
+// DeadLetteringOnMessageExpiration, RequiresDuplicateDetection with
+// DuplicateDetectionHistoryTimeWindow, RequiresSession, ForwardTo,
+// ForwardDeadLetteredMessagesTo (auto-forwarding, forward.go), Status (status.go), and a
+// subscription's DefaultRuleDescription. Accepted, validated and reported back as given
+// (the model ignores them): AutoDeleteOnIdle,
+// MaxSizeInMegabytes, MaxMessageSizeInKilobytes, EnableBatchedOperations,
+// EnablePartitioning, SupportOrdering, UserMetadata, AuthorizationRules,
+// DeadLetteringOnFilterEvaluationExceptions. Defaults are the service's for a Standard
+// namespace (SDK live tests TestAdminClient_CreateQueue_Standard and
+// TestAdminClient_QueueWithMaxValues).
+
+const (
+	adminDefaultDupWindow   = 10 * time.Minute
+	adminMinDupWindow       = 20 * time.Second // "Duplicate detection": 20 seconds to 7 days
+	adminMaxDupWindow       = 7 * 24 * time.Hour
+	adminMinAutoDeleteIdle  = 5 * time.Minute // "AutoDeleteOnIdle": at least 5 minutes
+	adminDefaultMaxSizeMB   = 1024
+	adminDefaultMaxMsgKB    = 256
+	adminMaxMsgKB           = 102400 // Premium's largest message, 100 MB
+	adminZeroTime           = "0001-01-01T00:00:00"
+	adminMaxSizeMBLimit     = 81920
+	adminMaxSizeMBIncrement = 1024
+)
+
+func bad(format string, args ...any) error {
+	return adminErr(http.StatusBadRequest, "SubCode=40000. "+format, args...)
+}
+
+// durationField parses an optional duration property; capped durations (such as
+// TimeSpan.MaxValue) come back as sbkit.MaxTTL.
+func durationField(name string, s *string, min, max time.Duration) (time.Duration, error) {
+	if s == nil {
+		return 0, nil
+	}
+	d, capped, err := atom.ParseDuration(*s)
+	if err != nil {
+		return 0, bad("The value '%s' of property %s is not a valid duration.", *s, name)
+	}
+	if capped {
+		d = sbkit.MaxTTL
+	}
+	if d < min || d > max {
+		return 0, bad("The value '%s' of property %s is out of range [%v, %v].", *s, name, min, max)
+	}
+	return d, nil
+}
+
+// commonOptions reads the properties queues and subscriptions share into o.
+func commonOptions(o *EntityOptions, lock, ttl *string, mdc *int32, dlExp, session *bool) error {
+	var err error
+	if o.LockDuration, err = durationField("LockDuration", lock, time.Second, MaxLockDuration); err != nil {
+		if lock != nil {
+			return bad("The supplied lock time '%s' exceeds the allowed maximum of '00:05:00' or is not positive.", *lock)
+		}
+		return err
+	}
+	if o.DefaultTTL, err = durationField("DefaultMessageTimeToLive", ttl, time.Second, sbkit.MaxTTL); err != nil {
+		return err
+	}
+	if mdc != nil {
+		if *mdc < 1 {
+			return bad("MaxDeliveryCount must be at least 1, not %d.", *mdc)
+		}
+		o.MaxDeliveryCount = int(*mdc)
+	}
+	o.DeadLetterOnExpiration = dlExp != nil && *dlExp
+	o.RequiresSession = session != nil && *session
+	return nil
+}
+
+// forwardOptions reads ForwardTo and ForwardDeadLetteredMessagesTo (names or sb:// URIs).
+func forwardOptions(o *EntityOptions, to, dlTo *string) {
+	if to != nil {
+		o.ForwardTo = forwardName(*to)
+	}
+	if dlTo != nil {
+		o.ForwardDeadLetteredMessagesTo = forwardName(*dlTo)
+	}
+}
+
+func dupOptions(o *EntityOptions, requires *bool, window *string) error {
+	w, err := durationField("DuplicateDetectionHistoryTimeWindow", window, adminMinDupWindow, adminMaxDupWindow)
+	if err != nil {
+		return err
+	}
+	if requires != nil && *requires {
+		if w == 0 {
+			w = adminDefaultDupWindow
+		}
+		o.DuplicateDetectionWindow = w
+	}
+	return nil
+}
+
+// checkReported validates the properties sbtest only reports back.
+func checkReported(status, autoDelete *string, maxSizeMB *int32, maxMsgKB *int64) error {
+	if status != nil && !slices.Contains(statuses, EntityStatus(*status)) {
+		return bad("The value '%s' of property Status is not one of %v.", *status, statuses)
+	}
+	if _, err := durationField("AutoDeleteOnIdle", autoDelete, adminMinAutoDeleteIdle, sbkit.MaxTTL); err != nil {
+		return err
+	}
+	if maxSizeMB != nil && (*maxSizeMB < adminMaxSizeMBIncrement || *maxSizeMB > adminMaxSizeMBLimit || *maxSizeMB%adminMaxSizeMBIncrement != 0) {
+		return bad("The value %d of property MaxSizeInMegabytes is not a multiple of 1024 up to %d.", *maxSizeMB, adminMaxSizeMBLimit)
+	}
+	if maxMsgKB != nil && (*maxMsgKB < 1 || *maxMsgKB > adminMaxMsgKB) {
+		return bad("The value %d of property MaxMessageSizeInKilobytes is out of range [1, %d].", *maxMsgKB, adminMaxMsgKB)
+	}
+	return nil
+}
+
+// forwardTarget checks a ForwardTo value: the name (or sb://host/name URI) of an
+// existing queue or topic other than self.
+func (a *adminServer) forwardTarget(field string, v *string, self string) error {
+	if v == nil || *v == "" {
+		return nil
+	}
+	name := forwardName(*v)
+	if name == self {
+		return bad("The %s property cannot point to the entity itself ('%s').", field, *v)
+	}
+	ns := a.srv.ns
+	if _, ok := ns.Topic(name); ok {
+		return nil
+	}
+	if e, ok := ns.Entity(name); ok && e.topic == nil {
+		return nil
+	}
+	return bad("The entity '%s' in property %s does not exist.", *v, field)
+}
+
+// forwardName turns "sb://host/name" (how SDK live test TestAdminClient_Forwarding writes
+// it, and reads it back unchanged) or "name" into the entity name.
+func forwardName(v string) string {
+	if _, rest, ok := strings.Cut(v, "://"); ok {
+		if _, path, ok := strings.Cut(rest, "/"); ok {
+			return strings.Trim(path, "/")
+		}
+		return ""
+	}
+	return strings.Trim(v, "/")
+}
+
+// reportDuration writes d into *p unless *p already says the same (so "PT45S" and
+// TimeSpan.MaxValue come back exactly as sent).
+func reportDuration(p **string, d time.Duration) {
+	if *p != nil {
+		if sd, capped, err := atom.ParseDuration(**p); err == nil && (sd == d || capped && d == sbkit.MaxTTL) {
+			return
+		}
+	}
+	s := atom.MaxTimeSpan
+	if d < sbkit.MaxTTL {
+		s = atom.FormatDuration(d)
+	}
+	*p = &s
+}
+
+// def sets *p to v when it is nil.
+func def[T any](p **T, v T) {
+	if *p == nil {
+		*p = &v
+	}
+}
+
+func countDetails(c entityCounts) *atom.CountDetails {
+	return atom.NewCountDetails(int32(c.active), int32(c.deadLetter), int32(c.scheduled))
+}
+
+// reportCommon writes the modelled properties queues and subscriptions share.
+func reportCommon(o EntityOptions, lock, ttl **string, mdc **int32, dlExp, session **bool) {
+	reportDuration(lock, o.LockDuration)
+	reportDuration(ttl, o.DefaultTTL)
+	*mdc = ptr(int32(o.MaxDeliveryCount))
+	*dlExp = ptr(o.DeadLetterOnExpiration)
+	*session = ptr(o.RequiresSession)
+}
+
+// reportDup writes duplicate detection; the window keeps its last value (or the default)
+// when detection is off.
+func reportDup(o EntityOptions, requires **bool, window **string) {
+	*requires = ptr(o.DuplicateDetectionWindow > 0)
+	if o.DuplicateDetectionWindow > 0 {
+		reportDuration(window, o.DuplicateDetectionWindow)
+	}
+	def(window, "PT10M")
+}
+
+// statusOf reads an optional Status property (already validated by checkReported).
+func statusOf(s *string) EntityStatus {
+	if s == nil {
+		return StatusActive
+	}
+	return EntityStatus(*s)
+}
+
+// Entity naming rules ("Service Bus quotas" and the entity naming rules of the management
+// API): queue and topic names of letters, digits, periods, hyphens, underscores and
+// slashes, at most 260 characters, starting and ending with a letter or digit;
+// subscription names the same without slashes, at most 50.
+var (
+	entityNameRE       = regexp.MustCompile(`^[A-Za-z0-9](?:[A-Za-z0-9._/-]*[A-Za-z0-9])?$`)
+	subscriptionNameRE = regexp.MustCompile(`^[A-Za-z0-9](?:[A-Za-z0-9._-]*[A-Za-z0-9])?$`)
+)
+
+func checkName(kind, name string, re *regexp.Regexp, maxLen int) error {
+	if len(name) > maxLen || !re.MatchString(name) || strings.Contains(name, "//") {
+		return bad("The %s name '%s' is invalid: use letters, digits, periods, hyphens and underscores, at most %d characters, starting and ending with a letter or digit.", kind, name, maxLen)
+	}
+	return nil
+}

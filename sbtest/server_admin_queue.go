@@ -1,0 +1,220 @@
+package sbtest
+
+import (
+	"net/http"
+	"time"
+
+	"github.com/Azure/azure-sdk-for-go/sdk/messaging/azservicebus/admin"
+	"github.com/sbkit/sbkit"
+	"github.com/sbkit/sbkit/sbtest/internal/atom"
+)
+
+// queueOrTopic serves /{name}: a GET or DELETE finds whichever exists; a PUT's body
+// says which kind to create or update.
+func (a *adminServer) queueOrTopic(r *http.Request, name string) (any, int, error) {
+	ns := a.srv.ns
+	switch r.Method {
+	case http.MethodGet:
+		if t, ok := ns.Topic(name); ok {
+			return a.entry(r, name, name, atom.Content{Topic: a.describeTopic(t)}), http.StatusOK, nil
+		}
+		if e, ok := ns.Entity(name); ok && e.topic == nil {
+			return a.entry(r, name, name, atom.Content{Queue: a.describeQueue(e)}), http.StatusOK, nil
+		}
+		return nil, 0, adminErr(http.StatusNotFound, "The messaging entity '%s' could not be found.", name)
+	case http.MethodDelete:
+		if _, ok := ns.Topic(name); ok {
+			return nil, http.StatusOK, ns.DeleteTopic(name)
+		}
+		return nil, http.StatusOK, ns.DeleteQueue(name)
+	case http.MethodPut:
+		e, err := readEntry(r)
+		if err != nil {
+			return nil, 0, err
+		}
+		switch {
+		case e.Content.Queue != nil:
+			return a.putQueue(r, name, e.Content.Queue)
+		case e.Content.Topic != nil:
+			return a.putTopic(r, name, e.Content.Topic)
+		}
+		return nil, 0, bad("The request body has neither a QueueDescription nor a TopicDescription.")
+	}
+	return nil, 0, adminErr(http.StatusMethodNotAllowed, "method %s not allowed", r.Method)
+}
+
+func (a *adminServer) putQueue(r *http.Request, name string, d *atom.QueueDescription) (any, int, error) {
+	if err := checkName("queue", name, entityNameRE, 260); err != nil && !isUpdate(r) {
+		return nil, 0, err
+	}
+	var o EntityOptions
+	if err := commonOptions(&o, d.LockDuration, d.DefaultMessageTimeToLive, d.MaxDeliveryCount, d.DeadLetteringOnMessageExpiration, d.RequiresSession); err != nil {
+		return nil, 0, err
+	}
+	if err := dupOptions(&o, d.RequiresDuplicateDetection, d.DuplicateDetectionHistoryTimeWindow); err != nil {
+		return nil, 0, err
+	}
+	if err := checkReported(d.Status, d.AutoDeleteOnIdle, d.MaxSizeInMegabytes, d.MaxMessageSizeInKilobytes); err != nil {
+		return nil, 0, err
+	}
+	if err := a.forwardTarget("ForwardTo", d.ForwardTo, name); err != nil {
+		return nil, 0, err
+	}
+	if err := a.forwardTarget("ForwardDeadLetteredMessagesTo", d.ForwardDeadLetteredMessagesTo, name); err != nil {
+		return nil, 0, err
+	}
+	forwardOptions(&o, d.ForwardTo, d.ForwardDeadLetteredMessagesTo)
+	ns := a.srv.ns
+	var e *Entity
+	status := http.StatusCreated
+	if isUpdate(r) {
+		cur, ok := ns.Entity(name)
+		if !ok || cur.topic != nil {
+			return nil, 0, adminErr(http.StatusNotFound, "The messaging entity '%s' could not be found. 404 Not Found", name)
+		}
+		if o.RequiresSession != cur.Options().RequiresSession {
+			return nil, 0, bad("The value for the RequiresSession property of an existing Queue cannot be changed.")
+		}
+		if err := cur.SetOptions(&o); err != nil {
+			return nil, 0, err
+		}
+		e, status = cur, http.StatusOK
+	} else {
+		if _, ok := ns.Topic(name); ok {
+			return nil, 0, adminStatus(ErrExists)
+		}
+		var err error
+		if e, err = ns.NewQueue(name, &o); err != nil {
+			return nil, 0, err
+		}
+	}
+	if err := e.SetStatus(statusOf(d.Status)); err != nil {
+		return nil, 0, err
+	}
+	stored := *d
+	a.remember(name, e, func(m *adminMeta) { m.queue = &stored })
+	return a.entry(r, name, name, atom.Content{Queue: a.describeQueue(e)}), status, nil
+}
+
+// describeQueue reports a queue: the model's options and counts, and the accepted
+// properties as last PUT (or their defaults).
+func (a *adminServer) describeQueue(e *Entity) *atom.QueueDescription {
+	m := a.metaFor(e.path, e)
+	var d atom.QueueDescription
+	if m.queue != nil {
+		d = *m.queue
+	}
+	o := e.Options()
+	reportCommon(o, &d.LockDuration, &d.DefaultMessageTimeToLive, &d.MaxDeliveryCount, &d.DeadLetteringOnMessageExpiration, &d.RequiresSession)
+	reportDup(o, &d.RequiresDuplicateDetection, &d.DuplicateDetectionHistoryTimeWindow)
+	def(&d.MaxSizeInMegabytes, adminDefaultMaxSizeMB)
+	def(&d.MaxMessageSizeInKilobytes, adminDefaultMaxMsgKB)
+	def(&d.EnableBatchedOperations, true)
+	def(&d.EnablePartitioning, false)
+	def(&d.EnableExpress, false)                  // the JavaScript admin client requires it (queueResourceSerializer.js)
+	d.EntityAvailabilityStatus = ptr("Available") // as the service reports an entity in service
+	d.Status = ptr(string(e.Status()))
+	def(&d.AutoDeleteOnIdle, atom.MaxTimeSpan)
+	c := e.counts()
+	d.SizeInBytes, d.MessageCount, d.CountDetails = &c.size, &c.total, countDetails(c)
+	d.CreatedAt, d.UpdatedAt, d.AccessedAt = stamp(m.created), stamp(m.updated), adminZeroTime
+	return &d
+}
+
+func (a *adminServer) listQueues(r *http.Request, skip, top int) *atom.Feed {
+	var entries []atom.Entry
+	for _, e := range page(a.srv.ns.Queues(), skip, top) {
+		entries = append(entries, *a.entry(r, e.path, e.path, atom.Content{Queue: a.describeQueue(e)}))
+	}
+	return a.feed(r, "Queues", entries)
+}
+
+func (a *adminServer) putTopic(r *http.Request, name string, d *atom.TopicDescription) (any, int, error) {
+	if err := checkName("topic", name, entityNameRE, 260); err != nil && !isUpdate(r) {
+		return nil, 0, err
+	}
+	var o EntityOptions
+	var err error
+	if o.DefaultTTL, err = durationField("DefaultMessageTimeToLive", d.DefaultMessageTimeToLive, time.Second, sbkit.MaxTTL); err != nil {
+		return nil, 0, err
+	}
+	if err := dupOptions(&o, d.RequiresDuplicateDetection, d.DuplicateDetectionHistoryTimeWindow); err != nil {
+		return nil, 0, err
+	}
+	if err := checkReported(d.Status, d.AutoDeleteOnIdle, d.MaxSizeInMegabytes, d.MaxMessageSizeInKilobytes); err != nil {
+		return nil, 0, err
+	}
+	ns := a.srv.ns
+	var t *Topic
+	status := http.StatusCreated
+	if isUpdate(r) {
+		cur, ok := ns.Topic(name)
+		if !ok {
+			return nil, 0, adminErr(http.StatusNotFound, "The messaging entity '%s' could not be found. 404 Not Found", name)
+		}
+		if err := cur.SetOptions(&o); err != nil {
+			return nil, 0, err
+		}
+		t, status = cur, http.StatusOK
+	} else if t, err = ns.NewTopic(name, &o); err != nil {
+		return nil, 0, err
+	}
+	if err := t.SetStatus(statusOf(d.Status)); err != nil {
+		return nil, 0, err
+	}
+	stored := *d
+	a.remember(name, t, func(m *adminMeta) { m.topic = &stored })
+	return a.entry(r, name, name, atom.Content{Topic: a.describeTopic(t)}), status, nil
+}
+
+func (a *adminServer) describeTopic(t *Topic) *atom.TopicDescription {
+	m := a.metaFor(t.name, t)
+	var d atom.TopicDescription
+	if m.topic != nil {
+		d = *m.topic
+	}
+	o := t.Options()
+	reportDuration(&d.DefaultMessageTimeToLive, o.DefaultTTL)
+	reportDup(o, &d.RequiresDuplicateDetection, &d.DuplicateDetectionHistoryTimeWindow)
+	def(&d.MaxSizeInMegabytes, adminDefaultMaxSizeMB)
+	def(&d.MaxMessageSizeInKilobytes, adminDefaultMaxMsgKB)
+	def(&d.EnableBatchedOperations, true)
+	def(&d.EnablePartitioning, false)
+	def(&d.SupportOrdering, true)
+	def(&d.EnableExpress, false) // the JavaScript admin client requires it (topicResourceSerializer.js)
+	d.EntityAvailabilityStatus = ptr("Available")
+	d.Status = ptr(string(t.Status()))
+	def(&d.AutoDeleteOnIdle, atom.MaxTimeSpan)
+	// The topic's size and scheduled count are its subscriptions' (each holds its own
+	// copies here); the filter counts are over every rule of every subscription.
+	var size int64
+	var scheduled, sqlFilters, corrFilters int32
+	subs := t.Subscriptions()
+	for _, s := range subs {
+		c := s.counts()
+		size += c.size
+		scheduled = max(scheduled, int32(c.scheduled))
+		for _, r := range s.Rules() {
+			switch r.Filter.(type) {
+			case *admin.CorrelationFilter:
+				corrFilters++
+			default:
+				sqlFilters++
+			}
+		}
+	}
+	d.SizeInBytes = &size
+	d.CountDetails = atom.NewCountDetails(0, 0, scheduled)
+	d.SubscriptionCount = ptr(int32(len(subs)))
+	d.SQLFilterCount, d.CorrelationFilterCount = &sqlFilters, &corrFilters
+	d.CreatedAt, d.UpdatedAt, d.AccessedAt = stamp(m.created), stamp(m.updated), adminZeroTime
+	return &d
+}
+
+func (a *adminServer) listTopics(r *http.Request, skip, top int) *atom.Feed {
+	var entries []atom.Entry
+	for _, t := range page(a.srv.ns.Topics(), skip, top) {
+		entries = append(entries, *a.entry(r, t.name, t.name, atom.Content{Topic: a.describeTopic(t)}))
+	}
+	return a.feed(r, "Topics", entries)
+}

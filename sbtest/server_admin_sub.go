@@ -1,0 +1,313 @@
+package sbtest
+
+import (
+	"net/http"
+	"time"
+
+	"github.com/Azure/azure-sdk-for-go/sdk/messaging/azservicebus/admin"
+	"github.com/sbkit/sbkit/sbtest/internal/atom"
+)
+
+func (a *adminServer) topicOr404(name string) (*Topic, error) {
+	t, ok := a.srv.ns.Topic(name)
+	if !ok {
+		return nil, adminErr(http.StatusNotFound, "The messaging entity '%s' could not be found.", name)
+	}
+	return t, nil
+}
+
+func (a *adminServer) subOr404(topic, sub string) (*Entity, error) {
+	t, err := a.topicOr404(topic)
+	if err != nil {
+		return nil, err
+	}
+	e, ok := t.Subscription(sub)
+	if !ok {
+		return nil, adminErr(http.StatusNotFound, "The messaging entity '%s' could not be found.", subscriptionPath(topic, sub))
+	}
+	return e, nil
+}
+
+// subscription serves /{topic}/Subscriptions/{sub}.
+func (a *adminServer) subscription(r *http.Request, topic, sub string) (any, int, error) {
+	path := subscriptionPath(topic, sub)
+	switch r.Method {
+	case http.MethodGet:
+		e, err := a.subOr404(topic, sub)
+		if err != nil {
+			return nil, 0, err
+		}
+		return a.entry(r, path, sub, atom.Content{Subscription: a.describeSubscription(e)}), http.StatusOK, nil
+	case http.MethodDelete:
+		t, err := a.topicOr404(topic)
+		if err != nil {
+			return nil, 0, err
+		}
+		return nil, http.StatusOK, t.DeleteSubscription(sub)
+	case http.MethodPut:
+		e, err := readEntry(r)
+		if err != nil {
+			return nil, 0, err
+		}
+		if e.Content.Subscription == nil {
+			return nil, 0, bad("The request body has no SubscriptionDescription.")
+		}
+		return a.putSubscription(r, topic, sub, e.Content.Subscription)
+	}
+	return nil, 0, adminErr(http.StatusMethodNotAllowed, "method %s not allowed", r.Method)
+}
+
+func (a *adminServer) putSubscription(r *http.Request, topic, sub string, d *atom.SubscriptionDescription) (any, int, error) {
+	if err := checkName("subscription", sub, subscriptionNameRE, ruleNameMaxLen); err != nil && !isUpdate(r) {
+		return nil, 0, err
+	}
+	var o EntityOptions
+	if err := commonOptions(&o, d.LockDuration, d.DefaultMessageTimeToLive, d.MaxDeliveryCount, d.DeadLetteringOnMessageExpiration, d.RequiresSession); err != nil {
+		return nil, 0, err
+	}
+	if err := checkReported(d.Status, d.AutoDeleteOnIdle, nil, nil); err != nil {
+		return nil, 0, err
+	}
+	path := subscriptionPath(topic, sub)
+	if err := a.forwardTarget("ForwardTo", d.ForwardTo, path); err != nil {
+		return nil, 0, err
+	}
+	if err := a.forwardTarget("ForwardDeadLetteredMessagesTo", d.ForwardDeadLetteredMessagesTo, path); err != nil {
+		return nil, 0, err
+	}
+	forwardOptions(&o, d.ForwardTo, d.ForwardDeadLetteredMessagesTo)
+	var defRule *admin.RuleProperties
+	if d.DefaultRuleDescription != nil {
+		rp, err := ruleFromAtom(d.DefaultRuleDescription)
+		if err != nil {
+			return nil, 0, err
+		}
+		if _, err := compileRule(rp); err != nil { // refuse a bad rule before creating anything
+			return nil, 0, err
+		}
+		defRule = &rp
+	}
+	t, err := a.topicOr404(topic)
+	if err != nil {
+		return nil, 0, err
+	}
+	var e *Entity
+	status := http.StatusCreated
+	if isUpdate(r) {
+		cur, ok := t.Subscription(sub)
+		if !ok {
+			return nil, 0, adminErr(http.StatusNotFound, "The messaging entity '%s' could not be found. 404 Not Found", path)
+		}
+		if o.RequiresSession != cur.Options().RequiresSession {
+			return nil, 0, bad("The value for the RequiresSession property of an existing Subscription cannot be changed.")
+		}
+		if err := cur.SetOptions(&o); err != nil {
+			return nil, 0, err
+		}
+		e, status = cur, http.StatusOK
+	} else {
+		if e, err = t.NewSubscription(sub, &o); err != nil {
+			return nil, 0, err
+		}
+		// "Topic filters and actions": a subscription created with a default rule has that
+		// rule instead of the true-filter $Default.
+		if defRule != nil {
+			c, _ := compileRule(*defRule)
+			e.rules.mu.Lock()
+			e.rules.rules = []*rule{c}
+			e.rules.mu.Unlock()
+		}
+	}
+	if err := e.SetStatus(statusOf(d.Status)); err != nil {
+		return nil, 0, err
+	}
+	stored := *d
+	stored.DefaultRuleDescription = nil
+	a.remember(path, e, func(m *adminMeta) { m.sub = &stored })
+	return a.entry(r, path, sub, atom.Content{Subscription: a.describeSubscription(e)}), status, nil
+}
+
+func (a *adminServer) describeSubscription(e *Entity) *atom.SubscriptionDescription {
+	m := a.metaFor(e.path, e)
+	var d atom.SubscriptionDescription
+	if m.sub != nil {
+		d = *m.sub
+	}
+	reportCommon(e.Options(), &d.LockDuration, &d.DefaultMessageTimeToLive, &d.MaxDeliveryCount, &d.DeadLetteringOnMessageExpiration, &d.RequiresSession)
+	def(&d.DeadLetteringOnFilterEvaluationExceptions, true)
+	def(&d.EnableBatchedOperations, true)
+	d.Status = ptr(string(e.Status()))
+	d.EntityAvailabilityStatus = ptr("Available") // the JavaScript admin client requires it (subscriptionResourceSerializer.js)
+	def(&d.AutoDeleteOnIdle, atom.MaxTimeSpan)
+	c := e.counts()
+	d.MessageCount, d.CountDetails = &c.total, countDetails(c)
+	d.CreatedAt, d.UpdatedAt, d.AccessedAt = stamp(m.created), stamp(m.updated), adminZeroTime
+	return &d
+}
+
+func (a *adminServer) listSubscriptions(r *http.Request, topic string, skip, top int) (any, int, error) {
+	t, err := a.topicOr404(topic)
+	if err != nil {
+		return nil, 0, err
+	}
+	var entries []atom.Entry
+	for _, e := range page(t.Subscriptions(), skip, top) {
+		name := e.path[len(topic)+len("/Subscriptions/"):]
+		entries = append(entries, *a.entry(r, e.path, name, atom.Content{Subscription: a.describeSubscription(e)}))
+	}
+	return a.feed(r, "Subscriptions", entries), http.StatusOK, nil
+}
+
+// rule serves /{topic}/Subscriptions/{sub}/Rules/{rule}.
+func (a *adminServer) rule(r *http.Request, topic, sub, name string) (any, int, error) {
+	e, err := a.subOr404(topic, sub)
+	if err != nil {
+		return nil, 0, err
+	}
+	path := e.path + "/Rules/" + name
+	switch r.Method {
+	case http.MethodGet:
+		rp, ok := e.Rule(name)
+		if !ok {
+			return nil, 0, adminErr(http.StatusNotFound, "The messaging entity '%s' could not be found.", path)
+		}
+		return a.ruleEntry(r, path, rp)
+	case http.MethodDelete:
+		return nil, http.StatusOK, e.DeleteRule(name)
+	case http.MethodPut:
+		ent, err := readEntry(r)
+		if err != nil {
+			return nil, 0, err
+		}
+		if ent.Content.Rule == nil {
+			return nil, 0, bad("The request body has no RuleDescription.")
+		}
+		rp, err := ruleFromAtom(&ent.Content.Rule.RuleBody)
+		if err != nil {
+			return nil, 0, err
+		}
+		rp.Name = name
+		status := http.StatusCreated
+		if isUpdate(r) {
+			err, status = e.UpdateRule(rp), http.StatusOK
+		} else {
+			err = e.CreateRule(rp)
+		}
+		if err != nil {
+			return nil, 0, err
+		}
+		rp, _ = e.Rule(name)
+		doc, _, err := a.ruleEntry(r, path, rp)
+		return doc, status, err
+	}
+	return nil, 0, adminErr(http.StatusMethodNotAllowed, "method %s not allowed", r.Method)
+}
+
+func (a *adminServer) ruleEntry(r *http.Request, path string, rp admin.RuleProperties) (*atom.Entry, int, error) {
+	body, err := ruleToAtom(rp)
+	if err != nil {
+		return nil, 0, err
+	}
+	return a.entry(r, path, rp.Name, atom.Content{Rule: &atom.RuleDescription{RuleBody: body}}), http.StatusOK, nil
+}
+
+func (a *adminServer) listRules(r *http.Request, topic, sub string, skip, top int) (any, int, error) {
+	e, err := a.subOr404(topic, sub)
+	if err != nil {
+		return nil, 0, err
+	}
+	var entries []atom.Entry
+	for _, rp := range page(e.Rules(), skip, top) {
+		ent, _, err := a.ruleEntry(r, e.path+"/Rules/"+rp.Name, rp)
+		if err != nil {
+			return nil, 0, err
+		}
+		entries = append(entries, *ent)
+	}
+	return a.feed(r, "Rules", entries), http.StatusOK, nil
+}
+
+// ruleFromAtom converts a rule as the SDK sends it (its convertRuleFilterToFilterDescription
+// and convertRuleActionToActionDescription) into the model's form.
+func ruleFromAtom(b *atom.RuleBody) (admin.RuleProperties, error) {
+	rp := admin.RuleProperties{Name: b.Name}
+	if rp.Name == "" {
+		rp.Name = DefaultRuleName
+	}
+	f := b.Filter
+	switch {
+	case f == nil || f.Type == "TrueFilter":
+		rp.Filter = &admin.TrueFilter{}
+	case f.Type == "FalseFilter":
+		rp.Filter = &admin.FalseFilter{}
+	case f.Type == "SqlFilter":
+		if f.SQLExpression == nil {
+			return rp, bad("A SqlFilter needs a SqlExpression.")
+		}
+		params, err := atom.DecodeValues(f.Parameters)
+		if err != nil {
+			return rp, bad("%v", err)
+		}
+		rp.Filter = &admin.SQLFilter{Expression: *f.SQLExpression, Parameters: params}
+	case f.Type == "CorrelationFilter":
+		props, err := atom.DecodeValues(f.Properties)
+		if err != nil {
+			return rp, bad("%v", err)
+		}
+		rp.Filter = &admin.CorrelationFilter{ContentType: f.ContentType, CorrelationID: f.CorrelationID, MessageID: f.MessageID,
+			ReplyTo: f.ReplyTo, ReplyToSessionID: f.ReplyToSessionID, SessionID: f.SessionID, Subject: f.Label, To: f.To,
+			ApplicationProperties: props}
+	default:
+		return rp, bad("The filter type '%s' is not supported.", f.Type)
+	}
+	switch act := b.Action; {
+	case act == nil || act.Type == "EmptyRuleAction" || act.Type == "":
+	case act.Type == "SqlRuleAction":
+		params, err := atom.DecodeValues(act.Parameters)
+		if err != nil {
+			return rp, bad("%v", err)
+		}
+		expr := ""
+		if act.SQLExpression != nil {
+			expr = *act.SQLExpression
+		}
+		rp.Action = &admin.SQLAction{Expression: expr, Parameters: params}
+	default:
+		return rp, bad("The action type '%s' is not supported.", act.Type)
+	}
+	return rp, nil
+}
+
+// ruleToAtom is the inverse of ruleFromAtom, in the shape the SDK parses back (its
+// newRulePropertiesFromEnvelope needs an Action element, EmptyRuleAction for none).
+func ruleToAtom(rp admin.RuleProperties) (atom.RuleBody, error) {
+	b := atom.RuleBody{Name: rp.Name, CreatedAt: stamp(time.Now()), Action: &atom.Action{Type: "EmptyRuleAction"}}
+	switch f := rp.Filter.(type) {
+	case *admin.TrueFilter:
+		b.Filter = &atom.Filter{Type: "TrueFilter", SQLExpression: ptr("1=1")}
+	case *admin.FalseFilter:
+		b.Filter = &atom.Filter{Type: "FalseFilter", SQLExpression: ptr("1=0")}
+	case *admin.SQLFilter:
+		params, err := atom.EncodeValues(f.Parameters)
+		if err != nil {
+			return b, err
+		}
+		b.Filter = &atom.Filter{Type: "SqlFilter", SQLExpression: ptr(f.Expression), Parameters: params}
+	case *admin.CorrelationFilter:
+		props, err := atom.EncodeValues(f.ApplicationProperties)
+		if err != nil {
+			return b, err
+		}
+		b.Filter = &atom.Filter{Type: "CorrelationFilter", ContentType: f.ContentType, CorrelationID: f.CorrelationID,
+			MessageID: f.MessageID, ReplyTo: f.ReplyTo, ReplyToSessionID: f.ReplyToSessionID, SessionID: f.SessionID,
+			Label: f.Subject, To: f.To, Properties: props}
+	}
+	if act, ok := rp.Action.(*admin.SQLAction); ok {
+		params, err := atom.EncodeValues(act.Parameters)
+		if err != nil {
+			return b, err
+		}
+		b.Action = &atom.Action{Type: "SqlRuleAction", SQLExpression: ptr(act.Expression), Parameters: params}
+	}
+	return b, nil
+}

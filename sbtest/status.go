@@ -1,0 +1,87 @@
+package sbtest
+
+import (
+	"fmt"
+	"slices"
+
+	goamqp "github.com/Azure/go-amqp"
+)
+
+// EntityStatus is the status of a queue, topic or subscription, as the administration
+// API sets it ("Service Bus entity status": Active, Disabled, SendDisabled,
+// ReceiveDisabled). The zero value means Active.
+type EntityStatus string
+
+// Entity statuses.
+const (
+	StatusActive          EntityStatus = "Active"
+	StatusDisabled        EntityStatus = "Disabled"
+	StatusSendDisabled    EntityStatus = "SendDisabled"
+	StatusReceiveDisabled EntityStatus = "ReceiveDisabled"
+)
+
+var statuses = []EntityStatus{StatusActive, StatusDisabled, StatusSendDisabled, StatusReceiveDisabled}
+
+// condEntityDisabled is the AMQP condition the service answers for an operation its
+// entity's status forbids; the SDK treats it as fatal (not retried) and passes it on as
+// an *amqp.Error (azservicebus internal/errors.go).
+const condEntityDisabled = "com.microsoft:entity-disabled"
+
+// setStatus records obj's status (an *Entity or *Topic).
+func (ns *Namespace) setStatus(obj any, s EntityStatus) error {
+	if s == "" {
+		s = StatusActive
+	}
+	if !slices.Contains(statuses, s) {
+		return fmt.Errorf("%w: status %q", ErrInvalidOptions, s)
+	}
+	ns.status.Store(obj, s)
+	return nil
+}
+
+func (ns *Namespace) statusOf(obj any) EntityStatus {
+	if s, ok := ns.status.Load(obj); ok {
+		return s.(EntityStatus)
+	}
+	return StatusActive
+}
+
+// checkStatus returns the service's error when obj's status forbids sending (send true)
+// or receiving.
+func (ns *Namespace) checkStatus(obj any, name string, send bool) error {
+	s := ns.statusOf(obj)
+	if s == StatusDisabled || send && s == StatusSendDisabled || !send && s == StatusReceiveDisabled {
+		what := "receive"
+		if send {
+			what = "send"
+		}
+		return &goamqp.Error{Condition: condEntityDisabled, Description: fmt.Sprintf("Messaging entity '%s' is currently disabled (%s) for %s.", name, s, what)}
+	}
+	return nil
+}
+
+// SetStatus sets a queue's or subscription's status: Disabled refuses sends and
+// receives, SendDisabled sends, ReceiveDisabled receives, with the service's
+// com.microsoft:entity-disabled error. A subscription's SendDisabled status is reported
+// only (messages reach it through its topic). Errors: ErrInvalidOptions.
+func (e *Entity) SetStatus(s EntityStatus) error { return e.ns.setStatus(e, s) }
+
+// Status returns the entity's status.
+func (e *Entity) Status() EntityStatus { return e.ns.statusOf(e) }
+
+// SetStatus sets a topic's status: Disabled and SendDisabled refuse sends to it.
+func (t *Topic) SetStatus(s EntityStatus) error { return t.ns.setStatus(t, s) }
+
+// Status returns the topic's status.
+func (t *Topic) Status() EntityStatus { return t.ns.statusOf(t) }
+
+// sendStatus checks the status of a Sender's target.
+func (s *Sender) sendStatus() error {
+	switch t := s.target.(type) {
+	case *Entity:
+		return s.ns.checkStatus(t, t.path, true)
+	case *Topic:
+		return s.ns.checkStatus(t, t.name, true)
+	}
+	return nil
+}
