@@ -28,7 +28,7 @@ func processQueue(b *testing.B, n int) (*sbtest.Receiver, *sbtest.Entity) {
 	if err != nil {
 		b.Fatal(err)
 	}
-	s, err := ns.NewSender("work")
+	s, err := ns.NewSender("work", nil)
 	if err != nil {
 		b.Fatal(err)
 	}

@@ -29,7 +29,7 @@ func benchTopic(b *testing.B, lat sbtest.Latency) (*sbtest.Sender, *sbtest.Topic
 	if err != nil {
 		b.Fatal(err)
 	}
-	dst, err := ns.NewSender("bench")
+	dst, err := ns.NewSender("bench", nil)
 	if err != nil {
 		b.Fatal(err)
 	}
@@ -72,7 +72,7 @@ func benchSequential(b *testing.B, dst sbkit.MessageSender, topic *sbtest.Topic)
 // benchSender sends messages to dst through one sender.Sender, pipelined. With perOp > 0
 // every iteration sends perOp messages and waits for their outcomes (Flush); with
 // perOp == 0 the benchmark streams b.N messages and waits once at the end.
-func benchSender(b *testing.B, dst sbkit.BatchSender, topic *sbtest.Topic, opts *sender.Options, perOp int) {
+func benchSender(b *testing.B, dst sbkit.MessageSender, topic *sbtest.Topic, opts *sender.Options, perOp int) {
 	s, err := sender.New(dst, opts)
 	if err != nil {
 		b.Fatal(err)

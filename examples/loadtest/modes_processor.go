@@ -60,9 +60,9 @@ func (r *runner) processor(ctx context.Context, concurrency int) (Result, error)
 	lat, peak := w.results()
 	res.Messages, res.PeakInFlightBytes = len(lat), peak
 	summarize(&res, lat)
-	if st := p.Stats(); st.HandlerErrors+st.SettleErrors+st.LockLost > 0 {
-		res.Errors = int(st.HandlerErrors + st.LockLost)
-		res.FirstErr = fmt.Errorf("%d handler errors, %d settle errors, %d locks lost", st.HandlerErrors, st.SettleErrors, st.LockLost)
+	if st := p.Stats(); st.HandlerErrors+st.SettleErrors+st.LocksLost > 0 {
+		res.Errors = int(st.HandlerErrors + st.LocksLost)
+		res.FirstErr = fmt.Errorf("%d handler errors, %d settle errors, %d locks lost", st.HandlerErrors, st.SettleErrors, st.LocksLost)
 	}
 	return res, err
 }

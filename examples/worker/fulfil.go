@@ -9,6 +9,7 @@ import (
 
 	"github.com/sbkit/sbkit"
 	"github.com/sbkit/sbkit/examples/internal/orders"
+	"github.com/sbkit/sbkit/serialize"
 )
 
 // bulkUnits is the size from which an order is announced before it is packed.
@@ -49,6 +50,6 @@ func (f *fulfiller) fulfil(ctx context.Context, o orders.Order, msg *azservicebu
 
 // undecodable reports a message that serialize dead-letters because no decoder could
 // read it.
-func (f *fulfiller) undecodable(_ context.Context, msg *azservicebus.ReceivedMessage, err error) {
-	f.out.Printf("  unreadable %s: dead-lettered: %v", msg.MessageID, err)
+func (f *fulfiller) undecodable(_ context.Context, e serialize.DecodeFailure) {
+	f.out.Printf("  unreadable %s: dead-lettered: %v", e.Message.MessageID, e.Err)
 }

@@ -2,6 +2,7 @@ package main
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"log"
 	"time"
@@ -12,27 +13,31 @@ import (
 	"github.com/sbkit/sbkit/serialize"
 )
 
-// runUntilDone runs p until ctx ends, p has been idle for idle, or duration passes, then
-// closes it, giving the handlers in progress up to grace to finish.
-func runUntilDone(ctx context.Context, p *receiver.Processor, idle, duration, grace time.Duration) error {
-	stop := ctx
+// runUntilDone runs p until ctx ends, p has been idle for idle, or duration passes. The
+// processor's ShutdownGrace then lets the handlers in progress finish: cancelling Run's
+// context is the whole shutdown.
+func runUntilDone(ctx context.Context, p *receiver.Processor, idle, duration time.Duration) error {
+	runCtx, stop := context.WithCancel(ctx)
+	defer stop()
 	if duration > 0 {
 		var cancel context.CancelFunc
-		stop, cancel = context.WithTimeout(ctx, duration)
+		runCtx, cancel = context.WithTimeout(runCtx, duration)
 		defer cancel()
 	}
 	done := make(chan error, 1)
-	go func() { done <- p.Run(context.Background()) }() // stopped by Close, so handlers may finish
-	err := waitIdle(stop, p, idle, done)
-	if err != nil { // Run returned by itself: a permanent receive error
+	go func() { done <- p.Run(runCtx) }()
+	if err := waitIdle(runCtx, p, idle, done); err != nil { // Run returned by itself
 		return err
 	}
-	closeCtx, cancel := context.WithTimeout(context.Background(), grace)
-	defer cancel()
-	if err := p.Close(closeCtx); err != nil {
-		return fmt.Errorf("shutdown: handlers cancelled after %v: %w", grace, err)
+	stop()
+	err := <-done
+	if errors.Is(err, context.Canceled) || errors.Is(err, context.DeadlineExceeded) {
+		err = nil // the shutdown asked for
 	}
-	return <-done
+	if left := p.Stats().LeftLocked; err == nil && left > 0 {
+		err = fmt.Errorf("shutdown: %d messages left locked until their locks expire", left)
+	}
+	return err
 }
 
 // waitIdle returns nil when stop ends or p has handled nothing and holds nothing for
@@ -62,7 +67,7 @@ func waitIdle(stop context.Context, p *receiver.Processor, idle time.Duration, d
 // lists the dead-letter queue.
 func printSummary(out *log.Logger, elapsed time.Duration, st receiver.Stats, ds dedupe.Stats, conn *sbenv.Conn) {
 	out.Printf("worker: %d messages in %v: completed %d (duplicates skipped %d), dead-lettered %d, abandoned %d, locks lost %d, lock renewals %d",
-		st.Received, elapsed.Round(10*time.Millisecond), st.Completed, ds.Duplicates, st.DeadLettered, st.Abandoned, st.LockLost, st.Renewed)
+		st.Received, elapsed.Round(10*time.Millisecond), st.Completed, ds.DuplicatesSkipped, st.DeadLettered, st.Abandoned, st.LocksLost, st.Renewed)
 	if !conn.InMemory() {
 		return
 	}

@@ -92,29 +92,35 @@ func run(ctx context.Context, args []string, stdout io.Writer, getenv func(strin
 	}
 	dupes, err := dedupe.New(store, &dedupe.Options{
 		Entity: conn.QueueName,
-		Hooks: dedupe.Hooks{OnDuplicate: func(_ context.Context, _ string, m *azservicebus.ReceivedMessage) {
-			out.Printf("  skipped    %s: already fulfilled (duplicate delivery)", m.MessageID)
-		}},
+		Hooks: []dedupe.Hook{dedupe.DuplicateHookFunc(func(_ context.Context, e dedupe.Duplicate) {
+			out.Printf("  skipped    %s: already fulfilled (duplicate delivery)", e.Message.MessageID)
+		})},
 	})
 	if err != nil {
 		return err
 	}
 	f := &fulfiller{out: out, unit: *unit}
+	typed, err := serialize.Handler(reg, f.fulfil, &serialize.HandlerOptions{
+		Hooks: []serialize.Hook{serialize.DecodeErrorHookFunc(f.undecodable)},
+	})
+	if err != nil {
+		return err
+	}
 	handler := sbkit.Chain(
-		serialize.Handler(reg, f.fulfil, serialize.OnDecodeError(f.undecodable)),
+		typed,
 		receiver.Expiry(&receiver.ExpiryOptions{Policy: receiver.ExpiredDeadLetter, Deadline: true}),
 		dupes.Middleware(),
 	)
-	renewFor := 30 * time.Minute
 	p, err := receiver.New(rc, handler, &receiver.Options{
 		MaxConcurrency:             *concurrency,
-		MaxAutoLockRenewalDuration: &renewFor,
+		MaxAutoLockRenewalDuration: 30 * time.Minute,
 		AbandonDelay:               receiver.ExponentialAbandonDelay(time.Second, time.Minute),
-		OnError: func(e *receiver.Error) {
+		ShutdownGrace:              *grace,
+		Hooks: []receiver.Hook{receiver.ErrorHookFunc(func(_ context.Context, e *receiver.Error) {
 			if e.Source != receiver.SourceHandler { // handler outcomes are printed by the handler
 				out.Printf("  error      %v", e)
 			}
-		},
+		})},
 	})
 	if err != nil {
 		return err
@@ -122,7 +128,7 @@ func run(ctx context.Context, args []string, stdout io.Writer, getenv func(strin
 
 	out.Printf("worker: %d at a time from the %s", *concurrency, conn)
 	start := time.Now()
-	err = runUntilDone(ctx, p, *idle, *duration, *grace)
+	err = runUntilDone(ctx, p, *idle, *duration)
 	printSummary(out, time.Since(start), p.Stats(), dupes.Stats(), conn)
 	return err
 }

@@ -23,6 +23,8 @@ type Backend interface {
 	// dead-letter sub-queue), whose real properties Properties reports. It fails t when
 	// it cannot, and registers with t.Cleanup the closing of everything it opened.
 	Queue(t *testing.T, opts QueueOptions) Queue
+	// MissingQueue returns a queue name that no entity has.
+	MissingQueue(t *testing.T) MissingQueue
 }
 
 // QueueOptions are the properties a scenario asks for. The zero value of a field means
@@ -33,6 +35,9 @@ type QueueOptions struct {
 	// MaxDeliveryCount is how many deliveries a message gets before the broker
 	// dead-letters it. Default 10.
 	MaxDeliveryCount int
+	// RequiresSession asks for a session-enabled queue; a backend that has none skips
+	// the scenario.
+	RequiresSession bool
 }
 
 // Properties are what a scenario may rely on about its queue.
@@ -69,12 +74,15 @@ type Queue interface {
 	// deadLetter is set, in the given mode (the zero value is peek-lock); it is closed
 	// when t ends.
 	NewReceiver(t *testing.T, mode azservicebus.ReceiveMode, deadLetter bool) Receiver
+	// Sessions accepts sessions of the queue (one that RequiresSession); the scenario
+	// closes the session receivers it accepts.
+	Sessions() sbkit.SessionAcceptor
 }
 
 // Receiver is a queue receiver that can renew locks, receive deferred messages and must
 // be closed, as *azservicebus.Receiver and *sbtest.Receiver are.
 type Receiver interface {
 	sbkit.LockingReceiver
-	sbkit.DeferredReceiver
+	ReceiveDeferredMessages(ctx context.Context, sequenceNumbers []int64, options *azservicebus.ReceiveDeferredMessagesOptions) ([]*azservicebus.ReceivedMessage, error)
 	Close(ctx context.Context) error
 }

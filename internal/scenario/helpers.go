@@ -36,7 +36,7 @@ func testContext(t *testing.T) context.Context {
 
 // receiveN receives until it has n messages, failing t when they do not all come within
 // waitTimeout. In peek-lock mode the caller settles them.
-func receiveN(t *testing.T, r Receiver, n int) []*azservicebus.ReceivedMessage {
+func receiveN(t *testing.T, r sbkit.MessageReceiver, n int) []*azservicebus.ReceivedMessage {
 	t.Helper()
 	ctx, cancel := context.WithTimeout(context.Background(), waitTimeout)
 	defer cancel()
@@ -125,16 +125,16 @@ type processing struct {
 	errs []*receiver.Error
 }
 
-// startProcessor runs a processor over src with h and opts (OnError is replaced) until
-// stop is called; t's cleanup stops it at once if the scenario did not.
+// startProcessor runs a processor over src with h and opts (with an error hook added)
+// until stop is called; t's cleanup stops it at once if the scenario did not.
 func startProcessor(t *testing.T, src sbkit.MessageReceiver, h sbkit.Handler, opts receiver.Options) *processing {
 	t.Helper()
 	pr := &processing{done: make(chan error, 1)}
-	opts.OnError = func(err *receiver.Error) {
+	opts.Hooks = append(opts.Hooks, receiver.ErrorHookFunc(func(_ context.Context, err *receiver.Error) {
 		pr.mu.Lock()
 		pr.errs = append(pr.errs, err)
 		pr.mu.Unlock()
-	}
+	}))
 	p, err := receiver.New(src, h, &opts)
 	if err != nil {
 		t.Fatalf("receiver.New: %v", err)
@@ -183,7 +183,7 @@ func (pr *processing) stop(t *testing.T, grace time.Duration) receiver.Stats {
 		t.Errorf("Close: %v", closeErr)
 	}
 	st := pr.p.Stats()
-	if settled := st.Completed + st.Abandoned + st.DeadLettered + st.Deferred + st.LockLost; settled != st.Received {
+	if settled := st.Completed + st.Abandoned + st.DeadLettered + st.Deferred + st.LocksLost + st.LeftLocked; settled != st.Received {
 		t.Errorf("stats do not reconcile: received %d, settled %d (%+v)", st.Received, settled, st)
 	}
 	for _, src := range []receiver.ErrorSource{receiver.SourceReceive, receiver.SourceSettle} {

@@ -11,6 +11,8 @@ import (
 
 	"github.com/Azure/azure-sdk-for-go/sdk/messaging/azservicebus"
 	"github.com/Azure/azure-sdk-for-go/sdk/messaging/azservicebus/admin"
+
+	"github.com/sbkit/sbkit"
 )
 
 // Environment variables read by NewLive, as in the example programs.
@@ -21,6 +23,9 @@ const (
 	QueueEnv = "SBKIT_QUEUE"
 	// DefaultQueue is the queue used when QueueEnv is empty.
 	DefaultQueue = "orders"
+	// SessionQueueEnv names an existing session-enabled queue for the session
+	// scenarios; they skip when it is empty.
+	SessionQueueEnv = "SBKIT_SESSION_QUEUE"
 )
 
 // standardMaxMessageSize is the Standard tier's message size limit, assumed when the
@@ -39,9 +44,11 @@ const drainWait = time.Second
 // Its properties come from the management API when the connection string has Manage
 // rights, and are unknown otherwise.
 type Live struct {
-	client *azservicebus.Client
-	queue  string
-	props  Properties
+	client       *azservicebus.Client
+	queue        string
+	props        Properties
+	sessionQueue string // "" when SessionQueueEnv is unset
+	sessionProps Properties
 }
 
 // NewLive connects to the namespace in SBKIT_CONNECTION_STRING (read with getenv, os.Getenv
@@ -67,26 +74,32 @@ func NewLive(t *testing.T, getenv func(string) string) (*Live, error) {
 		_ = client.Close(ctx)
 	})
 	l := &Live{client: client, queue: queue, props: Properties{MaxMessageSize: standardMaxMessageSize, QuietWait: liveQuietWait}}
-	if err := l.readProperties(cs); err != nil {
+	l.sessionQueue, l.sessionProps = getenv(SessionQueueEnv), l.props
+	if err := readProperties(cs, l.queue, &l.props); err != nil {
 		t.Logf("live: queue properties unknown (scenarios that need them skip): %v", err)
+	}
+	if l.sessionQueue != "" {
+		if err := readProperties(cs, l.sessionQueue, &l.sessionProps); err != nil {
+			t.Logf("live: session queue properties unknown (scenarios that need them skip): %v", err)
+		}
 	}
 	return l, nil
 }
 
-// readProperties asks the management API for the queue's properties.
-func (l *Live) readProperties(cs string) error {
+// readProperties asks the management API for a queue's properties.
+func readProperties(cs, queue string, props *Properties) error {
 	ac, err := admin.NewClientFromConnectionString(cs, nil)
 	if err != nil {
 		return err
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
-	resp, err := ac.GetQueue(ctx, l.queue, nil)
+	resp, err := ac.GetQueue(ctx, queue, nil)
 	if err != nil {
 		return err
 	}
 	if resp == nil {
-		return fmt.Errorf("queue %q does not exist", l.queue)
+		return fmt.Errorf("queue %q does not exist", queue)
 	}
 	p := resp.QueueProperties
 	if p.LockDuration == nil || p.MaxDeliveryCount == nil {
@@ -96,12 +109,12 @@ func (l *Live) readProperties(cs string) error {
 	if err != nil {
 		return err
 	}
-	l.props.Known = true
-	l.props.LockDuration = lock
-	l.props.MaxDeliveryCount = int(*p.MaxDeliveryCount)
-	l.props.DuplicateDetection = p.RequiresDuplicateDetection != nil && *p.RequiresDuplicateDetection
+	props.Known = true
+	props.LockDuration = lock
+	props.MaxDeliveryCount = int(*p.MaxDeliveryCount)
+	props.DuplicateDetection = p.RequiresDuplicateDetection != nil && *p.RequiresDuplicateDetection
 	if p.MaxMessageSizeInKilobytes != nil && *p.MaxMessageSizeInKilobytes > 0 {
-		l.props.MaxMessageSize = int(*p.MaxMessageSizeInKilobytes) * 1024
+		props.MaxMessageSize = int(*p.MaxMessageSizeInKilobytes) * 1024
 	}
 	return nil
 }
@@ -116,6 +129,9 @@ func (l *Live) Parallel() bool { return false }
 // applied: Properties reports what the queue really has.
 func (l *Live) Queue(t *testing.T, opts QueueOptions) Queue {
 	t.Helper()
+	if opts.RequiresSession {
+		return l.sessionQueueFor(t)
+	}
 	for _, dl := range []bool{false, true} {
 		n, err := l.drain(dl)
 		if err != nil {
@@ -134,6 +150,15 @@ func (l *Live) drain(deadLetter bool) (int, error) {
 	if err != nil {
 		return 0, err
 	}
+	return drainReceiver(r)
+}
+
+// drainReceiver receives (in receive-and-delete mode) until nothing comes for drainWait,
+// then closes r.
+func drainReceiver(r interface {
+	sbkit.MessageReceiver
+	Close(ctx context.Context) error
+}) (int, error) {
 	defer func() {
 		ctx, cancel := context.WithTimeout(context.Background(), closeTimeout)
 		defer cancel()
@@ -185,4 +210,40 @@ func parseISODuration(s string) (time.Duration, error) {
 		rest = rest[i+1:]
 	}
 	return d, nil
+}
+
+// MissingQueue returns a queue name the namespace is not expected to have.
+func (l *Live) MissingQueue(t *testing.T) MissingQueue {
+	return sdkMissingQueue(l.client, fmt.Sprintf("sbkit-missing-%d", time.Now().UnixNano()))
+}
+
+// sessionQueueFor drains the session queue (every session, and its dead-letter queue)
+// and returns it, or skips t when SessionQueueEnv is unset.
+func (l *Live) sessionQueueFor(t *testing.T) Queue {
+	t.Helper()
+	if l.sessionQueue == "" {
+		t.Skipf("%s is not set: no session-enabled queue", SessionQueueEnv)
+	}
+	acc := sbkit.NewQueueSessionAcceptor(l.client, l.sessionQueue, &azservicebus.SessionReceiverOptions{ReceiveMode: azservicebus.ReceiveModeReceiveAndDelete})
+	for {
+		ctx, cancel := context.WithTimeout(context.Background(), drainWait)
+		sr, err := acc.AcceptNextSession(ctx)
+		cancel()
+		if err != nil {
+			break // no session with messages left (CodeTimeout or the deadline)
+		}
+		n, err := drainReceiver(sr)
+		if err != nil {
+			t.Fatalf("drain session %s of %s: %v", sr.SessionID(), l.sessionQueue, err)
+		}
+		t.Logf("drained %d messages of session %s from %s", n, sr.SessionID(), l.sessionQueue)
+	}
+	r, err := newSDKReceiver(l.client, l.sessionQueue, azservicebus.ReceiveModeReceiveAndDelete, true)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := drainReceiver(r); err != nil {
+		t.Fatalf("drain %s dead-letter queue: %v", l.sessionQueue, err)
+	}
+	return &sdkQueue{client: l.client, name: l.sessionQueue, props: l.sessionProps}
 }

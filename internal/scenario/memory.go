@@ -40,7 +40,7 @@ func (m *Memory) Queue(t *testing.T, opts QueueOptions) Queue {
 func createQueue(t *testing.T, ns *sbtest.Namespace, n *atomic.Int64, opts QueueOptions) (string, Properties) {
 	t.Helper()
 	name := fmt.Sprintf("scenario-%d", n.Add(1))
-	e, err := ns.NewQueue(name, &sbtest.EntityOptions{LockDuration: opts.LockDuration, MaxDeliveryCount: opts.MaxDeliveryCount})
+	e, err := ns.NewQueue(name, &sbtest.EntityOptions{LockDuration: opts.LockDuration, MaxDeliveryCount: opts.MaxDeliveryCount, RequiresSession: opts.RequiresSession})
 	if err != nil {
 		t.Fatalf("create queue %s: %v", name, err)
 	}
@@ -66,7 +66,7 @@ func (q *memQueue) Properties() Properties { return q.props }
 
 func (q *memQueue) NewSender(t *testing.T) sbkit.BatchSender {
 	t.Helper()
-	s, err := q.ns.NewSender(q.name)
+	s, err := q.ns.NewSender(q.name, nil)
 	if err != nil {
 		t.Fatalf("new sender: %v", err)
 	}
@@ -88,5 +88,28 @@ func (q *memQueue) NewReceiver(t *testing.T, mode azservicebus.ReceiveMode, dead
 	return r
 }
 
+func (q *memQueue) Sessions() sbkit.SessionAcceptor { return q.ns.QueueSessionAcceptor(q.name, nil) }
+
 // closeTimeout bounds the closing of senders, receivers and clients at cleanup.
 const closeTimeout = 10 * time.Second
+
+// MissingQueue returns a name no queue of the namespace has.
+func (m *Memory) MissingQueue(t *testing.T) MissingQueue {
+	name := fmt.Sprintf("missing-%d", m.n.Add(1))
+	return MissingQueue{
+		openSender: func() (missingSender, error) {
+			s, err := m.ns.NewSender(name, nil)
+			if err != nil {
+				return nil, err
+			}
+			return s, nil
+		},
+		openReceiver: func() (missingReceiver, error) {
+			r, err := m.ns.NewReceiverForQueue(name, nil)
+			if err != nil {
+				return nil, err
+			}
+			return r, nil
+		},
+	}
+}

@@ -24,7 +24,11 @@ func dedupeSameMessageID(t *testing.T, b Backend) {
 		deliveries = 2
 	}
 	sendAll(t, q.NewSender(t), message("dup", "first copy"), message("dup", "second copy"), message("other", "x"))
-	f, err := dedupe.New(nil, &dedupe.Options{Entity: q.Name()})
+	store, err := dedupe.NewMemoryStore(nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	f, err := dedupe.New(store, &dedupe.Options{Entity: q.Name()})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -43,7 +47,7 @@ func dedupeSameMessageID(t *testing.T, b Backend) {
 	if st.Received != deliveries || st.Completed != deliveries || st.Skipped != deliveries-2 {
 		t.Errorf("stats %+v, want %d received and completed, %d skipped", st, deliveries, deliveries-2)
 	}
-	if fs := f.Stats(); fs.Duplicates != deliveries-2 || fs.Succeeded != 2 {
+	if fs := f.Stats(); fs.DuplicatesSkipped != deliveries-2 || fs.Succeeded != 2 {
 		t.Errorf("dedupe stats %+v, want %d duplicates and 2 successes", fs, deliveries-2)
 	}
 	expectEmpty(t, q, r)

@@ -171,7 +171,7 @@ func processorCloseAbandons(t *testing.T, b Backend) {
 		st := pr.p.Stats()
 		return st.Received == handlers+buffered && started.Load() == handlers
 	})
-	st := pr.stop(t, 50*time.Millisecond)
+	st := pr.stop(t, 500*time.Millisecond) // handlers are cancelled 125 ms before the deadline, to abandon
 	if st.Abandoned != handlers+buffered || st.Completed != 0 {
 		t.Errorf("stats %+v, want %d abandoned", st, handlers+buffered)
 	}
@@ -221,14 +221,14 @@ func processorLockRenewal(t *testing.T, b Backend) {
 	pr := startProcessor(t, r, rec.wrap(h), receiver.Options{})
 	waitFor(t, "the slow message settled", func() bool {
 		st := pr.p.Stats()
-		return st.Completed+st.Abandoned+st.LockLost > 0
+		return st.Completed+st.Abandoned+st.LocksLost > 0
 	})
 	st := pr.stop(t, waitTimeout)
 	calls := rec.snapshot()
 	if len(calls) != 1 || calls[0].Result != nil {
 		t.Fatalf("handler calls %+v, want one that succeeded", calls)
 	}
-	if st.Completed != 1 || st.LockLost != 0 || st.Renewed < 1 {
+	if st.Completed != 1 || st.LocksLost != 0 || st.Renewed < 1 {
 		t.Errorf("stats %+v, want 1 completed after at least 1 renewal, no lock lost", st)
 	}
 	for _, e := range pr.errorsFrom(receiver.SourceRenew) {
@@ -263,14 +263,13 @@ func processorLockExpiry(t *testing.T, b Backend) {
 		}
 		return context.Cause(ctx)
 	}
-	noRenewal := time.Duration(0)
-	pr := startProcessor(t, r, rec.wrap(h), receiver.Options{MaxAutoLockRenewalDuration: &noRenewal})
+	pr := startProcessor(t, r, rec.wrap(h), receiver.Options{DisableAutoLockRenewal: true})
 	if c := <-cause; !sbkit.IsLockLost(c) {
 		t.Errorf("handler context cause %v, want a lock-lost error", c)
 	}
 	waitFor(t, "the redelivery completed", func() bool { return pr.p.Stats().Completed == 1 })
 	st := pr.stop(t, waitTimeout)
-	if st.Received != 2 || st.LockLost != 1 || st.Completed != 1 || st.Abandoned != 0 {
+	if st.Received != 2 || st.LocksLost != 1 || st.Completed != 1 || st.Abandoned != 0 {
 		t.Errorf("stats %+v, want 2 received, 1 lock-lost, 1 completed", st)
 	}
 	if n := len(pr.errorsFrom(receiver.SourceRenew)); n != 1 {

@@ -9,6 +9,7 @@ import (
 
 	"github.com/Azure/azure-sdk-for-go/sdk/messaging/azservicebus"
 
+	"github.com/sbkit/sbkit"
 	"github.com/sbkit/sbkit/receiver"
 	"github.com/sbkit/sbkit/serialize"
 )
@@ -53,7 +54,7 @@ func (o *orders) snapshot() map[string][]order {
 // encodeOrder encodes v with reg under the given MessageID.
 func encodeOrder(t *testing.T, reg *serialize.Registry, id string, v order) *azservicebus.Message {
 	t.Helper()
-	m, err := reg.Encode(v, "application/json; charset=utf-8")
+	m, err := reg.Encode(v, "application/json; charset=utf-8", nil)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -79,7 +80,7 @@ func serializeTypedJSON(t *testing.T, b Backend) {
 	}
 	r := q.NewReceiver(t, azservicebus.ReceiveModePeekLock, false)
 	got := &orders{}
-	pr := startProcessor(t, r, serialize.Handler(reg, got.handler(reg)), receiver.Options{})
+	pr := startProcessor(t, r, typedHandler(t, reg, got.handler(reg)), receiver.Options{})
 	waitFor(t, "both orders completed", func() bool { return pr.p.Stats().Completed == 2 })
 	st := pr.stop(t, waitTimeout)
 	for id, want := range sent {
@@ -108,7 +109,7 @@ func serializeUndecodable(t *testing.T, b Backend) {
 	sendAll(t, q.NewSender(t), bad, encodeOrder(t, reg, "good", order{ID: "good", Qty: 2}))
 	r := q.NewReceiver(t, azservicebus.ReceiveModePeekLock, false)
 	got := &orders{}
-	pr := startProcessor(t, r, serialize.Handler(reg, got.handler(reg)), receiver.Options{})
+	pr := startProcessor(t, r, typedHandler(t, reg, got.handler(reg)), receiver.Options{})
 	waitFor(t, "both messages settled", func() bool {
 		st := pr.p.Stats()
 		return st.Completed == 1 && st.DeadLettered == 1
@@ -130,4 +131,13 @@ func serializeUndecodable(t *testing.T, b Backend) {
 	}
 	completeAll(t, dlq, []*azservicebus.ReceivedMessage{m})
 	expectEmpty(t, q, r)
+}
+
+func typedHandler(t *testing.T, reg *serialize.Registry, fn func(context.Context, order, *azservicebus.ReceivedMessage) error) sbkit.Handler {
+	t.Helper()
+	h, err := serialize.Handler(reg, fn, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return h
 }

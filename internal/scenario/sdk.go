@@ -48,6 +48,10 @@ func (q *sdkQueue) NewReceiver(t *testing.T, mode azservicebus.ReceiveMode, dead
 	return r
 }
 
+func (q *sdkQueue) Sessions() sbkit.SessionAcceptor {
+	return sbkit.NewQueueSessionAcceptor(q.client, q.name, nil)
+}
+
 func newSDKReceiver(client *azservicebus.Client, queue string, mode azservicebus.ReceiveMode, deadLetter bool) (*azservicebus.Receiver, error) {
 	opts := &azservicebus.ReceiverOptions{ReceiveMode: mode}
 	if deadLetter {

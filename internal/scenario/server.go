@@ -2,6 +2,7 @@ package scenario
 
 import (
 	"context"
+	"fmt"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -31,7 +32,7 @@ func NewServer(t *testing.T) *Server {
 		t.Fatalf("sbtest.NewServer: %v", err)
 	}
 	t.Cleanup(func() {
-		if err := srv.Close(); err != nil {
+		if err := srv.Close(context.Background()); err != nil {
 			t.Errorf("server Close: %v", err)
 		}
 	})
@@ -62,4 +63,9 @@ func (s *Server) Queue(t *testing.T, opts QueueOptions) Queue {
 	t.Helper()
 	name, props := createQueue(t, s.srv.Namespace(), &s.n, opts)
 	return &sdkQueue{client: s.client, name: name, props: props}
+}
+
+// MissingQueue returns a name no queue of the server's namespace has.
+func (s *Server) MissingQueue(t *testing.T) MissingQueue {
+	return sdkMissingQueue(s.client, fmt.Sprintf("missing-%d", s.n.Add(1)))
 }

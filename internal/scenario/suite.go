@@ -30,6 +30,23 @@ var scenarios = []scenario{
 	{"serialize/typed-json", serializeTypedJSON},
 	{"serialize/undecodable", serializeUndecodable},
 	{"ttl/expiry", ttlExpiry},
+	{"fidelity/missing-entity", missingEntity},
+	{"fidelity/locks-survive-close", locksSurviveClose},
+	{"fidelity/delivery-count", deliveryCount},
+	{"fidelity/deferred-strict", deferredStrict},
+	{"fidelity/scheduled-sequence", scheduledSequence},
+	{"fidelity/raw-amqp", rawAMQP},
+	{"sessions/in-order", sessionsInOrder},
+	{"sessions/state", sessionsState},
+	{"sessions/lock-renewal", sessionsLockRenewal},
+	{"sessions/lock-loss", sessionsLockLoss},
+	{"sessions/request-reply", sessionsRequestReply},
+	{"admin/crud", adminCRUD},
+	{"admin/filters", adminFilters},
+	{"admin/forwarding", adminForwarding},
+	{"admin/runtime-counts", adminRuntimeCounts},
+	{"sessions/processor-fifo", sessionsProcessorFIFO},
+	{"sessions/processor-lock-renewal", sessionsProcessorLockRenewal},
 }
 
 // Run runs every scenario against b, each as a subtest of t named after it

@@ -91,7 +91,7 @@ func Generate(n, first int, now time.Time) []Order {
 // NewMessage encodes o as a JSON message whose MessageID is the order's ID, so that a
 // resent order is recognised as a duplicate by the broker and by the worker.
 func NewMessage(reg *serialize.Registry, o Order) (*azservicebus.Message, error) {
-	msg, err := reg.Encode(o, ContentType)
+	msg, err := reg.Encode(o, ContentType, nil)
 	if err != nil {
 		return nil, fmt.Errorf("orders: encode %s: %w", o.ID, err)
 	}

@@ -120,7 +120,7 @@ func (c *Conn) String() string {
 // NewSender returns a sender for the queue.
 func (c *Conn) NewSender() (Sender, error) {
 	if c.InMemory() {
-		return c.Broker.NewSender(c.QueueName)
+		return c.Broker.NewSender(c.QueueName, nil)
 	}
 	s, err := c.client.NewSender(c.QueueName, nil)
 	if err != nil {
