@@ -111,8 +111,6 @@ func parseFlags(args []string, output io.Writer) (*config, error) {
 	return cfg, nil
 }
 
-func (c *config) runs(mode string) bool { return slices.Contains(c.modes, mode) }
-
 // parseModes parses a comma-separated subset of allModes, keeping allModes' order.
 func parseModes(s string) ([]string, error) {
 	want := map[string]bool{}
