@@ -73,12 +73,6 @@ func (s *srvSession) handle(fr amqp.Frame) error {
 	return protoError(condNotAllowed, "unexpected frame %T", fr.Body)
 }
 
-func (s *srvSession) link(handle uint32) *srvLink {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.links[handle]
-}
-
 // close detaches every link of the session (the session ended or the connection went
 // down) and wakes every goroutine waiting on its window.
 func (s *srvSession) close() {

@@ -573,19 +573,6 @@ func (f *fieldReader) mapField() Map {
 	return v.(Map)
 }
 
-// value reads a field of any type; absent is nil.
-func (f *fieldReader) value() any {
-	if !f.next() {
-		return nil
-	}
-	v, err := f.d.value(f.depth)
-	if err != nil {
-		f.setErr(err)
-		return nil
-	}
-	return v
-}
-
 // compositeField reads a described-list field and returns the decoded composite, made by
 // mk from the descriptor code (nil: a code that is not allowed there).
 func (f *fieldReader) compositeField(want string, mk func(code uint64) composite) composite {
