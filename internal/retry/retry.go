@@ -62,16 +62,31 @@ func (p Policy) BackOff() backoff.BackOff {
 		if maxDelay <= 0 {
 			maxDelay = time.Duration(math.MaxInt64)
 		}
-		b = backoff.NewExponentialBackOff(
+		b = capped{backoff.NewExponentialBackOff(
 			backoff.WithInitialInterval(p.RetryDelay),
 			backoff.WithMaxInterval(maxDelay),
 			backoff.WithMultiplier(2),
 			backoff.WithRandomizationFactor(0.5),
 			backoff.WithMaxElapsedTime(0),
-		)
+		), maxDelay}
 	}
 	if p.MaxRetries == Unlimited {
 		return b
 	}
 	return backoff.WithMaxRetries(b, uint64(p.MaxRetries))
+}
+
+// capped holds every delay of b to max: backoff/v4 caps the interval before its jitter and
+// never caps the first one, so on its own a delay can exceed MaxRetryDelay by half.
+type capped struct {
+	backoff.BackOff
+	max time.Duration
+}
+
+func (c capped) NextBackOff() time.Duration {
+	d := c.BackOff.NextBackOff()
+	if d == backoff.Stop {
+		return d
+	}
+	return min(d, c.max)
 }

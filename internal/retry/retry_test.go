@@ -62,3 +62,23 @@ func TestBackOff(t *testing.T) {
 		}
 	})
 }
+
+// MaxRetryDelay bounds every delay, the first one and the jittered ones included.
+func TestBackOffNeverExceedsMaxRetryDelay(t *testing.T) {
+	for _, p := range []Policy{
+		{MaxRetries: 20, RetryDelay: time.Second, MaxRetryDelay: 100 * time.Millisecond},
+		{MaxRetries: 20, RetryDelay: 100 * time.Millisecond, MaxRetryDelay: 150 * time.Millisecond},
+	} {
+		for range 50 {
+			b := p.BackOff()
+			for i := range p.MaxRetries {
+				if d := b.NextBackOff(); d > p.MaxRetryDelay || d == backoff.Stop {
+					t.Fatalf("%+v: delay %d = %v, want at most %v", p, i, d, p.MaxRetryDelay)
+				}
+			}
+			if d := b.NextBackOff(); d != backoff.Stop {
+				t.Fatalf("%+v: delay after MaxRetries = %v, want Stop", p, d)
+			}
+		}
+	}
+}
