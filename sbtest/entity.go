@@ -51,7 +51,7 @@ type subqueue struct {
 func (sq *subqueue) init(dlq bool) {
 	sq.dlq = dlq
 	for k := range sq.heaps {
-		sq.heaps[k].kind = heapKind(k)
+		sq.heaps[k] = newMsgHeap(heapKind(k))
 	}
 	sq.bySeq = make(map[int64]*message)
 	sq.byToken = make(map[[16]byte]*message)

@@ -1,6 +1,6 @@
 package sbtest
 
-import "container/heap"
+import "github.com/sbkit/sbkit/internal/heapq"
 
 // heapKind names the orderings a subqueue keeps its messages in. Each message records its
 // index in every heap it is in (-1 when absent), so removal from the middle is O(log n).
@@ -14,17 +14,23 @@ const (
 	numHeaps
 )
 
+// msgHeap is one ordering of messages, kept in a [heapq.Heap].
 type msgHeap struct {
 	kind heapKind
-	s    []*message
+	q    *heapq.Heap[*message]
 }
 
-func (h *msgHeap) Len() int { return len(h.s) }
+func newMsgHeap(kind heapKind) msgHeap {
+	return msgHeap{kind: kind, q: heapq.New(
+		func(a, b *message) bool { return before(kind, a, b) },
+		func(m *message, i int) { m.idx[kind] = i },
+	)}
+}
 
-func (h *msgHeap) Less(i, j int) bool {
-	a, b := h.s[i], h.s[j]
+// before orders a and b in a heap of kind: by the kind's time, then by sequence number.
+func before(kind heapKind, a, b *message) bool {
 	var ta, tb int64
-	switch h.kind {
+	switch kind {
 	case hAvail:
 		return a.seq < b.seq
 	case hExp:
@@ -40,52 +46,31 @@ func (h *msgHeap) Less(i, j int) bool {
 	return a.seq < b.seq
 }
 
-func (h *msgHeap) Swap(i, j int) {
-	h.s[i], h.s[j] = h.s[j], h.s[i]
-	h.s[i].idx[h.kind] = i
-	h.s[j].idx[h.kind] = j
-}
+func (h *msgHeap) Len() int { return h.q.Len() }
 
-func (h *msgHeap) Push(x any) {
-	m := x.(*message)
-	m.idx[h.kind] = len(h.s)
-	h.s = append(h.s, m)
-}
-
-func (h *msgHeap) Pop() any {
-	n := len(h.s) - 1
-	m := h.s[n]
-	h.s[n] = nil
-	h.s = h.s[:n]
-	m.idx[h.kind] = -1
-	return m
-}
-
-func (h *msgHeap) add(m *message) { heap.Push(h, m) }
+func (h *msgHeap) add(m *message) { h.q.Push(m) }
 
 // has reports whether m is in h. A message's index slot for a kind is shared by every
 // heap of that kind (a session's available heap and its subqueue's), so removal checks
 // that the slot points into h.
 func (h *msgHeap) has(m *message) bool {
 	i := m.idx[h.kind]
-	return i >= 0 && i < len(h.s) && h.s[i] == m
+	return i >= 0 && i < h.q.Len() && h.q.At(i) == m
 }
 
 func (h *msgHeap) del(m *message) {
 	if h.has(m) {
-		heap.Remove(h, m.idx[h.kind])
+		h.q.Remove(m.idx[h.kind])
 	}
 }
 
 func (h *msgHeap) fix(m *message) {
 	if h.has(m) {
-		heap.Fix(h, m.idx[h.kind])
+		h.q.Fix(m.idx[h.kind])
 	}
 }
 
 func (h *msgHeap) top() *message {
-	if len(h.s) == 0 {
-		return nil
-	}
-	return h.s[0]
+	m, _ := h.q.Peek()
+	return m
 }

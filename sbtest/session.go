@@ -64,7 +64,7 @@ func (e *Entity) sessionFor(sq *subqueue, m *message) *session {
 func (e *Entity) session(id string) *session {
 	s := e.sessions[id]
 	if s == nil {
-		s = &session{id: id, avail: msgHeap{kind: hAvail}}
+		s = &session{id: id, avail: newMsgHeap(hAvail)}
 		e.sessions[id] = s
 	}
 	return s

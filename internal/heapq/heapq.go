@@ -31,6 +31,9 @@ func (q *Heap[T]) Peek() (x T, ok bool) {
 	return q.h.s[0], true
 }
 
+// At returns the element at position i (as given to setIndex); 0 <= i < Len().
+func (q *Heap[T]) At(i int) T { return q.h.s[i] }
+
 // Pop removes and returns the least element; q must not be empty.
 func (q *Heap[T]) Pop() T { return heap.Pop(&q.h).(T) }
 

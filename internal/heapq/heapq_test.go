@@ -42,6 +42,11 @@ func TestHeapOrdersAndTracksIndexes(t *testing.T) {
 	if q.Len() != len(kept) {
 		t.Fatalf("Len = %d, want %d", q.Len(), len(kept))
 	}
+	for _, it := range kept {
+		if q.At(it.idx) != it {
+			t.Fatalf("At(%d) is not the element whose index is %d", it.idx, it.idx)
+		}
+	}
 	slices.SortFunc(kept, func(a, b *item) int { return a.key - b.key })
 	for i, want := range kept {
 		top, ok := q.Peek()
