@@ -14,7 +14,7 @@ import (
 //   - an error made by DeadLetter, Defer or Skip: that settlement (see SettlementOf);
 //   - any other error: abandon, so that the broker delivers the message again.
 //
-// The context is cancelled when the message's lock is lost (context.Cause is then an error
+// The context is cancelled when the message's lock is lost ([context.Cause] is then an error
 // for which IsLockLost reports true) or when the processor shuts down.
 type Handler func(ctx context.Context, message *azservicebus.ReceivedMessage) error
 

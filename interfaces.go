@@ -14,8 +14,8 @@ type MessageSender interface {
 }
 
 // Batch is a set of messages that travels to the broker in one request.
-// *azservicebus.MessageBatch satisfies it. AddMessage returns
-// azservicebus.ErrMessageTooLarge when the message does not fit in what is left of the
+// [*azservicebus.MessageBatch] satisfies it. AddMessage returns
+// [azservicebus.ErrMessageTooLarge] when the message does not fit in what is left of the
 // batch. A Batch is not safe for concurrent use.
 type Batch interface {
 	AddMessage(message *azservicebus.Message, options *azservicebus.AddMessageOptions) error
@@ -24,8 +24,8 @@ type Batch interface {
 }
 
 // BatchSender is a MessageSender that can also send batches. The SDK's
-// *azservicebus.Sender cannot satisfy it directly (its batch methods take the concrete
-// *azservicebus.MessageBatch), so wrap it with NewBatchSender; sbtest's sender satisfies
+// [*azservicebus.Sender] cannot satisfy it directly (its batch methods take the concrete
+// [*azservicebus.MessageBatch]), so wrap it with NewBatchSender; sbtest's sender satisfies
 // it as it is. SendBatch accepts only batches made by the same BatchSender's NewBatch.
 type BatchSender interface {
 	MessageSender
@@ -33,8 +33,8 @@ type BatchSender interface {
 	SendBatch(ctx context.Context, batch Batch, options *azservicebus.SendMessageBatchOptions) error
 }
 
-// Settler settles received messages. *azservicebus.Receiver and
-// *azservicebus.SessionReceiver satisfy it. The SDK documents these calls as safe to make
+// Settler settles received messages. [*azservicebus.Receiver] and
+// [*azservicebus.SessionReceiver] satisfy it. The SDK documents these calls as safe to make
 // from many goroutines at once.
 type Settler interface {
 	CompleteMessage(ctx context.Context, message *azservicebus.ReceivedMessage, options *azservicebus.CompleteMessageOptions) error
@@ -43,8 +43,8 @@ type Settler interface {
 	DeferMessage(ctx context.Context, message *azservicebus.ReceivedMessage, options *azservicebus.DeferMessageOptions) error
 }
 
-// MessageReceiver receives and settles messages. *azservicebus.Receiver and
-// *azservicebus.SessionReceiver satisfy it. ReceiveMessages must not be called from two
+// MessageReceiver receives and settles messages. [*azservicebus.Receiver] and
+// [*azservicebus.SessionReceiver] satisfy it. ReceiveMessages must not be called from two
 // goroutines at once (the SDK forbids it).
 type MessageReceiver interface {
 	Settler
@@ -52,14 +52,14 @@ type MessageReceiver interface {
 }
 
 // LockRenewer renews the peek-lock of one message and writes the new expiry to
-// message.LockedUntil, as *azservicebus.Receiver does. Callers that read LockedUntil
+// message.LockedUntil, as [*azservicebus.Receiver] does. Callers that read LockedUntil
 // while a renewal may run must synchronise with it.
 type LockRenewer interface {
 	RenewMessageLock(ctx context.Context, message *azservicebus.ReceivedMessage, options *azservicebus.RenewMessageLockOptions) error
 }
 
 // LockingReceiver is a MessageReceiver that can renew message locks: a peek-lock,
-// non-session receiver such as *azservicebus.Receiver.
+// non-session receiver such as [*azservicebus.Receiver].
 type LockingReceiver interface {
 	MessageReceiver
 	LockRenewer

@@ -13,7 +13,7 @@ import (
 var ErrForeignBatch = errors.New("sbkit: batch was not created by this sender")
 
 // NewBatchSender adapts an SDK sender to BatchSender. The adapter adds nothing but the
-// type conversion between Batch and *azservicebus.MessageBatch; it is as safe for
+// type conversion between Batch and [*azservicebus.MessageBatch]; it is as safe for
 // concurrent use as the SDK sender is.
 func NewBatchSender(s *azservicebus.Sender) BatchSender {
 	return &sdkBatchSender{Sender: s}

@@ -8,7 +8,7 @@ import (
 )
 
 // SessionReceiver receives the messages of one locked session, in order, and keeps its
-// lock and state. *azservicebus.SessionReceiver satisfies it, and so does the session
+// lock and state. [*azservicebus.SessionReceiver] satisfies it, and so does the session
 // receiver of package sbtest. ReceiveMessages must not be called from two goroutines at
 // once; the other methods are safe for concurrent use.
 type SessionReceiver interface {
@@ -26,10 +26,10 @@ type SessionReceiver interface {
 // SessionAcceptor accepts sessions of one queue or subscription that requires sessions.
 // AcceptSession locks the session with the given id (even when it has no messages yet);
 // AcceptNextSession waits for the next unlocked session with messages and fails with
-// *azservicebus.Error of CodeTimeout when none comes before ctx's deadline (or the
+// [*azservicebus.Error] of CodeTimeout when none comes before ctx's deadline (or the
 // service's own minute). Implementations must be safe for concurrent use.
 // NewQueueSessionAcceptor and NewSubscriptionSessionAcceptor adapt an
-// *azservicebus.Client; sbtest's Namespace offers its own.
+// [*azservicebus.Client]; sbtest's Namespace offers its own.
 type SessionAcceptor interface {
 	AcceptSession(ctx context.Context, sessionID string) (SessionReceiver, error)
 	AcceptNextSession(ctx context.Context) (SessionReceiver, error)

@@ -10,7 +10,7 @@ import (
 )
 
 // MaxTTL is the time-to-live of a message or entity that sets none: the largest
-// time.Duration, as Service Bus uses the largest signed 64-bit value.
+// [time.Duration], as Service Bus uses the largest signed 64-bit value.
 const MaxTTL = time.Duration(math.MaxInt64)
 
 // TTLExpiredReason is the dead-letter reason Service Bus gives a message that expired, and
@@ -24,7 +24,7 @@ var ErrInvalidTTL = errors.New("sbkit: time-to-live must be positive")
 // ErrInvalidSchedule is returned by [SetSchedule] for the zero time.
 var ErrInvalidSchedule = errors.New("sbkit: scheduled enqueue time is the zero time")
 
-// maxTime is the latest time.Time that arithmetic here returns instead of overflowing.
+// maxTime is the latest [time.Time] that arithmetic here returns instead of overflowing.
 var maxTime = time.Unix(math.MaxInt64-62135596801, 999999999).UTC()
 
 // ExpiresAt returns enqueued + ttl: the instant a message stops being deliverable. A ttl of

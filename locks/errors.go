@@ -57,7 +57,7 @@ func (r Reason) String() string {
 }
 
 // LostError is the cause of a lost lock. errors.Is(err, [sbkit.ErrLockLost]) and
-// [sbkit.IsLockLost] report true for it; errors.As reaches the broker's error, if any.
+// [sbkit.IsLockLost] report true for it; [errors.As] reaches the broker's error, if any.
 type LostError struct {
 	// Reason says why the lock was lost.
 	Reason Reason

@@ -7,7 +7,7 @@ import (
 	"github.com/Azure/azure-sdk-for-go/sdk/messaging/azservicebus"
 )
 
-// Session is a session lock the engine can renew: *azservicebus.SessionReceiver and
+// Session is a session lock the engine can renew: [*azservicebus.SessionReceiver] and
 // sbtest's session receiver satisfy it. RenewSessionLock must update LockedUntil.
 type Session interface {
 	SessionID() string

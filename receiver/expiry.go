@@ -39,7 +39,7 @@ type ExpiryOptions struct {
 	// with cause ErrMessageExpired, so that work on a message nobody wants any more stops.
 	// Default false.
 	Deadline bool
-	// Now returns the current time. Default time.Now.
+	// Now returns the current time. Default [time.Now].
 	Now func() time.Time
 }
 

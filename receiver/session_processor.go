@@ -56,7 +56,7 @@ type SessionStats struct {
 
 // NewSessionProcessor returns a SessionProcessor that accepts sessions through acc and
 // runs handler on every message. A nil options means the defaults. It returns
-// ErrNilReceiver for a nil acc, sbkit.ErrNilHandler (wrapped) for a nil handler, and an
+// ErrNilReceiver for a nil acc, [sbkit.ErrNilHandler] (wrapped) for a nil handler, and an
 // error wrapping ErrInvalidOptions for options out of range. It starts no goroutine.
 func NewSessionProcessor(acc sbkit.SessionAcceptor, handler sbkit.Handler, options *SessionOptions) (*SessionProcessor, error) {
 	if acc == nil {

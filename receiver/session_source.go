@@ -22,7 +22,7 @@ const (
 // window of 1, the next message is received only after the previous one was settled, so
 // an abandoned message is handled again before the ones after it), and the idle and
 // message-count bounds that release the session. It is the Processor's
-// sbkit.MessageReceiver and settler: every settlement of the session passes through it.
+// [sbkit.MessageReceiver] and settler: every settlement of the session passes through it.
 type sessionSource struct {
 	sr      sbkit.SessionReceiver
 	window  int

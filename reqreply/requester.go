@@ -71,7 +71,7 @@ func NewRequester(sender sbkit.MessageSender, replies sbkit.SessionAcceptor, rep
 // queue first, then sends, then waits until a message with CorrelationID equal to the
 // MessageID arrives or ctx ends (ctx.Err(), or the acceptor's or sender's error). Other
 // messages found in the session are dead-lettered with UnexpectedReplyReason. The reply
-// session is released before Request returns. It returns sbkit.ErrNilMessage for a nil
+// session is released before Request returns. It returns [sbkit.ErrNilMessage] for a nil
 // req.
 func (r *Requester) Request(ctx context.Context, req *azservicebus.Message) (*azservicebus.ReceivedMessage, error) {
 	id, err := sbkit.EnsureMessageID(req)

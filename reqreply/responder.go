@@ -9,7 +9,7 @@ import (
 )
 
 // SenderFor returns the sender for a request's ReplyTo address. It is called for every
-// reply; cache senders in it (an *azservicebus.Sender per reply queue) when replies go
+// reply; cache senders in it (an [*azservicebus.Sender] per reply queue) when replies go
 // to more than one place.
 type SenderFor func(replyTo string) (sbkit.MessageSender, error)
 
@@ -19,7 +19,7 @@ type Responder struct {
 }
 
 // NewResponder returns a Responder that sends each reply with the sender senders returns
-// for the request's ReplyTo. It returns sbkit.ErrNilHandler (wrapped) for nil senders.
+// for the request's ReplyTo. It returns [sbkit.ErrNilHandler] (wrapped) for nil senders.
 func NewResponder(senders SenderFor) (*Responder, error) {
 	if senders == nil {
 		return nil, fmt.Errorf("reqreply: nil SenderFor: %w", sbkit.ErrNilHandler)
@@ -30,7 +30,7 @@ func NewResponder(senders SenderFor) (*Responder, error) {
 // Reply sends resp as the reply to req: to req.ReplyTo, with SessionID set to
 // req.ReplyToSessionID and CorrelationID to req.MessageID (resp's own values for these
 // are overwritten; its MessageID is set when empty). It returns ErrNotARequest when req
-// has no ReplyTo or ReplyToSessionID, sbkit.ErrNilMessage for a nil req or resp, and
+// has no ReplyTo or ReplyToSessionID, [sbkit.ErrNilMessage] for a nil req or resp, and
 // the sender's error otherwise.
 func (r *Responder) Reply(ctx context.Context, req *azservicebus.ReceivedMessage, resp *azservicebus.Message) error {
 	if req == nil || resp == nil {
@@ -58,11 +58,11 @@ func (r *Responder) Reply(ctx context.Context, req *azservicebus.ReceivedMessage
 // ReplyFunc handles a request and returns its reply.
 type ReplyFunc func(ctx context.Context, req *azservicebus.ReceivedMessage) (*azservicebus.Message, error)
 
-// Handler returns an sbkit.Handler that runs fn and sends its reply before the request
+// Handler returns an [sbkit.Handler] that runs fn and sends its reply before the request
 // is settled: an error from fn or from sending the reply is returned (so the request is
 // abandoned and retried, or settled as the marker error says); a request that is not a
-// request (no ReplyTo) is dead-lettered through sbkit.DeadLetter, since no retry can
-// answer it. It returns sbkit.ErrNilHandler (wrapped) for a nil fn.
+// request (no ReplyTo) is dead-lettered through [sbkit.DeadLetter], since no retry can
+// answer it. It returns [sbkit.ErrNilHandler] (wrapped) for a nil fn.
 func (r *Responder) Handler(fn ReplyFunc) (sbkit.Handler, error) {
 	if fn == nil {
 		return nil, fmt.Errorf("reqreply: nil ReplyFunc: %w", sbkit.ErrNilHandler)

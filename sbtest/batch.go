@@ -8,7 +8,7 @@ import (
 	"github.com/sbkit/sbkit"
 )
 
-// Batch is a batch made by Sender.NewBatch; it satisfies sbkit.Batch. Messages are copied
+// Batch is a batch made by Sender.NewBatch; it satisfies [sbkit.Batch]. Messages are copied
 // when added, so later changes to them do not affect the batch. Not safe for concurrent
 // use.
 type Batch struct {
@@ -37,8 +37,8 @@ func (s *Sender) NewBatch(ctx context.Context, options *azservicebus.MessageBatc
 	return &Batch{sender: s, maxBytes: max}, nil
 }
 
-// AddMessage adds a copy of message. It returns sbkit.ErrNilMessage for nil and
-// azservicebus.ErrMessageTooLarge (unwrapped, as the SDK does) when the message does not
+// AddMessage adds a copy of message. It returns [sbkit.ErrNilMessage] for nil and
+// [azservicebus.ErrMessageTooLarge] (unwrapped, as the SDK does) when the message does not
 // fit in what is left of the batch. options may be nil.
 func (b *Batch) AddMessage(message *azservicebus.Message, options *azservicebus.AddMessageOptions) error {
 	if message == nil {
@@ -59,11 +59,11 @@ func (b *Batch) AddMessage(message *azservicebus.Message, options *azservicebus.
 // NumMessages returns how many messages the batch holds.
 func (b *Batch) NumMessages() int32 { return int32(len(b.out)) }
 
-// NumBytes returns the batch's size: the sum of its messages' sbkit.MessageSize.
+// NumBytes returns the batch's size: the sum of its messages' [sbkit.MessageSize].
 func (b *Batch) NumBytes() uint64 { return b.bytes }
 
 // SendBatch sends a batch made by this sender's NewBatch as one request: all its messages
-// are stored, or none. It returns sbkit.ErrForeignBatch (wrapped) for any other batch. An
+// are stored, or none. It returns [sbkit.ErrForeignBatch] (wrapped) for any other batch. An
 // empty batch is sent as a request that stores nothing.
 func (s *Sender) SendBatch(ctx context.Context, batch sbkit.Batch, options *azservicebus.SendMessageBatchOptions) error {
 	b, ok := batch.(*Batch)

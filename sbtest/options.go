@@ -32,11 +32,11 @@ type EntityOptions struct {
 	// dead-letters it with reason MaxDeliveryCountExceeded; default 10.
 	MaxDeliveryCount int
 	// DefaultTTL is the entity's default time-to-live and caps every message's own TTL
-	// (sbkit.EffectiveTTL); 0 means none (sbkit.MaxTTL). A subscription's effective
+	// ([sbkit.EffectiveTTL]); 0 means none ([sbkit.MaxTTL]). A subscription's effective
 	// default is sbkit.SubscriptionDefaultTTL(topic's, subscription's).
 	DefaultTTL time.Duration
 	// DeadLetterOnExpiration moves expired messages to the dead-letter queue with reason
-	// sbkit.TTLExpiredReason instead of dropping them.
+	// [sbkit.TTLExpiredReason] instead of dropping them.
 	DeadLetterOnExpiration bool
 	// DuplicateDetectionWindow, when positive, makes the broker drop a message whose
 	// non-empty MessageID was accepted within the window; the send still succeeds.

@@ -14,23 +14,23 @@ import (
 // ReceiverOptions configures a Receiver. The zero value (and nil) means a peek-lock
 // receiver of the main queue.
 type ReceiverOptions struct {
-	// ReceiveMode is azservicebus.ReceiveModePeekLock (default) or
-	// azservicebus.ReceiveModeReceiveAndDelete.
+	// ReceiveMode is [azservicebus.ReceiveModePeekLock] (default) or
+	// [azservicebus.ReceiveModeReceiveAndDelete].
 	ReceiveMode azservicebus.ReceiveMode
-	// SubQueue selects the dead-letter queue with azservicebus.SubQueueDeadLetter; 0 is
+	// SubQueue selects the dead-letter queue with [azservicebus.SubQueueDeadLetter]; 0 is
 	// the main queue. SubQueueTransfer is not modelled: its queue is always empty.
 	SubQueue azservicebus.SubQueue
 }
 
-// Receiver receives from a queue or subscription, like *azservicebus.Receiver. It
-// satisfies sbkit.LockingReceiver and has the SDK receiver's ReceiveDeferredMessages and
+// Receiver receives from a queue or subscription, like [*azservicebus.Receiver]. It
+// satisfies [sbkit.LockingReceiver] and has the SDK receiver's ReceiveDeferredMessages and
 // PeekMessages, with the same signatures.
 // ReceiveMessages must not be called from two goroutines at once (as in the SDK); every
 // other method is safe for concurrent use.
 //
 // Errors: settling or renewing a message whose lock this receiver no longer holds returns
-// *azservicebus.Error with CodeLockLost; any call after Close returns CodeClosed; nil
-// messages return sbkit.ErrNilMessage; a context that ends returns ctx.Err().
+// [*azservicebus.Error] with CodeLockLost; any call after Close returns CodeClosed; nil
+// messages return [sbkit.ErrNilMessage]; a context that ends returns ctx.Err().
 type Receiver struct {
 	ns   *Namespace
 	e    *Entity

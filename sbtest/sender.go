@@ -10,12 +10,12 @@ import (
 	"github.com/sbkit/sbkit"
 )
 
-// Sender sends to a queue or topic of a Namespace, like *azservicebus.Sender. It satisfies
-// sbkit.BatchSender. Safe for concurrent use; every call is served in parallel with the
+// Sender sends to a queue or topic of a Namespace, like [*azservicebus.Sender]. It satisfies
+// [sbkit.BatchSender]. Safe for concurrent use; every call is served in parallel with the
 // others, each sleeping the namespace's Latency.
 //
-// Errors: sbkit.ErrNilMessage for a nil message; azservicebus.ErrMessageTooLarge (wrapped)
-// for a message or batch above MaxMessageSize; *azservicebus.Error with CodeClosed after
+// Errors: [sbkit.ErrNilMessage] for a nil message; [azservicebus.ErrMessageTooLarge] (wrapped)
+// for a message or batch above MaxMessageSize; [*azservicebus.Error] with CodeClosed after
 // Close; ctx.Err() when ctx ends first (nothing is stored then); injected faults.
 type Sender struct {
 	ns     *Namespace
@@ -27,7 +27,7 @@ type Sender struct {
 var _ sbkit.BatchSender = (*Sender)(nil)
 
 // NewSender returns a sender for the queue or topic named queueOrTopic, or an
-// *azservicebus.Error with CodeNotFound when there is none. options is the SDK's and may
+// [*azservicebus.Error] with CodeNotFound when there is none. options is the SDK's and may
 // be nil; its Identifier names nothing in sbtest, so it is accepted and ignored.
 func (ns *Namespace) NewSender(queueOrTopic string, options *azservicebus.NewSenderOptions) (*Sender, error) {
 	ns.mu.Lock()

@@ -42,7 +42,7 @@ func bad(format string, args ...any) error {
 }
 
 // durationField parses an optional duration property; capped durations (such as
-// TimeSpan.MaxValue) come back as sbkit.MaxTTL.
+// TimeSpan.MaxValue) come back as [sbkit.MaxTTL].
 func durationField(name string, s *string, min, max time.Duration) (time.Duration, error) {
 	if s == nil {
 		return 0, nil

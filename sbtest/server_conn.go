@@ -241,7 +241,7 @@ func (c *srvConn) sasl(br *bufio.Reader) error {
 	return err
 }
 
-// readLoop reads and dispatches frames until the connection ends. A returned *amqp.Error
+// readLoop reads and dispatches frames until the connection ends. A returned [*amqp.Error]
 // is sent to the client in a close frame.
 func (c *srvConn) readLoop(br *bufio.Reader) error {
 	var deadlineSet time.Time

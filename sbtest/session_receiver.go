@@ -12,8 +12,8 @@ import (
 // SessionReceiverOptions configures a SessionReceiver. The zero value (and nil) means
 // peek-lock.
 type SessionReceiverOptions struct {
-	// ReceiveMode is azservicebus.ReceiveModePeekLock (default) or
-	// azservicebus.ReceiveModeReceiveAndDelete.
+	// ReceiveMode is [azservicebus.ReceiveModePeekLock] (default) or
+	// [azservicebus.ReceiveModeReceiveAndDelete].
 	ReceiveMode azservicebus.ReceiveMode
 }
 
@@ -22,9 +22,9 @@ type SessionReceiverOptions struct {
 const DefaultAcceptNextSessionTimeout = time.Minute
 
 // SessionReceiver receives the messages of one session of an entity that requires
-// sessions, like *azservicebus.SessionReceiver: it holds the session's lock, receives its
+// sessions, like [*azservicebus.SessionReceiver]: it holds the session's lock, receives its
 // messages in sequence-number order, settles them, and reads and writes the session
-// state. It satisfies sbkit.MessageReceiver and has the SDK session receiver's deferred,
+// state. It satisfies [sbkit.MessageReceiver] and has the SDK session receiver's deferred,
 // peek and session-lock methods, with the same signatures. ReceiveMessages must not be
 // called from two goroutines at once; every other method is safe for concurrent use.
 //
@@ -65,7 +65,7 @@ func (ns *Namespace) AcceptSessionForSubscription(ctx context.Context, topic, su
 
 // AcceptNextSessionForQueue locks the unlocked session of a queue whose oldest available
 // message is the oldest, waiting until there is one. When ctx's deadline passes first (or
-// DefaultAcceptNextSessionTimeout when ctx has none) it returns *azservicebus.Error with
+// DefaultAcceptNextSessionTimeout when ctx has none) it returns [*azservicebus.Error] with
 // CodeTimeout, as the SDK does; a cancelled ctx returns ctx.Err(). Other errors as for
 // AcceptSessionForQueue.
 func (ns *Namespace) AcceptNextSessionForQueue(ctx context.Context, queue string, opts *SessionReceiverOptions) (*SessionReceiver, error) {
@@ -270,8 +270,8 @@ func (sr *SessionReceiver) loseSession() {
 
 var _ sbkit.SessionReceiver = (*SessionReceiver)(nil)
 
-// QueueSessionAcceptor returns an sbkit.SessionAcceptor for a queue of ns: the in-memory
-// counterpart of sbkit.NewQueueSessionAcceptor. The queue is looked up at every accept
+// QueueSessionAcceptor returns an [sbkit.SessionAcceptor] for a queue of ns: the in-memory
+// counterpart of [sbkit.NewQueueSessionAcceptor]. The queue is looked up at every accept
 // (CodeNotFound when it does not exist). opts may be nil.
 func (ns *Namespace) QueueSessionAcceptor(queue string, opts *SessionReceiverOptions) sbkit.SessionAcceptor {
 	return &sessionAcceptor{

@@ -24,7 +24,7 @@ var ErrInvalidOptions = errors.New("sender: invalid options")
 var ErrNilDestination = errors.New("sender: nil destination")
 
 // SendError is the error of a message that was not sent. Every error the Sender reports
-// for a message is a *SendError; errors.Is and errors.As see its cause through Unwrap
+// for a message is a *SendError; [errors.Is] and [errors.As] see its cause through Unwrap
 // ([ErrClosed], [ErrFull], [sbkit.ErrNilMessage], a context error,
 // [azservicebus.ErrMessageTooLarge], an [*azservicebus.Error], ...).
 type SendError struct {

@@ -281,7 +281,7 @@ func (s *Sender) endedCause(ctx context.Context, err error) error {
 }
 
 // attemptTimeoutError is the transient error of an attempt that ran out of
-// [Options.AttemptTimeout]. It does not unwrap to context.DeadlineExceeded, which
+// [Options.AttemptTimeout]. It does not unwrap to [context.DeadlineExceeded], which
 // [sbkit.IsTransient] would call permanent.
 type attemptTimeoutError struct{ err error }
 

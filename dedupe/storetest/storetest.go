@@ -21,7 +21,7 @@ import (
 // Options configures Run. nil options mean defaults.
 type Options struct {
 	// Synctest runs the tests that wait for expiry inside a testing/synctest bubble, so
-	// they take no real time. Only for stores whose clock is this process's time.Now
+	// they take no real time. Only for stores whose clock is this process's [time.Now]
 	// and that do no network I/O (MemoryStore). Default: false (real sleeps).
 	Synctest bool
 	// TTL is the lease and window used by the expiry tests; they sleep up to twice as

@@ -55,7 +55,7 @@ type Properties struct {
 	// seen within its window; false when it does not or when not Known.
 	DuplicateDetection bool
 	// MaxMessageSize is the largest message, in bytes, the sender's link accepts; a
-	// message larger than it must fail with azservicebus.ErrMessageTooLarge.
+	// message larger than it must fail with [azservicebus.ErrMessageTooLarge].
 	MaxMessageSize int
 	// QuietWait is how long the queue must stay silent, once a scenario expects no more
 	// messages, for it to be called empty: a bound on the broker's delivery latency.
@@ -80,7 +80,7 @@ type Queue interface {
 }
 
 // Receiver is a queue receiver that can renew locks, receive deferred messages and must
-// be closed, as *azservicebus.Receiver and *sbtest.Receiver are.
+// be closed, as [*azservicebus.Receiver] and *sbtest.Receiver are.
 type Receiver interface {
 	sbkit.LockingReceiver
 	ReceiveDeferredMessages(ctx context.Context, sequenceNumbers []int64, options *azservicebus.ReceiveDeferredMessagesOptions) ([]*azservicebus.ReceivedMessage, error)

@@ -116,7 +116,7 @@ func waitFor(t *testing.T, what string, cond func() bool) {
 	}
 }
 
-// processing is a receiver.Processor running in the background.
+// processing is a [receiver.Processor] running in the background.
 type processing struct {
 	p    *receiver.Processor
 	done chan error

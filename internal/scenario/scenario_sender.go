@@ -83,7 +83,7 @@ func deref[T any](p *T) any {
 	return *p
 }
 
-// senderDelivers sends senderMessages messages through sender.New, pipelined one per
+// senderDelivers sends senderMessages messages through [sender.New], pipelined one per
 // request or batched, and checks that each arrives exactly once, intact, with the
 // MessageID the sender reported.
 func senderDelivers(batched bool) func(t *testing.T, b Backend) {
@@ -180,7 +180,7 @@ func (c *batchCounter) count() int {
 }
 
 // senderTooLarge sends a message larger than the broker accepts between two small ones:
-// it alone fails, with azservicebus.ErrMessageTooLarge, and the others arrive.
+// it alone fails, with [azservicebus.ErrMessageTooLarge], and the others arrive.
 func senderTooLarge(batched bool) func(t *testing.T, b Backend) {
 	return func(t *testing.T, b Backend) {
 		q := b.Queue(t, QueueOptions{})

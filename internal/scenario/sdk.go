@@ -9,7 +9,7 @@ import (
 	"github.com/sbkit/sbkit"
 )
 
-// sdkQueue is a queue reached through the real *azservicebus.Client: on sbtest.NewServer
+// sdkQueue is a queue reached through the real [*azservicebus.Client]: on sbtest.NewServer
 // or on a real namespace.
 type sdkQueue struct {
 	client *azservicebus.Client

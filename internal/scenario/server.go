@@ -12,7 +12,7 @@ import (
 	"github.com/sbkit/sbkit/sbtest"
 )
 
-// Server is the backend of sbtest.NewServer reached by the real *azservicebus.Client
+// Server is the backend of [sbtest.NewServer] reached by the real [*azservicebus.Client]
 // over AMQP on loopback: the same in-memory entity model as Memory, but every operation
 // goes through the SDK, go-amqp and the server's protocol handling. Every scenario gets a
 // new queue, created in the server's Namespace, and all share one client connection.

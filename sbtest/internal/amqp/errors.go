@@ -7,7 +7,7 @@ import (
 
 // ErrMalformed is wrapped by every error the decoders return for input that is not valid
 // AMQP 1.0 (bad constructor, truncated value, wrong field type, missing mandatory field,
-// nesting deeper than MaxDepth, ...). Test with errors.Is.
+// nesting deeper than MaxDepth, ...). Test with [errors.Is].
 var ErrMalformed = errors.New("amqp: malformed input")
 
 // ErrFrameTooLarge is wrapped by ReadFrame's error when a frame header announces a size

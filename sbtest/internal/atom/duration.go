@@ -15,8 +15,8 @@ const MaxTimeSpan = "P10675199DT2H48M5.4775807S"
 
 // ParseDuration parses an ISO 8601 duration of the form the service uses,
 // P[nD][T[nH][nM][n[.f]S]] (also nW and the Y/M date parts as 365 and 30 days, which the
-// service does not send but the spec allows). A duration beyond time.Duration's range
-// (such as MaxTimeSpan) returns the largest time.Duration and capped true.
+// service does not send but the spec allows). A duration beyond [time.Duration]'s range
+// (such as MaxTimeSpan) returns the largest [time.Duration] and capped true.
 func ParseDuration(s string) (d time.Duration, capped bool, err error) {
 	bad := func() (time.Duration, bool, error) {
 		return 0, false, fmt.Errorf("atom: %q is not an ISO 8601 duration", s)

@@ -253,7 +253,7 @@ type Error struct {
 }
 
 // DecodeValues turns a KeyValueList into Go values: string, bool, int64 (int and long),
-// float64, time.Time. A nil or empty list gives nil.
+// float64, [time.Time]. A nil or empty list gives nil.
 func DecodeValues(l *KeyValueList) (map[string]any, error) {
 	if l == nil || len(l.Items) == 0 {
 		return nil, nil

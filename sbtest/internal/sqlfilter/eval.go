@@ -14,7 +14,7 @@ import (
 const maxString = 1 << 20
 
 // node is a parsed expression. eval returns nil for unknown, or a bool, int64,
-// float64, string, time.Time, or another normalized property value.
+// float64, string, [time.Time], or another normalized property value.
 type node interface {
 	eval(m Message) any
 }
