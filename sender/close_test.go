@@ -187,27 +187,38 @@ type recordingHooks struct {
 	results []sender.SendResult
 	retries []sender.SendRetry
 	batches []sender.SendBatch
+	// startCtxLost lists the messages whose result or retry event did not get the
+	// context their start hook returned.
+	startCtxLost []string
 }
 
 type callerKey struct{}
 
-func (h *recordingHooks) OnSendStart(ctx context.Context, e sender.SendStart) {
+func (h *recordingHooks) OnSendStart(ctx context.Context, e sender.SendStart) context.Context {
 	h.mu.Lock()
 	defer h.mu.Unlock()
 	h.ctxs = append(h.ctxs, ctx.Value(callerKey{}))
 	h.starts = append(h.starts, *e.Message.MessageID)
-	// What an OpenTelemetry adapter does: inject the caller's trace context.
+	// What an OpenTelemetry adapter does: inject the caller's trace context, and return a
+	// context carrying the message's span.
 	if e.Message.ApplicationProperties == nil {
 		e.Message.ApplicationProperties = map[string]any{}
 	}
 	e.Message.ApplicationProperties["caller"] = ctx.Value(callerKey{})
+	return context.WithValue(ctx, startKey{}, *e.Message.MessageID)
 }
+
+// startKey is the value recordingHooks.OnSendStart adds to the message's context.
+type startKey struct{}
 
 func (h *recordingHooks) OnSendResult(ctx context.Context, e sender.SendResult) {
 	h.mu.Lock()
 	defer h.mu.Unlock()
 	h.ctxs = append(h.ctxs, ctx.Value(callerKey{}))
 	h.results = append(h.results, e)
+	if ctx.Value(startKey{}) != e.MessageID {
+		h.startCtxLost = append(h.startCtxLost, e.MessageID)
+	}
 }
 
 func (h *recordingHooks) OnSendRetry(ctx context.Context, e sender.SendRetry) {
@@ -215,6 +226,9 @@ func (h *recordingHooks) OnSendRetry(ctx context.Context, e sender.SendRetry) {
 	defer h.mu.Unlock()
 	h.ctxs = append(h.ctxs, ctx.Value(callerKey{}))
 	h.retries = append(h.retries, e)
+	if ctx.Value(startKey{}) != e.MessageID {
+		h.startCtxLost = append(h.startCtxLost, e.MessageID)
+	}
 }
 
 func (h *recordingHooks) OnSendBatch(_ context.Context, e sender.SendBatch) {
@@ -225,7 +239,9 @@ func (h *recordingHooks) OnSendBatch(_ context.Context, e sender.SendBatch) {
 
 type panickingHook struct{}
 
-func (panickingHook) OnSendStart(context.Context, sender.SendStart)   { panic("hook") }
+func (panickingHook) OnSendStart(context.Context, sender.SendStart) context.Context {
+	panic("hook")
+}
 func (panickingHook) OnSendResult(context.Context, sender.SendResult) { panic("hook") }
 
 // TestHooks: each hook sees what it promises, with the caller's ctx; a hook that panics
@@ -270,6 +286,9 @@ func TestHooks(t *testing.T) {
 						t.Fatalf("event %d saw ctx value %v, want the caller's", i, c)
 					}
 				}
+				if len(h.startCtxLost) > 0 {
+					t.Fatalf("events of %v did not get the context their start hook returned", h.startCtxLost)
+				}
 				for _, m := range b.q.Active() {
 					if m.ApplicationProperties["caller"] != "c1" {
 						t.Errorf("stored message %s has properties %v: the start hook's change was lost", m.MessageID, m.ApplicationProperties)
@@ -290,6 +309,9 @@ func TestHooks(t *testing.T) {
 				}
 				sent := 0
 				for _, e := range h.results {
+					if e.Rejected != (e.MessageID == "m0010") {
+						t.Errorf("result of %s: Rejected %v", e.MessageID, e.Rejected)
+					}
 					switch {
 					case e.Err == nil:
 						sent++

@@ -57,7 +57,8 @@
 //
 // Observation. [Options.Hooks] see each message before it is accepted, on the caller's
 // goroutine with the caller's context ([SendStartHook], where an OpenTelemetry adapter
-// injects trace context), each outcome with its attempts and duration
+// starts the message's span, injects its trace context and returns the context the
+// message is sent with), each outcome with its attempts and duration
 // ([SendResultHook], or the [SendResultFunc] adapter), each retry ([SendRetryHook]) and
 // each batch request ([SendBatchHook]). [Sender.Stats] counts the same.
 //

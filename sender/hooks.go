@@ -23,8 +23,14 @@ type Hook any
 // MessageID. The hook may modify the message, for example to inject trace context into
 // its ApplicationProperties: the Sender measures its size afterwards. Every message a
 // SendStartHook saw gets exactly one [SendResult].
+//
+// OnSendStart returns the context the message is sent with: ctx itself, or one derived
+// from it (for example carrying a trace span); nil means ctx. Start hooks are chained in
+// order, each given the previous one's context, and the last one is the message's
+// context from then on: it bounds the wait for room and the message (see the package
+// documentation), and the message's [SendRetryHook] and [SendResultHook] calls get it.
 type SendStartHook interface {
-	OnSendStart(ctx context.Context, e SendStart)
+	OnSendStart(ctx context.Context, e SendStart) context.Context
 }
 
 // SendStart is the event of [SendStartHook].
@@ -52,6 +58,9 @@ type SendResult struct {
 	Attempts int
 	// Duration is the time from acceptance to the outcome; 0 when it was not accepted.
 	Duration time.Duration
+	// Rejected is true when the message was not accepted (window full, Sender closed, ctx
+	// ended before acceptance): it counts in [Stats.Rejected], not in Sent or Failed.
+	Rejected bool
 	// Err is nil when the broker accepted the message, a *[SendError] otherwise.
 	Err error
 }

@@ -225,13 +225,17 @@ func (s *Sender) admit(ctx context.Context, m *azservicebus.Message, block bool)
 		_ = sbkit.SetTTL(m, s.opts.DefaultTTL)
 	}
 	for _, h := range s.hooks.start {
-		s.safely("SendStartHook", func() { h.OnSendStart(ctx, SendStart{Message: m}) })
+		s.safely("SendStartHook", func() {
+			if next := h.OnSendStart(ctx, SendStart{Message: m}); next != nil {
+				ctx = next
+			}
+		})
 	}
 	r, err := s.accept(ctx, m, id, block)
 	if err != nil {
 		err = &SendError{MessageID: id, Err: err}
 		s.stats.rejected.Add(1)
-		s.reportResult(ctx, SendResult{Message: m, MessageID: id, Err: err})
+		s.reportResult(ctx, SendResult{Message: m, MessageID: id, Err: err, Rejected: true})
 		return nil, err
 	}
 	return r, nil
