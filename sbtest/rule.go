@@ -194,6 +194,20 @@ type payloadView struct {
 	seq int64
 }
 
+// stringSysProps are the string system properties a SQL filter reads and an action may
+// set, by their names in the SQL language, each with the payload field that holds it
+// (MessageId, a plain string, is handled on its own).
+var stringSysProps = map[string]func(p *payload) **string{
+	"ContentType":      func(p *payload) **string { return &p.contentType },
+	"CorrelationId":    func(p *payload) **string { return &p.correlationID },
+	"PartitionKey":     func(p *payload) **string { return &p.partitionKey },
+	"ReplyTo":          func(p *payload) **string { return &p.replyTo },
+	"ReplyToSessionId": func(p *payload) **string { return &p.replyToSessionID },
+	"SessionId":        func(p *payload) **string { return &p.sessionID },
+	"Label":            func(p *payload) **string { return &p.subject },
+	"To":               func(p *payload) **string { return &p.to },
+}
+
 // Property implements sqlfilter.Message with the properties filterProps lists.
 func (v payloadView) Property(sys bool, name string) (any, bool) {
 	p := v.p
@@ -201,7 +215,6 @@ func (v payloadView) Property(sys bool, name string) (any, bool) {
 		val, ok := p.props[name]
 		return val, ok
 	}
-	var s *string
 	switch name {
 	case "SequenceNumber":
 		return v.seq, true
@@ -217,41 +230,26 @@ func (v payloadView) Property(sys bool, name string) (any, bool) {
 			return nil, false
 		}
 		return p.messageID, true
-	case "ContentType":
-		s = p.contentType
-	case "CorrelationId":
-		s = p.correlationID
-	case "PartitionKey":
-		s = p.partitionKey
-	case "ReplyTo":
-		s = p.replyTo
-	case "ReplyToSessionId":
-		s = p.replyToSessionID
-	case "SessionId":
-		s = p.sessionID
-	case "Label":
-		s = p.subject
-	case "To":
-		s = p.to
 	}
-	if s == nil {
-		return nil, false
+	if field, ok := stringSysProps[name]; ok {
+		if s := *field(p); s != nil {
+			return *s, true
+		}
 	}
-	return *s, true
+	return nil, false
 }
 
-// filterProps exposes p's properties to the SQL language (a copy an action may change): the system properties the
-// sender can set, the sequence number and size, and the application properties.
+// filterProps exposes p's properties to the SQL language, as a copy an action may
+// change: the system properties the sender can set, the sequence number and size, and
+// the application properties.
 func (p *payload) filterProps(seq int64) *sqlfilter.Properties {
 	sys := map[string]any{"SequenceNumber": seq, "Size": int64(p.size)}
 	if p.messageID != "" {
 		sys["MessageId"] = p.messageID
 	}
-	for name, v := range map[string]*string{"ContentType": p.contentType, "CorrelationId": p.correlationID,
-		"PartitionKey": p.partitionKey, "ReplyTo": p.replyTo, "ReplyToSessionId": p.replyToSessionID,
-		"SessionId": p.sessionID, "Label": p.subject, "To": p.to} {
-		if v != nil {
-			sys[name] = *v
+	for name, field := range stringSysProps {
+		if s := *field(p); s != nil {
+			sys[name] = *s
 		}
 	}
 	if p.ttl != nil {
@@ -274,9 +272,9 @@ func (p *payload) withFilterProps(fp *sqlfilter.Properties) *payload {
 	if id := str("MessageId"); id != nil {
 		q.messageID = *id
 	}
-	q.contentType, q.correlationID, q.partitionKey = str("ContentType"), str("CorrelationId"), str("PartitionKey")
-	q.replyTo, q.replyToSessionID, q.sessionID = str("ReplyTo"), str("ReplyToSessionId"), str("SessionId")
-	q.subject, q.to = str("Label"), str("To")
+	for name, field := range stringSysProps {
+		*field(&q) = str(name)
+	}
 	return &q
 }
 
