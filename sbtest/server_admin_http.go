@@ -36,8 +36,19 @@ type adminError struct {
 
 func (e *adminError) Error() string { return e.detail }
 
+// adminErr is an *adminError with the status and the formatted detail.
 func adminErr(status int, format string, args ...any) error {
 	return &adminError{status: status, detail: fmt.Sprintf(format, args...)}
+}
+
+// notFound is the service's answer about an entity or rule at path that does not exist.
+func notFound(path string) error {
+	return adminErr(http.StatusNotFound, "The messaging entity '%s' could not be found.", path)
+}
+
+// methodNotAllowed refuses r's method on a path that exists.
+func methodNotAllowed(r *http.Request) error {
+	return adminErr(http.StatusMethodNotAllowed, "method %s not allowed", r.Method)
 }
 
 // adminStatus maps the model's errors to the service's statuses: 404 not found (the SDK's
@@ -88,6 +99,8 @@ func (a *adminServer) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	}
 }
 
+// serve routes r (see ServeHTTP) and returns the document to answer with (nil for
+// none) and the HTTP status, or an error that adminStatus maps to one.
 func (a *adminServer) serve(r *http.Request) (doc any, status int, err error) {
 	path := strings.Trim(r.URL.Path, "/")
 	parts := strings.Split(path, "/")
@@ -96,7 +109,7 @@ func (a *adminServer) serve(r *http.Request) (doc any, status int, err error) {
 		return a.namespaceInfo(r), http.StatusOK, nil
 	case len(parts) == 2 && strings.EqualFold(parts[0], "$Resources"):
 		if r.Method != http.MethodGet {
-			return nil, 0, adminErr(http.StatusMethodNotAllowed, "method %s not allowed", r.Method)
+			return nil, 0, methodNotAllowed(r)
 		}
 		skip, top := paging(r)
 		switch {
@@ -127,7 +140,7 @@ func (a *adminServer) serve(r *http.Request) (doc any, status int, err error) {
 		return a.subscription(r, topic, rest[0])
 	case len(rest) == 2 && strings.EqualFold(rest[1], "Rules") || len(rest) == 3 && strings.EqualFold(rest[1], "Rules") && rest[2] == "":
 		if r.Method != http.MethodGet {
-			return nil, 0, adminErr(http.StatusMethodNotAllowed, "method %s not allowed", r.Method)
+			return nil, 0, methodNotAllowed(r)
 		}
 		skip, top := paging(r)
 		return a.listRules(r, topic, rest[0], skip, top)
@@ -159,6 +172,7 @@ func paging(r *http.Request) (skip, top int) {
 	return skip, top
 }
 
+// page returns the top items after the first skip.
 func page[T any](items []T, skip, top int) []T {
 	if skip >= len(items) {
 		return nil
@@ -189,6 +203,47 @@ func readEntry(r *http.Request) (*atom.Entry, error) {
 // isUpdate tells a create PUT from an update PUT: the SDK sends If-Match: * to update.
 func isUpdate(r *http.Request) bool { return r.Header.Get("If-Match") != "" }
 
+// putTarget is what a PUT creates or updates: an *Entity (a queue or a subscription) or
+// a *Topic.
+type putTarget interface {
+	SetOptions(opts *EntityOptions) error
+	SetStatus(s EntityStatus) error
+}
+
+// createOrUpdate does what a PUT of the kind ("Queue", "Topic", "Subscription") at path
+// asks. An update gives the object find returns the options o (404 when there is none;
+// the RequiresSession of a queue or subscription cannot change); a create makes the
+// object with create. Then status (the Status property, validated by checkReported)
+// applies. It returns the object and the HTTP status: 200 updated, 201 created.
+func createOrUpdate[T putTarget](r *http.Request, kind, path string, o *EntityOptions, status *string,
+	find func() (T, bool), create func() (T, error)) (T, int, error) {
+	var zero T
+	obj, code := zero, http.StatusCreated
+	if isUpdate(r) {
+		cur, ok := find()
+		if !ok {
+			return zero, 0, adminErr(http.StatusNotFound, "The messaging entity '%s' could not be found. 404 Not Found", path)
+		}
+		if e, isEntity := any(cur).(*Entity); isEntity && o.RequiresSession != e.Options().RequiresSession {
+			return zero, 0, bad("The value for the RequiresSession property of an existing %s cannot be changed.", kind)
+		}
+		if err := cur.SetOptions(o); err != nil {
+			return zero, 0, err
+		}
+		obj, code = cur, http.StatusOK
+	} else {
+		var err error
+		if obj, err = create(); err != nil {
+			return zero, 0, err
+		}
+	}
+	if err := obj.SetStatus(statusOf(status)); err != nil {
+		return zero, 0, err
+	}
+	return obj, code, nil
+}
+
+// stamp formats t as the service writes times.
 func stamp(t time.Time) string { return t.UTC().Format(time.RFC3339Nano) }
 
 // entry wraps one description as the service does.
@@ -204,6 +259,7 @@ func (a *adminServer) entry(r *http.Request, path, name string, c atom.Content) 
 	}
 }
 
+// feed wraps the entries of a listing as the service does.
 func (a *adminServer) feed(r *http.Request, title string, entries []atom.Entry) *atom.Feed {
 	return &atom.Feed{
 		ID:      "https://" + r.Host + r.URL.Path,
@@ -213,6 +269,7 @@ func (a *adminServer) feed(r *http.Request, title string, entries []atom.Entry) 
 	}
 }
 
+// namespaceInfo serves /$namespaceinfo: a Standard namespace called sbtest.
 func (a *adminServer) namespaceInfo(r *http.Request) *atom.Entry {
 	now := stamp(time.Now())
 	return a.entry(r, "$namespaceinfo", "sbtest", atom.Content{Namespace: &atom.NamespaceInfo{
@@ -228,6 +285,8 @@ func (a *adminServer) metaFor(path string, obj any) adminMeta {
 	return *a.metaLocked(path, obj)
 }
 
+// metaLocked is metaFor's map lookup; it returns the stored metadata, to change in
+// place. Called with a.mu held.
 func (a *adminServer) metaLocked(path string, obj any) *adminMeta {
 	m := a.meta[path]
 	if m == nil || m.obj != obj {

@@ -37,6 +37,7 @@ const (
 	adminMaxSizeMBIncrement = 1024
 )
 
+// bad is the service's 400 for a property value it refuses.
 func bad(format string, args ...any) error {
 	return adminErr(http.StatusBadRequest, "SubCode=40000. "+format, args...)
 }
@@ -83,16 +84,26 @@ func commonOptions(o *EntityOptions, lock, ttl *string, mdc *int32, dlExp, sessi
 	return nil
 }
 
-// forwardOptions reads ForwardTo and ForwardDeadLetteredMessagesTo (names or sb:// URIs).
-func forwardOptions(o *EntityOptions, to, dlTo *string) {
+// forwardOptions checks ForwardTo and ForwardDeadLetteredMessagesTo (names or sb://
+// URIs, see forwardTarget) of the entity at self, and reads them into o.
+func (a *adminServer) forwardOptions(o *EntityOptions, to, dlTo *string, self string) error {
+	if err := a.forwardTarget("ForwardTo", to, self); err != nil {
+		return err
+	}
+	if err := a.forwardTarget("ForwardDeadLetteredMessagesTo", dlTo, self); err != nil {
+		return err
+	}
 	if to != nil {
 		o.ForwardTo = forwardName(*to)
 	}
 	if dlTo != nil {
 		o.ForwardDeadLetteredMessagesTo = forwardName(*dlTo)
 	}
+	return nil
 }
 
+// dupOptions reads RequiresDuplicateDetection and its window (default
+// adminDefaultDupWindow) into o.
 func dupOptions(o *EntityOptions, requires *bool, window *string) error {
 	w, err := durationField("DuplicateDetectionHistoryTimeWindow", window, adminMinDupWindow, adminMaxDupWindow)
 	if err != nil {
@@ -178,6 +189,7 @@ func def[T any](p **T, v T) {
 	}
 }
 
+// countDetails reports an entity's counts by subqueue (transfer queues are always empty).
 func countDetails(c entityCounts) *atom.CountDetails {
 	return atom.NewCountDetails(int32(c.active), int32(c.deadLetter), int32(c.scheduled))
 }
@@ -198,7 +210,7 @@ func reportDup(o EntityOptions, requires **bool, window **string) {
 	if o.DuplicateDetectionWindow > 0 {
 		reportDuration(window, o.DuplicateDetectionWindow)
 	}
-	def(window, "PT10M")
+	def(window, atom.FormatDuration(adminDefaultDupWindow))
 }
 
 // statusOf reads an optional Status property (already validated by checkReported).
@@ -218,6 +230,13 @@ var (
 	subscriptionNameRE = regexp.MustCompile(`^[A-Za-z0-9](?:[A-Za-z0-9._-]*[A-Za-z0-9])?$`)
 )
 
+const (
+	entityNameMaxLen       = 260
+	subscriptionNameMaxLen = 50
+)
+
+// checkName refuses a name of the kind ("queue", "topic", "subscription") that does not
+// match re, is longer than maxLen or holds an empty path segment.
 func checkName(kind, name string, re *regexp.Regexp, maxLen int) error {
 	if len(name) > maxLen || !re.MatchString(name) || strings.Contains(name, "//") {
 		return bad("The %s name '%s' is invalid: use letters, digits, periods, hyphens and underscores, at most %d characters, starting and ending with a letter or digit.", kind, name, maxLen)

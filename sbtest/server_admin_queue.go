@@ -21,7 +21,7 @@ func (a *adminServer) queueOrTopic(r *http.Request, name string) (any, int, erro
 		if e, ok := ns.Entity(name); ok && e.topic == nil {
 			return a.entry(r, name, name, atom.Content{Queue: a.describeQueue(e)}), http.StatusOK, nil
 		}
-		return nil, 0, adminErr(http.StatusNotFound, "The messaging entity '%s' could not be found.", name)
+		return nil, 0, notFound(name)
 	case http.MethodDelete:
 		if _, ok := ns.Topic(name); ok {
 			return nil, http.StatusOK, ns.DeleteTopic(name)
@@ -40,11 +40,12 @@ func (a *adminServer) queueOrTopic(r *http.Request, name string) (any, int, erro
 		}
 		return nil, 0, bad("The request body has neither a QueueDescription nor a TopicDescription.")
 	}
-	return nil, 0, adminErr(http.StatusMethodNotAllowed, "method %s not allowed", r.Method)
+	return nil, 0, methodNotAllowed(r)
 }
 
+// putQueue creates or updates (If-Match) the queue called name as d describes.
 func (a *adminServer) putQueue(r *http.Request, name string, d *atom.QueueDescription) (any, int, error) {
-	if err := checkName("queue", name, entityNameRE, 260); err != nil && !isUpdate(r) {
+	if err := checkName("queue", name, entityNameRE, entityNameMaxLen); err != nil && !isUpdate(r) {
 		return nil, 0, err
 	}
 	var o EntityOptions
@@ -57,38 +58,22 @@ func (a *adminServer) putQueue(r *http.Request, name string, d *atom.QueueDescri
 	if err := checkReported(d.Status, d.AutoDeleteOnIdle, d.MaxSizeInMegabytes, d.MaxMessageSizeInKilobytes); err != nil {
 		return nil, 0, err
 	}
-	if err := a.forwardTarget("ForwardTo", d.ForwardTo, name); err != nil {
+	if err := a.forwardOptions(&o, d.ForwardTo, d.ForwardDeadLetteredMessagesTo, name); err != nil {
 		return nil, 0, err
 	}
-	if err := a.forwardTarget("ForwardDeadLetteredMessagesTo", d.ForwardDeadLetteredMessagesTo, name); err != nil {
-		return nil, 0, err
-	}
-	forwardOptions(&o, d.ForwardTo, d.ForwardDeadLetteredMessagesTo)
 	ns := a.srv.ns
-	var e *Entity
-	status := http.StatusCreated
-	if isUpdate(r) {
-		cur, ok := ns.Entity(name)
-		if !ok || cur.topic != nil {
-			return nil, 0, adminErr(http.StatusNotFound, "The messaging entity '%s' could not be found. 404 Not Found", name)
-		}
-		if o.RequiresSession != cur.Options().RequiresSession {
-			return nil, 0, bad("The value for the RequiresSession property of an existing Queue cannot be changed.")
-		}
-		if err := cur.SetOptions(&o); err != nil {
-			return nil, 0, err
-		}
-		e, status = cur, http.StatusOK
-	} else {
-		if _, ok := ns.Topic(name); ok {
-			return nil, 0, adminStatus(ErrExists)
-		}
-		var err error
-		if e, err = ns.NewQueue(name, &o); err != nil {
-			return nil, 0, err
-		}
-	}
-	if err := e.SetStatus(statusOf(d.Status)); err != nil {
+	e, status, err := createOrUpdate(r, "Queue", name, &o, d.Status,
+		func() (*Entity, bool) {
+			e, ok := ns.Entity(name)
+			return e, ok && e.topic == nil
+		},
+		func() (*Entity, error) {
+			if _, ok := ns.Topic(name); ok {
+				return nil, adminStatus(ErrExists)
+			}
+			return ns.NewQueue(name, &o)
+		})
+	if err != nil {
 		return nil, 0, err
 	}
 	stored := *d
@@ -121,6 +106,7 @@ func (a *adminServer) describeQueue(e *Entity) *atom.QueueDescription {
 	return &d
 }
 
+// listQueues serves /$Resources/Queues: one page of the namespace's queues.
 func (a *adminServer) listQueues(r *http.Request, skip, top int) *atom.Feed {
 	var entries []atom.Entry
 	for _, e := range page(a.srv.ns.Queues(), skip, top) {
@@ -129,8 +115,9 @@ func (a *adminServer) listQueues(r *http.Request, skip, top int) *atom.Feed {
 	return a.feed(r, "Queues", entries)
 }
 
+// putTopic creates or updates (If-Match) the topic called name as d describes.
 func (a *adminServer) putTopic(r *http.Request, name string, d *atom.TopicDescription) (any, int, error) {
-	if err := checkName("topic", name, entityNameRE, 260); err != nil && !isUpdate(r) {
+	if err := checkName("topic", name, entityNameRE, entityNameMaxLen); err != nil && !isUpdate(r) {
 		return nil, 0, err
 	}
 	var o EntityOptions
@@ -145,21 +132,10 @@ func (a *adminServer) putTopic(r *http.Request, name string, d *atom.TopicDescri
 		return nil, 0, err
 	}
 	ns := a.srv.ns
-	var t *Topic
-	status := http.StatusCreated
-	if isUpdate(r) {
-		cur, ok := ns.Topic(name)
-		if !ok {
-			return nil, 0, adminErr(http.StatusNotFound, "The messaging entity '%s' could not be found. 404 Not Found", name)
-		}
-		if err := cur.SetOptions(&o); err != nil {
-			return nil, 0, err
-		}
-		t, status = cur, http.StatusOK
-	} else if t, err = ns.NewTopic(name, &o); err != nil {
-		return nil, 0, err
-	}
-	if err := t.SetStatus(statusOf(d.Status)); err != nil {
+	t, status, err := createOrUpdate(r, "Topic", name, &o, d.Status,
+		func() (*Topic, bool) { return ns.Topic(name) },
+		func() (*Topic, error) { return ns.NewTopic(name, &o) })
+	if err != nil {
 		return nil, 0, err
 	}
 	stored := *d
@@ -167,6 +143,8 @@ func (a *adminServer) putTopic(r *http.Request, name string, d *atom.TopicDescri
 	return a.entry(r, name, name, atom.Content{Topic: a.describeTopic(t)}), status, nil
 }
 
+// describeTopic reports a topic as describeQueue reports a queue; its counts are over
+// its subscriptions.
 func (a *adminServer) describeTopic(t *Topic) *atom.TopicDescription {
 	m := a.metaFor(t.name, t)
 	var d atom.TopicDescription
@@ -211,6 +189,7 @@ func (a *adminServer) describeTopic(t *Topic) *atom.TopicDescription {
 	return &d
 }
 
+// listTopics serves /$Resources/Topics: one page of the namespace's topics.
 func (a *adminServer) listTopics(r *http.Request, skip, top int) *atom.Feed {
 	var entries []atom.Entry
 	for _, t := range page(a.srv.ns.Topics(), skip, top) {

@@ -8,14 +8,16 @@ import (
 	"github.com/sbkit/sbkit/sbtest/internal/atom"
 )
 
+// topicOr404 returns the topic called name, or the service's 404 error.
 func (a *adminServer) topicOr404(name string) (*Topic, error) {
 	t, ok := a.srv.ns.Topic(name)
 	if !ok {
-		return nil, adminErr(http.StatusNotFound, "The messaging entity '%s' could not be found.", name)
+		return nil, notFound(name)
 	}
 	return t, nil
 }
 
+// subOr404 returns the subscription sub of topic, or the service's 404 error.
 func (a *adminServer) subOr404(topic, sub string) (*Entity, error) {
 	t, err := a.topicOr404(topic)
 	if err != nil {
@@ -23,7 +25,7 @@ func (a *adminServer) subOr404(topic, sub string) (*Entity, error) {
 	}
 	e, ok := t.Subscription(sub)
 	if !ok {
-		return nil, adminErr(http.StatusNotFound, "The messaging entity '%s' could not be found.", subscriptionPath(topic, sub))
+		return nil, notFound(subscriptionPath(topic, sub))
 	}
 	return e, nil
 }
@@ -54,11 +56,13 @@ func (a *adminServer) subscription(r *http.Request, topic, sub string) (any, int
 		}
 		return a.putSubscription(r, topic, sub, e.Content.Subscription)
 	}
-	return nil, 0, adminErr(http.StatusMethodNotAllowed, "method %s not allowed", r.Method)
+	return nil, 0, methodNotAllowed(r)
 }
 
+// putSubscription creates or updates (If-Match) the subscription sub of topic as d
+// describes, with d's DefaultRuleDescription as its only rule when it is created.
 func (a *adminServer) putSubscription(r *http.Request, topic, sub string, d *atom.SubscriptionDescription) (any, int, error) {
-	if err := checkName("subscription", sub, subscriptionNameRE, ruleNameMaxLen); err != nil && !isUpdate(r) {
+	if err := checkName("subscription", sub, subscriptionNameRE, subscriptionNameMaxLen); err != nil && !isUpdate(r) {
 		return nil, 0, err
 	}
 	var o EntityOptions
@@ -69,56 +73,37 @@ func (a *adminServer) putSubscription(r *http.Request, topic, sub string, d *ato
 		return nil, 0, err
 	}
 	path := subscriptionPath(topic, sub)
-	if err := a.forwardTarget("ForwardTo", d.ForwardTo, path); err != nil {
+	if err := a.forwardOptions(&o, d.ForwardTo, d.ForwardDeadLetteredMessagesTo, path); err != nil {
 		return nil, 0, err
 	}
-	if err := a.forwardTarget("ForwardDeadLetteredMessagesTo", d.ForwardDeadLetteredMessagesTo, path); err != nil {
-		return nil, 0, err
-	}
-	forwardOptions(&o, d.ForwardTo, d.ForwardDeadLetteredMessagesTo)
-	var defRule *admin.RuleProperties
+	var defRule *rule
 	if d.DefaultRuleDescription != nil {
 		rp, err := ruleFromAtom(d.DefaultRuleDescription)
 		if err != nil {
 			return nil, 0, err
 		}
-		if _, err := compileRule(rp); err != nil { // refuse a bad rule before creating anything
+		if defRule, err = compileRule(rp); err != nil { // refuse a bad rule before creating anything
 			return nil, 0, err
 		}
-		defRule = &rp
 	}
 	t, err := a.topicOr404(topic)
 	if err != nil {
 		return nil, 0, err
 	}
-	var e *Entity
-	status := http.StatusCreated
-	if isUpdate(r) {
-		cur, ok := t.Subscription(sub)
-		if !ok {
-			return nil, 0, adminErr(http.StatusNotFound, "The messaging entity '%s' could not be found. 404 Not Found", path)
-		}
-		if o.RequiresSession != cur.Options().RequiresSession {
-			return nil, 0, bad("The value for the RequiresSession property of an existing Subscription cannot be changed.")
-		}
-		if err := cur.SetOptions(&o); err != nil {
-			return nil, 0, err
-		}
-		e, status = cur, http.StatusOK
-	} else {
-		if e, err = t.NewSubscription(sub, &o); err != nil {
-			return nil, 0, err
-		}
-		// "Topic filters and actions": a subscription created with a default rule has that
-		// rule instead of the true-filter $Default.
-		if defRule != nil {
-			c, _ := compileRule(*defRule)
-			e.rules.mu.Lock()
-			e.rules.rules = []*rule{c}
-			e.rules.mu.Unlock()
-		}
-	}
-	if err := e.SetStatus(statusOf(d.Status)); err != nil {
+	e, status, err := createOrUpdate(r, "Subscription", path, &o, d.Status,
+		func() (*Entity, bool) { return t.Subscription(sub) },
+		func() (*Entity, error) {
+			s, err := t.NewSubscription(sub, &o)
+			if err == nil && defRule != nil {
+				// "Topic filters and actions": a subscription created with a default rule
+				// has that rule instead of the true-filter $Default.
+				s.rules.mu.Lock()
+				s.rules.rules = []*rule{defRule}
+				s.rules.mu.Unlock()
+			}
+			return s, err
+		})
+	if err != nil {
 		return nil, 0, err
 	}
 	stored := *d
@@ -127,6 +112,7 @@ func (a *adminServer) putSubscription(r *http.Request, topic, sub string, d *ato
 	return a.entry(r, path, sub, atom.Content{Subscription: a.describeSubscription(e)}), status, nil
 }
 
+// describeSubscription reports a subscription as describeQueue reports a queue.
 func (a *adminServer) describeSubscription(e *Entity) *atom.SubscriptionDescription {
 	m := a.metaFor(e.path, e)
 	var d atom.SubscriptionDescription
@@ -145,6 +131,7 @@ func (a *adminServer) describeSubscription(e *Entity) *atom.SubscriptionDescript
 	return &d
 }
 
+// listSubscriptions serves /{topic}/Subscriptions: one page of the topic's subscriptions.
 func (a *adminServer) listSubscriptions(r *http.Request, topic string, skip, top int) (any, int, error) {
 	t, err := a.topicOr404(topic)
 	if err != nil {
@@ -169,9 +156,10 @@ func (a *adminServer) rule(r *http.Request, topic, sub, name string) (any, int, 
 	case http.MethodGet:
 		rp, ok := e.Rule(name)
 		if !ok {
-			return nil, 0, adminErr(http.StatusNotFound, "The messaging entity '%s' could not be found.", path)
+			return nil, 0, notFound(path)
 		}
-		return a.ruleEntry(r, path, rp)
+		ent, err := a.ruleEntry(r, path, rp)
+		return ent, http.StatusOK, err
 	case http.MethodDelete:
 		return nil, http.StatusOK, e.DeleteRule(name)
 	case http.MethodPut:
@@ -197,20 +185,22 @@ func (a *adminServer) rule(r *http.Request, topic, sub, name string) (any, int, 
 			return nil, 0, err
 		}
 		rp, _ = e.Rule(name)
-		doc, _, err := a.ruleEntry(r, path, rp)
+		doc, err := a.ruleEntry(r, path, rp)
 		return doc, status, err
 	}
-	return nil, 0, adminErr(http.StatusMethodNotAllowed, "method %s not allowed", r.Method)
+	return nil, 0, methodNotAllowed(r)
 }
 
-func (a *adminServer) ruleEntry(r *http.Request, path string, rp admin.RuleProperties) (*atom.Entry, int, error) {
+// ruleEntry wraps the rule rp at path as the service does.
+func (a *adminServer) ruleEntry(r *http.Request, path string, rp admin.RuleProperties) (*atom.Entry, error) {
 	body, err := ruleToAtom(rp)
 	if err != nil {
-		return nil, 0, err
+		return nil, err
 	}
-	return a.entry(r, path, rp.Name, atom.Content{Rule: &atom.RuleDescription{RuleBody: body}}), http.StatusOK, nil
+	return a.entry(r, path, rp.Name, atom.Content{Rule: &atom.RuleDescription{RuleBody: body}}), nil
 }
 
+// listRules serves /{topic}/Subscriptions/{sub}/Rules: one page of the rules.
 func (a *adminServer) listRules(r *http.Request, topic, sub string, skip, top int) (any, int, error) {
 	e, err := a.subOr404(topic, sub)
 	if err != nil {
@@ -218,7 +208,7 @@ func (a *adminServer) listRules(r *http.Request, topic, sub string, skip, top in
 	}
 	var entries []atom.Entry
 	for _, rp := range page(e.Rules(), skip, top) {
-		ent, _, err := a.ruleEntry(r, e.path+"/Rules/"+rp.Name, rp)
+		ent, err := a.ruleEntry(r, e.path+"/Rules/"+rp.Name, rp)
 		if err != nil {
 			return nil, 0, err
 		}
