@@ -3,6 +3,7 @@ package scenario
 import (
 	"context"
 	"errors"
+	"fmt"
 	"sort"
 	"sync"
 	"testing"
@@ -26,6 +27,33 @@ const (
 	// pollInterval is how often a condition is checked.
 	pollInterval = 5 * time.Millisecond
 )
+
+// shortLockQueue returns a queue made with opts, which ask for a short LockDuration, and
+// its properties. It skips t unless the backend knows the queue's lock duration and it
+// is at most 10 s: a scenario that waits for a lock to run out, or to need renewing,
+// would take too long otherwise.
+func shortLockQueue(t *testing.T, b Backend, opts QueueOptions) (Queue, Properties) {
+	t.Helper()
+	q := b.Queue(t, opts)
+	p := q.Properties()
+	if !p.Known || p.LockDuration > 10*time.Second {
+		t.Skipf("needs a queue with a known lock duration of at most 10s (known %v, %v)", p.Known, p.LockDuration)
+	}
+	return q, p
+}
+
+// outlasting returns a handler that takes d, or fails with its context's cause when the
+// context ends first.
+func outlasting(d time.Duration) sbkit.Handler {
+	return func(ctx context.Context, _ *azservicebus.ReceivedMessage) error {
+		select {
+		case <-time.After(d):
+			return nil
+		case <-ctx.Done():
+			return fmt.Errorf("handler cancelled after less than %v: %w", d, context.Cause(ctx))
+		}
+	}
+}
 
 // testContext returns a context that ends after waitTimeout or when t ends.
 func testContext(t *testing.T) context.Context {

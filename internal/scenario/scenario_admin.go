@@ -73,16 +73,28 @@ func mustAdmin(t *testing.T, what string, err error) {
 	}
 }
 
-// cleanupEntity deletes a queue or topic when t ends.
-func cleanupEntity(t *testing.T, ac *admin.Client, name string, topic bool) {
+// adminQueue creates a queue with p (nil: the defaults) through the admin API, failing
+// t when it cannot, and deletes it when t ends.
+func adminQueue(ctx context.Context, t *testing.T, ac *admin.Client, name string, p *admin.QueueProperties) {
+	t.Helper()
+	_, err := ac.CreateQueue(ctx, name, &admin.CreateQueueOptions{Properties: p})
+	mustAdmin(t, "CreateQueue "+name, err)
 	t.Cleanup(func() {
 		ctx, cancel := context.WithTimeout(context.Background(), closeTimeout)
 		defer cancel()
-		if topic {
-			_, _ = ac.DeleteTopic(ctx, name, nil)
-		} else {
-			_, _ = ac.DeleteQueue(ctx, name, nil)
-		}
+		_, _ = ac.DeleteQueue(ctx, name, nil)
+	})
+}
+
+// adminTopic is adminQueue for a topic.
+func adminTopic(ctx context.Context, t *testing.T, ac *admin.Client, name string, p *admin.TopicProperties) {
+	t.Helper()
+	_, err := ac.CreateTopic(ctx, name, &admin.CreateTopicOptions{Properties: p})
+	mustAdmin(t, "CreateTopic "+name, err)
+	t.Cleanup(func() {
+		ctx, cancel := context.WithTimeout(context.Background(), closeTimeout)
+		defer cancel()
+		_, _ = ac.DeleteTopic(ctx, name, nil)
 	})
 }
 
@@ -95,9 +107,7 @@ func adminCRUD(t *testing.T, b Backend) {
 	ac, _, name := adminFor(t, b)
 	ctx := testContext(t)
 	fwd := name("fwd")
-	_, err := ac.CreateQueue(ctx, fwd, nil)
-	mustAdmin(t, "create forward target", err)
-	cleanupEntity(t, ac, fwd, false)
+	adminQueue(ctx, t, ac, fwd, nil)
 
 	q := name("q")
 	status := admin.EntityStatusActive
@@ -108,9 +118,7 @@ func adminCRUD(t *testing.T, b Backend) {
 		Status: &status, AutoDeleteOnIdle: to.Ptr("PT10M"), EnablePartitioning: to.Ptr(false), UserMetadata: to.Ptr("meta"),
 		ForwardDeadLetteredMessagesTo: to.Ptr(fwd),
 	}
-	_, err = ac.CreateQueue(ctx, q, &admin.CreateQueueOptions{Properties: &qp})
-	mustAdmin(t, "CreateQueue", err)
-	cleanupEntity(t, ac, q, false)
+	adminQueue(ctx, t, ac, q, &qp)
 	got, err := ac.GetQueue(ctx, q, nil)
 	mustAdmin(t, "GetQueue", err)
 	p := got.QueueProperties
@@ -133,11 +141,9 @@ func adminCRUD(t *testing.T, b Backend) {
 	}
 
 	top := name("t")
-	_, err = ac.CreateTopic(ctx, top, &admin.CreateTopicOptions{Properties: &admin.TopicProperties{
+	adminTopic(ctx, t, ac, top, &admin.TopicProperties{
 		DefaultMessageTimeToLive: to.Ptr("PT12H"), MaxSizeInMegabytes: to.Ptr(int32(1024)), UserMetadata: to.Ptr("tm"),
-	}})
-	mustAdmin(t, "CreateTopic", err)
-	cleanupEntity(t, ac, top, true)
+	})
 	tp, err := ac.GetTopic(ctx, top, nil)
 	mustAdmin(t, "GetTopic", err)
 	if *tp.DefaultMessageTimeToLive != "PT12H" || *tp.UserMetadata != "tm" {
@@ -232,9 +238,7 @@ func adminFilters(t *testing.T, b Backend) {
 	ac, client, name := adminFor(t, b)
 	ctx := testContext(t)
 	top := name("filters")
-	_, err := ac.CreateTopic(ctx, top, nil)
-	mustAdmin(t, "CreateTopic", err)
-	cleanupEntity(t, ac, top, true)
+	adminTopic(ctx, t, ac, top, nil)
 	subs := map[string]*admin.RuleProperties{
 		"all":    nil,
 		"sql":    {Name: "sql", Filter: &admin.SQLFilter{Expression: "color = 'red' AND quantity > 5"}},
@@ -292,9 +296,7 @@ func adminForwarding(t *testing.T, b Backend) {
 		name string
 		p    *admin.QueueProperties
 	}{{dst, nil}, {sink, nil}, {src, &admin.QueueProperties{ForwardTo: to.Ptr(dst)}}, {dl, &admin.QueueProperties{ForwardDeadLetteredMessagesTo: to.Ptr(sink)}}} {
-		_, err := ac.CreateQueue(ctx, q.name, &admin.CreateQueueOptions{Properties: q.p})
-		mustAdmin(t, "CreateQueue "+q.name, err)
-		cleanupEntity(t, ac, q.name, false)
+		adminQueue(ctx, t, ac, q.name, q.p)
 	}
 	send := func(queue, id string) {
 		s, err := client.NewSender(queue, nil)
@@ -327,9 +329,7 @@ func adminRuntimeCounts(t *testing.T, b Backend) {
 	ac, client, name := adminFor(t, b)
 	ctx := testContext(t)
 	q := name("counts")
-	_, err := ac.CreateQueue(ctx, q, nil)
-	mustAdmin(t, "CreateQueue", err)
-	cleanupEntity(t, ac, q, false)
+	adminQueue(ctx, t, ac, q, nil)
 	s, err := client.NewSender(q, nil)
 	mustAdmin(t, "sender", err)
 	defer s.Close(context.Background())

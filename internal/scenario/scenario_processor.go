@@ -201,24 +201,11 @@ func processorCloseAbandons(t *testing.T, b Backend) {
 // processorLockRenewal: a handler that runs 1.5 lock durations keeps its lock (renewed
 // automatically), completes its message, and the message is not delivered again.
 func processorLockRenewal(t *testing.T, b Backend) {
-	q := b.Queue(t, QueueOptions{LockDuration: 2 * time.Second})
-	p := q.Properties()
-	if !p.Known || p.LockDuration > 10*time.Second {
-		t.Skipf("needs a queue with a known lock duration of at most 10s (known %v, %v)", p.Known, p.LockDuration)
-	}
+	q, p := shortLockQueue(t, b, QueueOptions{LockDuration: 2 * time.Second})
 	sendAll(t, q.NewSender(t), message("slow", "x"))
 	r := q.NewReceiver(t, azservicebus.ReceiveModePeekLock, false)
 	rec := &recorder{}
-	work := p.LockDuration + p.LockDuration/2
-	h := func(ctx context.Context, m *azservicebus.ReceivedMessage) error {
-		select {
-		case <-time.After(work):
-			return nil
-		case <-ctx.Done():
-			return fmt.Errorf("handler cancelled after less than %v: %w", work, context.Cause(ctx))
-		}
-	}
-	pr := startProcessor(t, r, rec.wrap(h), receiver.Options{})
+	pr := startProcessor(t, r, rec.wrap(outlasting(p.LockDuration+p.LockDuration/2)), receiver.Options{})
 	waitFor(t, "the slow message settled", func() bool {
 		st := pr.p.Stats()
 		return st.Completed+st.Abandoned+st.LocksLost > 0
@@ -242,11 +229,7 @@ func processorLockRenewal(t *testing.T, b Backend) {
 // it LockLost, reported once) and the broker delivers it again with its delivery counted,
 // and that second delivery completes.
 func processorLockExpiry(t *testing.T, b Backend) {
-	q := b.Queue(t, QueueOptions{LockDuration: time.Second})
-	p := q.Properties()
-	if !p.Known || p.LockDuration > 10*time.Second {
-		t.Skipf("needs a queue with a known lock duration of at most 10s (known %v, %v)", p.Known, p.LockDuration)
-	}
+	q, _ := shortLockQueue(t, b, QueueOptions{LockDuration: time.Second})
 	sendAll(t, q.NewSender(t), message("stuck", "x"))
 	r := q.NewReceiver(t, azservicebus.ReceiveModePeekLock, false)
 	cause := make(chan error, 1)

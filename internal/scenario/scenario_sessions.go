@@ -112,11 +112,7 @@ func sessionsState(t *testing.T, b Backend) {
 // sessionsLockRenewal: renewing the session lock keeps a session (and its message) held
 // past the lock duration.
 func sessionsLockRenewal(t *testing.T, b Backend) {
-	q := b.Queue(t, QueueOptions{RequiresSession: true, LockDuration: 2 * time.Second})
-	p := q.Properties()
-	if !p.Known || p.LockDuration > 10*time.Second {
-		t.Skipf("needs a queue with a known lock duration of at most 10s (known %v, %v)", p.Known, p.LockDuration)
-	}
+	q, p := shortLockQueue(t, b, QueueOptions{RequiresSession: true, LockDuration: 2 * time.Second})
 	sendAll(t, q.NewSender(t), sessionMessage("renewed", "m1"))
 	sr := acceptSession(t, q, "renewed")
 	m := receiveN(t, sr, 1)[0]
@@ -139,11 +135,7 @@ func sessionsLockRenewal(t *testing.T, b Backend) {
 // sessionsLockLoss: a session lock left to expire goes to the next receiver with its
 // message, delivery counted; the first receiver can no longer settle it.
 func sessionsLockLoss(t *testing.T, b Backend) {
-	q := b.Queue(t, QueueOptions{RequiresSession: true, LockDuration: time.Second})
-	p := q.Properties()
-	if !p.Known || p.LockDuration > 10*time.Second {
-		t.Skipf("needs a queue with a known lock duration of at most 10s (known %v, %v)", p.Known, p.LockDuration)
-	}
+	q, p := shortLockQueue(t, b, QueueOptions{RequiresSession: true, LockDuration: time.Second})
 	sendAll(t, q.NewSender(t), sessionMessage("lost", "m1"))
 	first := acceptSession(t, q, "lost")
 	m := receiveN(t, first, 1)[0]
@@ -306,22 +298,9 @@ func sessionsProcessorFIFO(t *testing.T, b Backend) {
 // sessionsProcessorLockRenewal: a handler that outlives the lock duration keeps its
 // session: the processor renews the session lock.
 func sessionsProcessorLockRenewal(t *testing.T, b Backend) {
-	q := b.Queue(t, QueueOptions{RequiresSession: true, LockDuration: 2 * time.Second})
-	p := q.Properties()
-	if !p.Known || p.LockDuration > 10*time.Second {
-		t.Skipf("needs a queue with a known lock duration of at most 10s (known %v, %v)", p.Known, p.LockDuration)
-	}
+	q, p := shortLockQueue(t, b, QueueOptions{RequiresSession: true, LockDuration: 2 * time.Second})
 	sendAll(t, q.NewSender(t), sessionMessage("renew-proc", "slow"))
-	work := p.LockDuration + p.LockDuration/2
-	h := func(ctx context.Context, m *azservicebus.ReceivedMessage) error {
-		select {
-		case <-time.After(work):
-			return nil
-		case <-ctx.Done():
-			return fmt.Errorf("cancelled after less than %v: %w", work, context.Cause(ctx))
-		}
-	}
-	sp, err := receiver.NewSessionProcessor(q.Sessions(), h, nil)
+	sp, err := receiver.NewSessionProcessor(q.Sessions(), outlasting(p.LockDuration+p.LockDuration/2), nil)
 	if err != nil {
 		t.Fatal(err)
 	}
