@@ -29,17 +29,15 @@ func pgDSN() string {
 }
 
 var (
-	pingOnce sync.Once
-	pingErr  error
-	runID    = strconv.FormatInt(time.Now().UnixNano(), 36)
-	seq      atomic.Int64
+	runID = strconv.FormatInt(time.Now().UnixNano(), 36)
+	seq   atomic.Int64
 )
 
-// requirePG skips t when the test database cannot be reached, or fails it when env
-// CI=true (CI must not skip silently). The check runs once per process.
-func requirePG(t testing.TB) {
-	t.Helper()
-	pingOnce.Do(func() {
+// postgres is the test database: postgres.Require(t) skips a test without it,
+// or fails it when env CI=true.
+var postgres = &storetest.External{
+	What: fmt.Sprintf("PostgreSQL at %s (env SBKIT_PG_DSN)", pgDSN()),
+	Ping: func() error {
 		ctx, cancel := context.WithTimeout(context.Background(), 3*time.Second)
 		defer cancel()
 		c, err := pgx.Connect(ctx, pgDSN())
@@ -47,23 +45,15 @@ func requirePG(t testing.TB) {
 			err = c.Ping(ctx)
 			_ = c.Close(ctx)
 		}
-		pingErr = err
-	})
-	if pingErr == nil {
-		return
-	}
-	msg := fmt.Sprintf("PostgreSQL at %s (env SBKIT_PG_DSN) unreachable: %v", pgDSN(), pingErr)
-	if os.Getenv("CI") == "true" {
-		t.Fatal(msg)
-	}
-	t.Skip(msg)
+		return err
+	},
 }
 
 // newPool returns a pool whose connections use a schema of their own (created now,
 // dropped when t ends), so that tests and runs never share a table.
 func newPool(t testing.TB) *pgxpool.Pool {
 	t.Helper()
-	requirePG(t)
+	postgres.Require(t)
 	ctx := context.Background()
 	schema := fmt.Sprintf("sbkit_test_%s_%d", runID, seq.Add(1))
 	admin, err := pgx.Connect(ctx, pgDSN())

@@ -70,7 +70,7 @@ func TestSerializationFailureRetries(t *testing.T) {
 // TestDatabaseDown: with the database unreachable the filter retries a bounded number of
 // times, holding the delivery, then fails closed with a *TxError: the handler never runs.
 func TestDatabaseDown(t *testing.T) {
-	requirePG(t)
+	postgres.Require(t)
 	pool, err := pgxpool.New(context.Background(), "postgres://postgres@127.0.0.1:1/postgres?connect_timeout=1")
 	if err != nil {
 		t.Fatal(err)

@@ -16,7 +16,7 @@ import (
 // its lock is lost; the broker redelivers to worker B (another Redis client, as on
 // another machine), which skips it as a duplicate and completes it.
 func TestSeedScenarioAcrossWorkers(t *testing.T) {
-	requireRedis(t)
+	testRedis.Require(t)
 	ctx := context.Background()
 	ns := sbtest.NewNamespace(nil)
 	q, err := ns.NewQueue("orders", nil)

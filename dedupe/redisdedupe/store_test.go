@@ -27,36 +27,24 @@ func redisAddr() string {
 	return "127.0.0.1:6379"
 }
 
-var (
-	pingOnce sync.Once
-	pingErr  error
-)
-
-// requireRedis skips t when the test Redis cannot be reached, or fails it when env
-// CI=true (CI must not skip silently). The reachability check runs once per process.
-func requireRedis(t testing.TB) {
-	t.Helper()
-	pingOnce.Do(func() {
+// testRedis is the test Redis: testRedis.Require(t) skips a test without it,
+// or fails it when env CI=true.
+var testRedis = &storetest.External{
+	What: fmt.Sprintf("Redis at %s (env SBKIT_REDIS_ADDR)", redisAddr()),
+	Hint: `start one with: redis-server --daemonize yes --bind 127.0.0.1 --port 6379 --save "" --appendonly no`,
+	Ping: func() error {
 		c := redis.NewClient(&redis.Options{Addr: redisAddr(), MaxRetries: -1})
 		defer c.Close()
 		ctx, cancel := context.WithTimeout(context.Background(), 2*time.Second)
 		defer cancel()
-		pingErr = c.Ping(ctx).Err()
-	})
-	if pingErr == nil {
-		return
-	}
-	msg := fmt.Sprintf("Redis at %s (env SBKIT_REDIS_ADDR) unreachable: %v; start one with: redis-server --daemonize yes --bind 127.0.0.1 --port 6379 --save \"\" --appendonly no", redisAddr(), pingErr)
-	if os.Getenv("CI") == "true" {
-		t.Fatal(msg)
-	}
-	t.Skip(msg)
+		return c.Ping(ctx).Err()
+	},
 }
 
-// newClient returns a client of the test Redis, closed when t ends (see requireRedis).
+// newClient returns a client of the test Redis, closed when t ends (see testRedis).
 func newClient(t testing.TB) *redis.Client {
 	t.Helper()
-	requireRedis(t)
+	testRedis.Require(t)
 	c := redis.NewClient(&redis.Options{Addr: redisAddr()})
 	t.Cleanup(func() { _ = c.Close() })
 	return c
@@ -100,7 +88,7 @@ func newStore(t *testing.T) dedupe.Store {
 }
 
 func TestConformance(t *testing.T) {
-	requireRedis(t)
+	testRedis.Require(t)
 	storetest.Run(t, newStore, &storetest.Options{TTL: 100 * time.Millisecond})
 }
 
