@@ -375,7 +375,6 @@ func TestBadInput(t *testing.T) {
 }
 
 func TestStoreFailurePolicy(t *testing.T) {
-	down := errors.New("connection refused")
 	cases := []struct {
 		name      string
 		policy    dedupe.FailurePolicy
@@ -388,8 +387,7 @@ func TestStoreFailurePolicy(t *testing.T) {
 	for _, c := range cases {
 		t.Run(c.name, func(t *testing.T) {
 			synctest.Test(t, func(t *testing.T) {
-				s := newFaulty(t)
-				s.set(down, nil, nil)
+				s := storeDownFor(t, -1)
 				var hooked []*dedupe.StoreError
 				f := mustNew(t, s, &dedupe.Options{StoreFailure: c.policy, Hooks: []dedupe.Hook{
 					dedupe.StoreErrorHookFunc(func(_ context.Context, err *dedupe.StoreError) { hooked = append(hooked, err) }),
@@ -401,7 +399,7 @@ func TestStoreFailurePolicy(t *testing.T) {
 				}
 				if c.policy == dedupe.FailClosed {
 					var se *dedupe.StoreError
-					if !errors.As(err, &se) || se.Op != dedupe.OpAcquire || !errors.Is(err, down) {
+					if !errors.As(err, &se) || se.Op != dedupe.OpAcquire || !errors.Is(err, errStoreDown) {
 						t.Fatalf("result = %v, want a *StoreError for acquire wrapping the cause", err)
 					}
 					if a, _ := sbkit.SettlementOf(err); a != sbkit.ActionAbandon {

@@ -16,6 +16,30 @@ import (
 	"github.com/sbkit/sbkit/sbtest"
 )
 
+// errStoreDown is what a store that cannot be reached returns.
+var errStoreDown = errors.New("connection refused")
+
+// storeDownFor returns a store whose every Acquire fails with errStoreDown until d has
+// passed (forever when d < 0).
+func storeDownFor(t *testing.T, d time.Duration) *faultyStore {
+	s := newFaulty(t)
+	s.set(errStoreDown, nil, nil)
+	if d >= 0 {
+		time.AfterFunc(d, func() { s.set(nil, nil, nil) })
+	}
+	return s
+}
+
+// sendNumbered sends n messages with MessageIDs m0, m1, ...
+func (b *broker) sendNumbered(n int) {
+	b.t.Helper()
+	ids := make([]string, n)
+	for i := range ids {
+		ids[i] = "m" + strconv.Itoa(i)
+	}
+	b.send(ids...)
+}
+
 // TestStoreOutageHoldsDelivery is issue 13's defect 5(iii) for one delivery: under
 // FailClosed a failing Acquire is retried with backoff while the delivery is held, so
 // an outage of a few seconds costs no abandon; a longer one ends in an abandon after the
@@ -39,11 +63,7 @@ func TestStoreOutageHoldsDelivery(t *testing.T) {
 	for _, c := range cases {
 		t.Run(c.name, func(t *testing.T) {
 			synctest.Test(t, func(t *testing.T) {
-				s := newFaulty(t)
-				s.set(errors.New("connection refused"), nil, nil)
-				if c.outage > 0 {
-					time.AfterFunc(c.outage, func() { s.set(nil, nil, nil) })
-				}
+				s := storeDownFor(t, c.outage)
 				ctx, cancel := context.WithCancelCause(context.Background())
 				defer cancel(nil)
 				if c.cancelAt > 0 {
@@ -84,14 +104,8 @@ func TestStoreOutageHoldsDelivery(t *testing.T) {
 func TestStoreOutageBurnsNoDeliveryCount(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		b := newBroker(t, &sbtest.EntityOptions{MaxDeliveryCount: 3})
-		ids := make([]string, 20)
-		for i := range ids {
-			ids[i] = "m" + strconv.Itoa(i)
-		}
-		b.send(ids...)
-		s := newFaulty(t)
-		s.set(errors.New("connection refused"), nil, nil)
-		time.AfterFunc(8*time.Second, func() { s.set(nil, nil, nil) })
+		b.sendNumbered(20)
+		s := storeDownFor(t, 8*time.Second)
 		f := mustNew(t, s, &dedupe.Options{Entity: "orders"})
 		var runs atomic.Int64
 		h := wrap(t, f, counting(&runs, nil))
@@ -113,8 +127,7 @@ func TestStoreOutageBurnsNoDeliveryCount(t *testing.T) {
 // TestFailOpenDoesNotHold: under FailOpen the handler runs at once, unprotected.
 func TestFailOpenDoesNotHold(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
-		s := newFaulty(t)
-		s.set(errors.New("connection refused"), nil, nil)
+		s := storeDownFor(t, -1)
 		f := mustNew(t, s, &dedupe.Options{StoreFailure: dedupe.FailOpen})
 		var runs atomic.Int64
 		start := time.Now()
@@ -135,14 +148,8 @@ func TestFailOpenDoesNotHold(t *testing.T) {
 func TestStoreOutageThroughProcessor(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		b := newBroker(t, &sbtest.EntityOptions{MaxDeliveryCount: 10})
-		ids := make([]string, 41)
-		for i := range ids {
-			ids[i] = "m" + strconv.Itoa(i)
-		}
-		b.send(ids...)
-		s := newFaulty(t)
-		s.set(errors.New("connection refused"), nil, nil)
-		time.AfterFunc(8*time.Second, func() { s.set(nil, nil, nil) })
+		b.sendNumbered(41)
+		s := storeDownFor(t, 8*time.Second)
 		f := mustNew(t, s, &dedupe.Options{Entity: "orders"})
 		var runs atomic.Int64
 		p, err := receiver.New(b.receiver(), f.Middleware()(counting(&runs, nil)), &receiver.Options{MaxConcurrency: 8})
