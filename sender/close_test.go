@@ -214,20 +214,23 @@ type startKey struct{}
 func (h *recordingHooks) OnSendResult(ctx context.Context, e sender.SendResult) {
 	h.mu.Lock()
 	defer h.mu.Unlock()
-	h.ctxs = append(h.ctxs, ctx.Value(callerKey{}))
+	h.recordCtx(ctx, e.MessageID)
 	h.results = append(h.results, e)
-	if ctx.Value(startKey{}) != e.MessageID {
-		h.startCtxLost = append(h.startCtxLost, e.MessageID)
-	}
 }
 
 func (h *recordingHooks) OnSendRetry(ctx context.Context, e sender.SendRetry) {
 	h.mu.Lock()
 	defer h.mu.Unlock()
-	h.ctxs = append(h.ctxs, ctx.Value(callerKey{}))
+	h.recordCtx(ctx, e.MessageID)
 	h.retries = append(h.retries, e)
-	if ctx.Value(startKey{}) != e.MessageID {
-		h.startCtxLost = append(h.startCtxLost, e.MessageID)
+}
+
+// recordCtx records the caller value of the ctx of an event about the message id, and
+// whether it is the context OnSendStart returned. Called with h.mu held.
+func (h *recordingHooks) recordCtx(ctx context.Context, id string) {
+	h.ctxs = append(h.ctxs, ctx.Value(callerKey{}))
+	if ctx.Value(startKey{}) != id {
+		h.startCtxLost = append(h.startCtxLost, id)
 	}
 }
 
