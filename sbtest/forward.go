@@ -37,18 +37,22 @@ type forwardQueue struct {
 	items []forwardItem
 }
 
+// forwardItem is one message on its way: the copy to store, the name of the queue or
+// topic to store it in, and its scheduled enqueue time (zero: at once).
 type forwardItem struct {
 	p      *payload
 	target string
 	sched  time.Time
 }
 
+// push queues it for the next flushForwards.
 func (q *forwardQueue) push(it forwardItem) {
 	q.mu.Lock()
 	q.items = append(q.items, it)
 	q.mu.Unlock()
 }
 
+// take empties the queue and returns what it held, oldest first.
 func (q *forwardQueue) take() []forwardItem {
 	q.mu.Lock()
 	defer q.mu.Unlock()
