@@ -21,10 +21,10 @@ const maxAdminBody = 1 << 20
 // times. obj is the *Entity or *Topic it belongs to, so that an entity deleted and
 // created again in memory does not inherit it.
 type adminMeta struct {
-	obj              any
-	queue            *atom.QueueDescription
-	topic            *atom.TopicDescription
-	sub              *atom.SubscriptionDescription
+	obj any
+	// desc is a copy of the description last PUT: an *atom.QueueDescription,
+	// *atom.TopicDescription or *atom.SubscriptionDescription (nil before the first PUT).
+	desc             any
 	created, updated time.Time
 }
 
@@ -297,11 +297,22 @@ func (a *adminServer) metaLocked(path string, obj any) *adminMeta {
 	return m
 }
 
-// remember records what a PUT said about obj at path.
-func (a *adminServer) remember(path string, obj any, set func(m *adminMeta)) {
+// remember records desc, a copy of the description a PUT gave obj at path.
+func (a *adminServer) remember(path string, obj, desc any) {
 	a.mu.Lock()
 	defer a.mu.Unlock()
 	m := a.metaLocked(path, obj)
-	set(m)
+	m.desc = desc
 	m.updated = time.Now()
+}
+
+// lastPut returns a copy of the description of obj at path that remember recorded (the
+// zero D before the first PUT) and obj's metadata, for describing obj.
+func lastPut[D any](a *adminServer, path string, obj any) (D, adminMeta) {
+	m := a.metaFor(path, obj)
+	var d D
+	if p, ok := m.desc.(*D); ok {
+		d = *p
+	}
+	return d, m
 }

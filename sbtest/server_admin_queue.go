@@ -77,18 +77,14 @@ func (a *adminServer) putQueue(r *http.Request, name string, d *atom.QueueDescri
 		return nil, 0, err
 	}
 	stored := *d
-	a.remember(name, e, func(m *adminMeta) { m.queue = &stored })
+	a.remember(name, e, &stored)
 	return a.entry(r, name, name, atom.Content{Queue: a.describeQueue(e)}), status, nil
 }
 
 // describeQueue reports a queue: the model's options and counts, and the accepted
 // properties as last PUT (or their defaults).
 func (a *adminServer) describeQueue(e *Entity) *atom.QueueDescription {
-	m := a.metaFor(e.path, e)
-	var d atom.QueueDescription
-	if m.queue != nil {
-		d = *m.queue
-	}
+	d, m := lastPut[atom.QueueDescription](a, e.path, e)
 	o := e.Options()
 	reportCommon(o, &d.LockDuration, &d.DefaultMessageTimeToLive, &d.MaxDeliveryCount, &d.DeadLetteringOnMessageExpiration, &d.RequiresSession)
 	reportDup(o, &d.RequiresDuplicateDetection, &d.DuplicateDetectionHistoryTimeWindow)
@@ -139,18 +135,14 @@ func (a *adminServer) putTopic(r *http.Request, name string, d *atom.TopicDescri
 		return nil, 0, err
 	}
 	stored := *d
-	a.remember(name, t, func(m *adminMeta) { m.topic = &stored })
+	a.remember(name, t, &stored)
 	return a.entry(r, name, name, atom.Content{Topic: a.describeTopic(t)}), status, nil
 }
 
 // describeTopic reports a topic as describeQueue reports a queue; its counts are over
 // its subscriptions.
 func (a *adminServer) describeTopic(t *Topic) *atom.TopicDescription {
-	m := a.metaFor(t.name, t)
-	var d atom.TopicDescription
-	if m.topic != nil {
-		d = *m.topic
-	}
+	d, m := lastPut[atom.TopicDescription](a, t.name, t)
 	o := t.Options()
 	reportDuration(&d.DefaultMessageTimeToLive, o.DefaultTTL)
 	reportDup(o, &d.RequiresDuplicateDetection, &d.DuplicateDetectionHistoryTimeWindow)

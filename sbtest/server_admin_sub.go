@@ -108,17 +108,13 @@ func (a *adminServer) putSubscription(r *http.Request, topic, sub string, d *ato
 	}
 	stored := *d
 	stored.DefaultRuleDescription = nil
-	a.remember(path, e, func(m *adminMeta) { m.sub = &stored })
+	a.remember(path, e, &stored)
 	return a.entry(r, path, sub, atom.Content{Subscription: a.describeSubscription(e)}), status, nil
 }
 
 // describeSubscription reports a subscription as describeQueue reports a queue.
 func (a *adminServer) describeSubscription(e *Entity) *atom.SubscriptionDescription {
-	m := a.metaFor(e.path, e)
-	var d atom.SubscriptionDescription
-	if m.sub != nil {
-		d = *m.sub
-	}
+	d, m := lastPut[atom.SubscriptionDescription](a, e.path, e)
 	reportCommon(e.Options(), &d.LockDuration, &d.DefaultMessageTimeToLive, &d.MaxDeliveryCount, &d.DeadLetteringOnMessageExpiration, &d.RequiresSession)
 	def(&d.DeadLetteringOnFilterEvaluationExceptions, true)
 	def(&d.EnableBatchedOperations, true)
