@@ -499,4 +499,13 @@ func TestAdminNotFound(t *testing.T) {
 	wantStatus(t, "CreateTopic existing", err, http.StatusConflict)
 	_, err = ac.CreateQueue(ctx, "t", nil)
 	wantStatus(t, "CreateQueue named like a topic", err, http.StatusConflict)
+	_, err = ac.UpdateTopic(ctx, "nope", admin.TopicProperties{}, nil)
+	wantStatus(t, "UpdateTopic missing", err, http.StatusNotFound)
+	_, err = ac.UpdateSubscription(ctx, "t", "nope", admin.SubscriptionProperties{}, nil)
+	wantStatus(t, "UpdateSubscription missing", err, http.StatusNotFound)
+	_, err = ac.UpdateSubscription(ctx, "t", "s", admin.SubscriptionProperties{RequiresSession: to.Ptr(true)}, nil)
+	if err == nil || !strings.Contains(err.Error(), "The value for the RequiresSession property of an existing Subscription cannot be changed") {
+		t.Fatalf("RequiresSession change: %v", err)
+	}
+	wantStatus(t, "RequiresSession change", err, http.StatusBadRequest)
 }
