@@ -85,10 +85,16 @@ func newPool(t testing.TB) *pgxpool.Pool {
 	return pool
 }
 
-// newStore returns a store with its table on a new pool.
+// newStore returns a store with the default table on pool, the table created.
 func newStore(t testing.TB, pool *pgxpool.Pool) *pgdedupe.Store {
 	t.Helper()
-	s, err := pgdedupe.New(pool, nil)
+	return newStoreWith(t, pool, nil)
+}
+
+// newStoreWith is newStore with opts.
+func newStoreWith(t testing.TB, pool *pgxpool.Pool, opts *pgdedupe.Options) *pgdedupe.Store {
+	t.Helper()
+	s, err := pgdedupe.New(pool, opts)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -103,14 +109,7 @@ func TestConformance(t *testing.T) {
 	var tables sync.Map // *testing.T -> table name
 	storetest.Run(t, func(t *testing.T) dedupe.Store {
 		name, _ := tables.LoadOrStore(t, fmt.Sprintf("t%d", seq.Add(1)))
-		s, err := pgdedupe.New(pool, &pgdedupe.Options{Table: name.(string)}) // another client of the same table
-		if err != nil {
-			t.Fatal(err)
-		}
-		if err := s.CreateSchema(context.Background()); err != nil {
-			t.Fatal(err)
-		}
-		return s
+		return newStoreWith(t, pool, &pgdedupe.Options{Table: name.(string)}) // another client of the same table
 	}, &storetest.Options{TTL: 300 * time.Millisecond})
 }
 
