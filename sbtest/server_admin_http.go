@@ -120,25 +120,27 @@ func (a *adminServer) serve(r *http.Request) (doc any, status int, err error) {
 		}
 		return nil, 0, adminErr(http.StatusNotFound, "unknown resource collection %q", parts[1])
 	}
-	sub := -1
+	// A topic name may hold slashes: the first "Subscriptions" segment after the first
+	// ends it.
+	subs := -1
 	for i, p := range parts {
 		if i > 0 && strings.EqualFold(p, "Subscriptions") {
-			sub = i
+			subs = i
 			break
 		}
 	}
-	if sub < 0 {
+	if subs < 0 {
 		return a.queueOrTopic(r, path)
 	}
-	topic := strings.Join(parts[:sub], "/")
-	rest := parts[sub+1:]
+	topic := strings.Join(parts[:subs], "/")
+	rest := parts[subs+1:] // {sub} [Rules [{rule}]]; path has no trailing slash
 	switch {
 	case len(rest) == 0 && r.Method == http.MethodGet:
 		skip, top := paging(r)
 		return a.listSubscriptions(r, topic, skip, top)
 	case len(rest) == 1:
 		return a.subscription(r, topic, rest[0])
-	case len(rest) == 2 && strings.EqualFold(rest[1], "Rules") || len(rest) == 3 && strings.EqualFold(rest[1], "Rules") && rest[2] == "":
+	case len(rest) == 2 && strings.EqualFold(rest[1], "Rules"):
 		if r.Method != http.MethodGet {
 			return nil, 0, methodNotAllowed(r)
 		}
