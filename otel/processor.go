@@ -41,10 +41,10 @@ type ProcessorHook struct {
 
 	startAttrs []attribute.KeyValue // process span
 	base       []attribute.KeyValue
-	consumed   attribute.Set
-	receiveOK  attribute.Set
+	consumed   []metric.AddOption
+	receiveOK  []metric.RecordOption
 	receiveOp  []attribute.KeyValue
-	processOK  attribute.Set
+	processOK  []metric.RecordOption
 	processOp  []attribute.KeyValue
 	settle     [5]settleAttrs // by sbkit.Action
 	outcomes   map[string][]metric.AddOption
@@ -59,7 +59,7 @@ type ProcessorHook struct {
 type settleAttrs struct {
 	name    string
 	op      string
-	ok      attribute.Set
+	ok      []metric.RecordOption
 	opAttrs []attribute.KeyValue // base + operation name and type
 	span    []attribute.KeyValue // opAttrs + disposition status
 	fails   []metric.AddOption
@@ -79,11 +79,11 @@ func (t *Telemetry) Processor(entity, subscription string) *ProcessorHook {
 		gaugeOpt:    metric.WithAttributeSet(attribute.NewSet(base...)),
 	}
 	h.startAttrs = with(base, semconv.MessagingOperationName("process"), semconv.MessagingOperationTypeProcess)
-	h.consumed = set(base, semconv.MessagingOperationName("receive"))
+	h.consumed = []metric.AddOption{metric.WithAttributeSet(set(base, semconv.MessagingOperationName("receive")))}
 	h.receiveOp = with(base, semconv.MessagingOperationName("receive"), semconv.MessagingOperationTypeReceive)
-	h.receiveOK = attribute.NewSet(h.receiveOp...)
+	h.receiveOK = []metric.RecordOption{metric.WithAttributeSet(attribute.NewSet(h.receiveOp...))}
 	h.processOp = h.startAttrs
-	h.processOK = attribute.NewSet(h.processOp...)
+	h.processOK = []metric.RecordOption{metric.WithAttributeSet(attribute.NewSet(h.processOp...))}
 	for a, status := range map[sbkit.Action]attribute.KeyValue{
 		sbkit.ActionComplete:   semconv.MessagingServiceBusDispositionStatusComplete,
 		sbkit.ActionAbandon:    semconv.MessagingServiceBusDispositionStatusAbandon,
@@ -95,7 +95,7 @@ func (t *Telemetry) Processor(entity, subscription string) *ProcessorHook {
 		h.settle[a] = settleAttrs{
 			name:    op + " " + entity,
 			op:      op,
-			ok:      attribute.NewSet(opAttrs...),
+			ok:      []metric.RecordOption{metric.WithAttributeSet(attribute.NewSet(opAttrs...))},
 			opAttrs: opAttrs,
 			span:    with(opAttrs, status),
 			fails:   []metric.AddOption{metric.WithAttributeSet(attribute.NewSet(opAttrs...))},
@@ -119,10 +119,10 @@ func (t *Telemetry) Processor(entity, subscription string) *ProcessorHook {
 // messaging.client.operation.duration (operation receive).
 func (h *ProcessorHook) OnReceive(ctx context.Context, e receiver.ReceiveCall) {
 	if e.Received > 0 {
-		h.t.consumed.AddSet(ctx, int64(e.Received), h.consumed)
+		h.t.consumed.Int64Counter.Add(ctx, int64(e.Received), h.consumed...)
 	}
 	if e.Err == nil {
-		h.t.opDur.RecordSet(ctx, e.Duration.Seconds(), h.receiveOK)
+		h.t.opDur.Float64Histogram.Record(ctx, e.Duration.Seconds(), h.receiveOK...)
 		return
 	}
 	h.t.opDur.RecordSet(ctx, e.Duration.Seconds(), set(h.receiveOp, errorAttr(e.Err)))
@@ -136,7 +136,7 @@ func (h *ProcessorHook) OnHandlerStart(ctx context.Context, e receiver.HandlerSt
 	parent := ctx
 	var opts [3]trace.SpanStartOption
 	n := 2
-	opts[0], opts[1] = trace.WithSpanKind(trace.SpanKindConsumer), trace.WithAttributes(h.startAttrs...)
+	opts[0], opts[1] = trace.WithSpanKind(trace.SpanKindConsumer), trace.WithAttributes(h.messageAttrs(m)...)
 	if found {
 		if !h.t.opts.DisableProducerParent && !trace.SpanContextFromContext(ctx).IsValid() {
 			parent = trace.ContextWithRemoteSpanContext(ctx, producer)
@@ -146,15 +146,15 @@ func (h *ProcessorHook) OnHandlerStart(ctx context.Context, e receiver.HandlerSt
 	}
 	ctx, span := h.t.tracer.Start(parent, h.processName, opts[:n]...)
 	if span.IsRecording() {
-		span.SetAttributes(messageAttrs(m)...)
 		h.spans.Store(m, span)
 	}
 	return ctx
 }
 
-// messageAttrs are the attributes of a process span that describe its message.
-func messageAttrs(m *azservicebus.ReceivedMessage) []attribute.KeyValue {
-	kv := make([]attribute.KeyValue, 0, 5)
+// messageAttrs are the attributes of a process span: the entity's and the message's.
+func (h *ProcessorHook) messageAttrs(m *azservicebus.ReceivedMessage) []attribute.KeyValue {
+	kv := make([]attribute.KeyValue, 0, len(h.startAttrs)+5)
+	kv = append(kv, h.startAttrs...)
 	kv = append(kv, semconv.MessagingMessageID(m.MessageID))
 	if m.DeliveryCount > 0 {
 		kv = append(kv, semconv.MessagingServiceBusMessageDeliveryCount(int(m.DeliveryCount)))
@@ -178,7 +178,7 @@ func (h *ProcessorHook) OnHandlerEnd(ctx context.Context, e receiver.HandlerEnd)
 	if failed {
 		h.t.processDu.RecordSet(ctx, e.Duration.Seconds(), set(h.processOp, errorAttr(e.Err)))
 	} else {
-		h.t.processDu.RecordSet(ctx, e.Duration.Seconds(), h.processOK)
+		h.t.processDu.Float64Histogram.Record(ctx, e.Duration.Seconds(), h.processOK...)
 	}
 	v, ok := h.spans.LoadAndDelete(e.Message)
 	if !ok {
@@ -205,18 +205,23 @@ func (h *ProcessorHook) OnSettle(ctx context.Context, e receiver.Settlement) {
 	if e.Err == nil {
 		failures--
 		h.t.outcomes.Add(ctx, 1, h.outcomes[s.op]...)
-		h.t.opDur.RecordSet(ctx, e.Duration.Seconds(), s.ok)
+		h.t.opDur.Float64Histogram.Record(ctx, e.Duration.Seconds(), s.ok...)
 	} else {
 		h.t.opDur.RecordSet(ctx, e.Duration.Seconds(), set(s.opAttrs, errorAttr(e.Err)))
 	}
 	if failures > 0 {
 		h.t.settleFails.Add(ctx, int64(failures), s.fails...)
 	}
+	if h.t.opts.DisableSettleSpans || !trace.SpanContextFromContext(ctx).IsSampled() {
+		return // no settle span under a process span that was sampled out
+	}
 	end := time.Now()
 	_, span := h.t.tracer.Start(ctx, s.name, trace.WithSpanKind(trace.SpanKindClient),
 		trace.WithTimestamp(end.Add(-e.Duration)), trace.WithAttributes(s.span...))
-	if span.IsRecording() {
-		span.SetAttributes(semconv.MessagingMessageID(e.Message.MessageID), AttemptsKey.Int(e.Attempts))
+	if span.IsRecording() { // the message's id is on the parent, the process span
+		if e.Attempts != 1 {
+			span.SetAttributes(AttemptsKey.Int(e.Attempts))
+		}
 		if e.DeadLetterReason != "" {
 			span.SetAttributes(DeadLetterReasonKey.String(e.DeadLetterReason))
 		}

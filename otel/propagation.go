@@ -89,9 +89,14 @@ func (t *Telemetry) extract(ctx context.Context, props map[string]any) (_ contex
 // inject writes sc (the span of ctx) into props with the propagator, and as
 // Diagnostic-Id unless disabled.
 func (t *Telemetry) inject(ctx context.Context, sc trace.SpanContext, props map[string]any) {
+	_, had := props[TraceParentProperty]
 	t.propagator.Inject(ctx, propsCarrier(props))
 	if !t.opts.DisableDiagnosticID {
-		props[DiagnosticIDProperty] = traceparent(sc)
+		if tp, ok := props[TraceParentProperty].(string); ok && !had {
+			props[DiagnosticIDProperty] = tp // the same value, written by the propagator
+		} else {
+			props[DiagnosticIDProperty] = traceparent(sc)
+		}
 	}
 }
 

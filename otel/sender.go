@@ -26,10 +26,13 @@ type SenderHook struct {
 	t    *Telemetry
 	name string // span name
 
-	startAttrs []attribute.KeyValue // at span start
-	ok         attribute.Set        // sent.messages, operation.duration: success
-	base       []attribute.KeyValue // entity attributes
-	opBase     []attribute.KeyValue // base + operation name and type
+	startAttrs []attribute.KeyValue    // at span start
+	producer   []trace.SpanStartOption // a send span whose context is the creation context
+	ok         attribute.Set           // sent.messages, operation.duration: success
+	sentOK     []metric.AddOption      // ok, for sent.messages
+	durOK      []metric.RecordOption   // ok, for operation.duration
+	base       []attribute.KeyValue    // entity attributes
+	opBase     []attribute.KeyValue    // base + operation name and type
 	retryOpts  []metric.AddOption
 	batchOK    []metric.RecordOption
 	gaugeOpt   metric.ObserveOption
@@ -39,11 +42,15 @@ type SenderHook struct {
 func (t *Telemetry) Sender(entity string) *SenderHook {
 	base := t.entityAttrs(entity, "")
 	op := with(base, semconv.MessagingOperationName("send"), semconv.MessagingOperationTypeSend)
+	ok := attribute.NewSet(op...)
 	return &SenderHook{
 		t:          t,
 		name:       "send " + entity,
 		startAttrs: op,
-		ok:         attribute.NewSet(op...),
+		producer:   []trace.SpanStartOption{trace.WithSpanKind(trace.SpanKindProducer), trace.WithAttributes(op...)},
+		ok:         ok,
+		sentOK:     []metric.AddOption{metric.WithAttributeSet(ok)},
+		durOK:      []metric.RecordOption{metric.WithAttributeSet(ok)},
 		base:       base,
 		opBase:     op,
 		retryOpts:  []metric.AddOption{metric.WithAttributeSet(attribute.NewSet(base...))},
@@ -59,13 +66,11 @@ type sendSpanKey struct{ h *SenderHook }
 // OnSendStart starts the message's send span and injects its context into the message.
 func (h *SenderHook) OnSendStart(ctx context.Context, e sender.SendStart) context.Context {
 	m := e.Message
-	opts := make([]trace.SpanStartOption, 0, 3)
-	opts = append(opts, trace.WithAttributes(h.startAttrs...))
+	opts := h.producer
 	_, created, custom := h.t.extract(ctx, m.ApplicationProperties)
 	if custom {
-		opts = append(opts, trace.WithSpanKind(trace.SpanKindClient), trace.WithLinks(trace.Link{SpanContext: created}))
-	} else {
-		opts = append(opts, trace.WithSpanKind(trace.SpanKindProducer))
+		opts = []trace.SpanStartOption{trace.WithAttributes(h.startAttrs...),
+			trace.WithSpanKind(trace.SpanKindClient), trace.WithLinks(trace.Link{SpanContext: created})}
 	}
 	ctx, span := h.t.tracer.Start(ctx, h.name, opts...)
 	if span.IsRecording() && m.MessageID != nil {
@@ -101,8 +106,8 @@ func (h *SenderHook) OnSendResult(ctx context.Context, e sender.SendResult) {
 	case e.Rejected:
 		h.t.rejected.Add(ctx, 1, metric.WithAttributeSet(set(h.base, errorAttr(e.Err))))
 	case e.Err == nil:
-		h.t.sent.AddSet(ctx, 1, h.ok)
-		h.t.opDur.RecordSet(ctx, e.Duration.Seconds(), h.ok)
+		h.t.sent.Int64Counter.Add(ctx, 1, h.sentOK...)
+		h.t.opDur.Float64Histogram.Record(ctx, e.Duration.Seconds(), h.durOK...)
 	default:
 		failed := set(h.opBase, errorAttr(e.Err))
 		h.t.sent.AddSet(ctx, 1, failed)
@@ -112,7 +117,7 @@ func (h *SenderHook) OnSendResult(ctx context.Context, e sender.SendResult) {
 	if !ok {
 		return
 	}
-	if span.IsRecording() {
+	if span.IsRecording() && (e.Attempts != 1 || e.Err != nil) { // one attempt: the common case, no attribute
 		span.SetAttributes(AttemptsKey.Int(e.Attempts))
 		if e.Err != nil {
 			span.SetAttributes(errorAttr(e.Err))

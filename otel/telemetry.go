@@ -47,6 +47,11 @@ type Options struct {
 	// already carries a span, in which case it stays that span's child and links to the
 	// producer's.
 	DisableProducerParent bool
+	// DisableSettleSpans stops making a span per settlement; settlements are still
+	// measured. Default false: each settlement of a recorded process span is a span of
+	// its own, as the conventions recommend (it costs about as much as the process span;
+	// see the README's numbers).
+	DisableSettleSpans bool
 }
 
 // Telemetry turns sbkit's hooks into OpenTelemetry spans and metrics: make one with
@@ -189,7 +194,8 @@ const (
 	DedupeOutcomeKey = attribute.Key("sbkit.dedupe.outcome")
 	// DedupeOperationKey is the store operation that failed, for store_error.
 	DedupeOperationKey = attribute.Key("sbkit.dedupe.operation")
-	// AttemptsKey is how many requests a send or a settlement took (spans only).
+	// AttemptsKey is how many requests a send or a settlement took, when not one (spans
+	// only).
 	AttemptsKey = attribute.Key("sbkit.attempts")
 	// DeadLetterReasonKey is the reason given when dead-lettering (spans only).
 	DeadLetterReasonKey = attribute.Key("sbkit.dead_letter.reason")
