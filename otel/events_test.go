@@ -44,7 +44,7 @@ func TestRetryEvent(t *testing.T) {
 		}
 		ev := map[string]string{}
 		for _, kv := range ok.Events()[0].Attributes {
-			ev[string(kv.Key)] = kv.Value.Emit()
+			ev[string(kv.Key)] = kv.Value.String()
 		}
 		if ev["sbkit.retry.attempt"] != "1" || ev["error.type"] != "connlost" || ev["sbkit.retry.delay"] == "" {
 			t.Errorf("retry event attributes %v", ev)

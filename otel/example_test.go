@@ -68,7 +68,7 @@ func Example() {
 		if sum, ok := m.Data.(metricdata.Sum[int64]); ok && sum.IsMonotonic {
 			for _, dp := range sum.DataPoints {
 				outcome, _ := dp.Attributes.Value("sbkit.outcome")
-				fmt.Println(m.Name, outcome.Emit(), dp.Value)
+				fmt.Println(m.Name, outcome.String(), dp.Value)
 			}
 		}
 	}

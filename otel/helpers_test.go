@@ -103,7 +103,7 @@ func match(set attribute.Set, want []string) bool {
 		switch {
 		case !eq && ok, eq && !ok:
 			return false
-		case eq && v != "*" && got.Emit() != v:
+		case eq && v != "*" && got.String() != v:
 			return false
 		}
 	}
@@ -150,7 +150,7 @@ func (m metrics) count(name string, want ...string) int64 {
 func attrs(s sdktrace.ReadOnlySpan) map[string]string {
 	out := map[string]string{}
 	for _, kv := range s.Attributes() {
-		out[string(kv.Key)] = kv.Value.Emit()
+		out[string(kv.Key)] = kv.Value.String()
 	}
 	return out
 }

@@ -118,6 +118,11 @@ func New(opts *Options) (*Telemetry, error) {
 	return t, nil
 }
 
+// durationBuckets are the histogram bucket boundaries, in seconds, that the messaging
+// conventions give for messaging.client.operation.duration and
+// messaging.process.duration.
+var durationBuckets = []float64{0.005, 0.01, 0.025, 0.05, 0.075, 0.1, 0.25, 0.5, 0.75, 1, 2.5, 5, 7.5, 10}
+
 // instruments creates every instrument; see the package documentation for the list.
 func (t *Telemetry) instruments() error {
 	m := t.meter
@@ -132,9 +137,9 @@ func (t *Telemetry) instruments() error {
 	add(err)
 	t.consumed, err = messagingconv.NewClientConsumedMessages(m)
 	add(err)
-	t.opDur, err = messagingconv.NewClientOperationDuration(m)
+	t.opDur, err = messagingconv.NewClientOperationDuration(m, metric.WithExplicitBucketBoundaries(durationBuckets...))
 	add(err)
-	t.processDu, err = messagingconv.NewProcessDuration(m)
+	t.processDu, err = messagingconv.NewProcessDuration(m, metric.WithExplicitBucketBoundaries(durationBuckets...))
 	add(err)
 
 	counter := func(name, unit, desc string) metric.Int64Counter {
@@ -152,7 +157,7 @@ func (t *Telemetry) instruments() error {
 	t.retries = counter("sbkit.sender.retries", "{retry}",
 		"Retries of messages after a transient failure (a retried batch of n messages counts n).")
 	t.batchDur, err = m.Float64Histogram("sbkit.sender.batch.duration", metric.WithUnit("s"),
-		metric.WithDescription("Duration of the sender's batch requests."))
+		metric.WithDescription("Duration of the sender's batch requests."), metric.WithExplicitBucketBoundaries(durationBuckets...))
 	add(err)
 	t.senderMsgs = gauge("sbkit.sender.inflight.messages", "{message}",
 		"Messages accepted by the sender and waiting for their outcome.")

@@ -20,6 +20,7 @@ import (
 
 	"github.com/sbkit/sbkit/examples/internal/orders"
 	"github.com/sbkit/sbkit/examples/internal/sbenv"
+	"github.com/sbkit/sbkit/examples/internal/telemetry"
 	"github.com/sbkit/sbkit/sender"
 	"github.com/sbkit/sbkit/serialize"
 )
@@ -44,12 +45,19 @@ func run(ctx context.Context, args []string, stdout io.Writer, getenv func(strin
 	n := fs.Int("n", 40, "number of orders to publish")
 	first := fs.Int("first", 1001, "number of the first order")
 	ttl := fs.Duration("ttl", 24*time.Hour, "time-to-live of each order message")
+	var obs telemetry.Flags
+	obs.Register(fs)
 	if err := fs.Parse(args); err != nil {
 		return err
 	}
 	if *n <= 0 || *ttl <= 0 {
 		return errors.New("-n and -ttl must be positive")
 	}
+	tel, err := telemetry.Start(obs, "producer", stdout)
+	if err != nil {
+		return err
+	}
+	defer tel.Close(ctx)
 
 	conn, err := sbenv.Open(&sbenv.Options{Getenv: getenv, Latency: sbenv.RealisticLatency})
 	if err != nil {
@@ -61,8 +69,15 @@ func run(ctx context.Context, args []string, stdout io.Writer, getenv func(strin
 		return err
 	}
 	defer dst.Close(context.WithoutCancel(ctx))
-	s, err := sender.New(dst, &sender.Options{DefaultTTL: *ttl})
+	// The OpenTelemetry hook: a span per order, whose context travels in the message.
+	hook := tel.Telemetry.Sender(conn.QueueName)
+	s, err := sender.New(dst, &sender.Options{DefaultTTL: *ttl, Hooks: []sender.Hook{hook}})
 	if err != nil {
+		return err
+	}
+	// Gauges of the messages and bytes in flight; they end with the meter provider (call
+	// Unregister if s goes away before it).
+	if _, err := hook.Observe(s); err != nil {
 		return err
 	}
 	reg, err := serialize.New(nil)

@@ -2,13 +2,16 @@ package main
 
 import (
 	"bytes"
+	"context"
 	"errors"
 	"flag"
+	"io"
 	"strings"
 	"testing"
 
 	"github.com/sbkit/sbkit/examples/internal/leaktest"
 	"github.com/sbkit/sbkit/examples/internal/sbenv"
+	"github.com/sbkit/sbkit/examples/internal/scrapetest"
 )
 
 func TestProducerPublishesEveryOrder(t *testing.T) {
@@ -55,5 +58,44 @@ func TestProducerHelp(t *testing.T) {
 		if !strings.Contains(out.String(), want) {
 			t.Errorf("help lacks %q:\n%s", want, out.String())
 		}
+	}
+}
+
+// TestProducerMetricsAndSpans runs the producer with -metrics-addr and -spans, scrapes
+// its Prometheus endpoint with net/http, and finds the sender's metrics; every message
+// has its send span.
+func TestProducerMetricsAndSpans(t *testing.T) {
+	leaktest.Check(t)
+	noEnv := func(string) string { return "" }
+	run := func(ctx context.Context, args []string, out io.Writer) error { return run(ctx, args, out, noEnv) }
+	scrape, output := scrapetest.Run(t, run, []string{"-n", "25", "-metrics-addr", "127.0.0.1:0", "-metrics-hold", "1m", "-spans"},
+		"now holds 25 messages")
+	for _, c := range []struct {
+		name   string
+		labels []string
+		want   string
+	}{
+		{"messaging_client_sent_messages_total", []string{`messaging_destination_name="orders"`, `messaging_operation_name="send"`, `messaging_system="servicebus"`}, "25"},
+		{"messaging_client_operation_duration_seconds_count", []string{`messaging_operation_name="send"`}, "25"},
+		{"sbkit_sender_batch_duration_seconds_count", nil, "*"},
+		{"sbkit_sender_inflight_messages", nil, "0"},
+		{"sbkit_sender_inflight_bytes", nil, "0"},
+	} {
+		got, ok := scrapetest.Value(scrape, c.name, c.labels...)
+		if !ok || (c.want != "*" && got != c.want) {
+			t.Errorf("%s%v = %q (found %v), want %s", c.name, c.labels, got, ok, c.want)
+		}
+	}
+	if t.Failed() {
+		t.Logf("scrape:\n%s", scrape)
+	}
+	sends := 0
+	for _, s := range scrapetest.Spans(t, output) {
+		if s.Name == "send orders" {
+			sends++
+		}
+	}
+	if sends != 25 {
+		t.Errorf("%d send spans printed, want 25", sends)
 	}
 }

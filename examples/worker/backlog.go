@@ -13,11 +13,12 @@ import (
 	"github.com/sbkit/sbkit/serialize"
 )
 
-// fillBacklog queues, on the in-memory broker, what a producer could have left there:
+// fillBacklog queues, on the in-memory broker and through a sender with hook (which
+// traces each send), what a producer could have left there:
 // ten good orders, a second copy of one of them (a producer retry), a malformed JSON
 // body, an order with no items, a flash-sale order whose 1ms TTL runs out in the queue,
 // and a bulk order that takes longer than the queue's lock duration.
-func fillBacklog(ctx context.Context, conn *sbenv.Conn) error {
+func fillBacklog(ctx context.Context, conn *sbenv.Conn, hook sender.Hook) error {
 	reg, err := serialize.New(nil)
 	if err != nil {
 		return err
@@ -65,7 +66,7 @@ func fillBacklog(ctx context.Context, conn *sbenv.Conn) error {
 		return err
 	}
 	defer dst.Close(context.WithoutCancel(ctx))
-	s, err := sender.New(dst, nil)
+	s, err := sender.New(dst, &sender.Options{Hooks: []sender.Hook{hook}})
 	if err != nil {
 		return err
 	}

@@ -27,6 +27,7 @@ import (
 	"github.com/sbkit/sbkit"
 	"github.com/sbkit/sbkit/dedupe"
 	"github.com/sbkit/sbkit/examples/internal/sbenv"
+	"github.com/sbkit/sbkit/examples/internal/telemetry"
 	"github.com/sbkit/sbkit/receiver"
 	"github.com/sbkit/sbkit/sbtest"
 	"github.com/sbkit/sbkit/serialize"
@@ -57,6 +58,8 @@ func run(ctx context.Context, args []string, stdout io.Writer, getenv func(strin
 	duration := fs.Duration("duration", 0, "stop after this long (0: no limit)")
 	grace := fs.Duration("grace", 10*time.Second, "on shutdown, how long orders in progress may take to finish")
 	lock := fs.Duration("lock", time.Second, "in-memory broker: the queue's lock duration (short, so that the bulk order needs renewals)")
+	var obs telemetry.Flags
+	obs.Register(fs)
 	if err := fs.Parse(args); err != nil {
 		return err
 	}
@@ -64,6 +67,11 @@ func run(ctx context.Context, args []string, stdout io.Writer, getenv func(strin
 		return errors.New("-concurrency and -lock must be positive, durations not negative")
 	}
 	out := log.New(stdout, "", 0) // safe for concurrent use by handlers
+	tel, err := telemetry.Start(obs, "worker", stdout)
+	if err != nil {
+		return err
+	}
+	defer tel.Close(ctx)
 
 	queue := &sbtest.EntityOptions{LockDuration: *lock, MaxDeliveryCount: 5, DeadLetterOnExpiration: true}
 	conn, err := sbenv.Open(&sbenv.Options{Getenv: getenv, Latency: sbenv.RealisticLatency, Queue: queue})
@@ -72,7 +80,7 @@ func run(ctx context.Context, args []string, stdout io.Writer, getenv func(strin
 	}
 	defer conn.Close(context.WithoutCancel(ctx))
 	if conn.InMemory() {
-		if err := fillBacklog(ctx, conn); err != nil {
+		if err := fillBacklog(ctx, conn, tel.Telemetry.Sender(conn.QueueName)); err != nil {
 			return err
 		}
 	}
@@ -86,13 +94,16 @@ func run(ctx context.Context, args []string, stdout io.Writer, getenv func(strin
 	if err != nil {
 		return err
 	}
+	// The OpenTelemetry hook: a span per handler call in the producer's trace, lock and
+	// duplicate events, and the processor's metrics.
+	hook := tel.Telemetry.Processor(conn.QueueName, "")
 	store, err := dedupe.NewMemoryStore(nil) // this process only; use redisdedupe for many workers
 	if err != nil {
 		return err
 	}
 	dupes, err := dedupe.New(store, &dedupe.Options{
 		Entity: conn.QueueName,
-		Hooks: []dedupe.Hook{dedupe.DuplicateHookFunc(func(_ context.Context, e dedupe.Duplicate) {
+		Hooks: []dedupe.Hook{hook, dedupe.DuplicateHookFunc(func(_ context.Context, e dedupe.Duplicate) {
 			out.Printf("  skipped    %s: already fulfilled (duplicate delivery)", e.Message.MessageID)
 		})},
 	})
@@ -116,13 +127,18 @@ func run(ctx context.Context, args []string, stdout io.Writer, getenv func(strin
 		MaxAutoLockRenewalDuration: 30 * time.Minute,
 		AbandonDelay:               receiver.ExponentialAbandonDelay(time.Second, time.Minute),
 		ShutdownGrace:              *grace,
-		Hooks: []receiver.Hook{receiver.ErrorHookFunc(func(_ context.Context, e *receiver.Error) {
+		Hooks: []receiver.Hook{hook, receiver.ErrorHookFunc(func(_ context.Context, e *receiver.Error) {
 			if e.Source != receiver.SourceHandler { // handler outcomes are printed by the handler
 				out.Printf("  error      %v", e)
 			}
 		})},
 	})
 	if err != nil {
+		return err
+	}
+	// Gauges of running handlers, buffered and held messages; they end with the meter
+	// provider (call Unregister if p goes away before it).
+	if _, err := hook.Observe(p); err != nil {
 		return err
 	}
 

@@ -5,12 +5,14 @@ import (
 	"context"
 	"errors"
 	"flag"
+	"io"
 	"strings"
 	"testing"
 	"time"
 
 	"github.com/sbkit/sbkit/examples/internal/leaktest"
 	"github.com/sbkit/sbkit/examples/internal/sbenv"
+	"github.com/sbkit/sbkit/examples/internal/scrapetest"
 )
 
 func noEnv(string) string { return "" }
@@ -134,5 +136,58 @@ func TestWorkerHelp(t *testing.T) {
 		if !strings.Contains(out.String(), want) {
 			t.Errorf("help lacks %q:\n%s", want, out.String())
 		}
+	}
+}
+
+// TestWorkerMetricsAndSpans runs the worker with -metrics-addr and -spans, scrapes its
+// Prometheus endpoint with net/http once the backlog is done, and finds the processor's
+// metrics with the counts of the summary; every process span is in the trace of the
+// send span of the backlog's producer.
+func TestWorkerMetricsAndSpans(t *testing.T) {
+	leaktest.Check(t)
+	run := func(ctx context.Context, args []string, out io.Writer) error { return run(ctx, args, out, noEnv) }
+	scrape, output := scrapetest.Run(t, run, []string{"-unit", "1ms", "-idle", "200ms", "-lock", "1m",
+		"-metrics-addr", "127.0.0.1:0", "-metrics-hold", "1m", "-spans"}, "dead-letter queue: order-2013")
+	for _, c := range []struct {
+		name   string
+		labels []string
+		want   string
+	}{
+		{"messaging_client_consumed_messages_total", []string{`messaging_destination_name="orders"`, `messaging_system="servicebus"`}, "14"},
+		{"messaging_client_sent_messages_total", []string{`messaging_operation_name="send"`}, "15"},
+		{"sbkit_processor_outcomes_total", []string{`sbkit_outcome="complete"`}, "12"},
+		{"sbkit_processor_outcomes_total", []string{`sbkit_outcome="dead_letter"`}, "2"},
+		{"sbkit_dedupe_outcomes_total", []string{`sbkit_dedupe_outcome="duplicate"`}, "1"},
+		{"messaging_process_duration_seconds_count", []string{`messaging_operation_name="process"`}, "*"},
+		{"messaging_client_operation_duration_seconds_count", []string{`messaging_operation_name="complete"`}, "*"},
+		{"sbkit_processor_handlers_running", nil, "0"},
+		{"sbkit_processor_messages_buffered", nil, "0"},
+	} {
+		got, ok := scrapetest.Value(scrape, c.name, c.labels...)
+		if !ok || (c.want != "*" && got != c.want) {
+			t.Errorf("%s%v = %q (found %v), want %s", c.name, c.labels, got, ok, c.want)
+		}
+	}
+	if t.Failed() {
+		t.Logf("scrape:\n%s", scrape)
+	}
+	spans := scrapetest.Spans(t, output)
+	traces := map[string]bool{}
+	for _, s := range spans {
+		if s.Name == "send orders" {
+			traces[s.SpanContext.TraceID] = true
+		}
+	}
+	processed := 0
+	for _, s := range spans {
+		if s.Name == "process orders" {
+			processed++
+			if !traces[s.SpanContext.TraceID] {
+				t.Errorf("process span %s is in trace %s, which has no send span", s.SpanContext.SpanID, s.SpanContext.TraceID)
+			}
+		}
+	}
+	if len(traces) != 15 || processed != 14 {
+		t.Errorf("%d send traces, %d process spans; want 15 and 14", len(traces), processed)
 	}
 }
