@@ -13,11 +13,11 @@ import (
 	"github.com/sbkit/sbkit/serialize"
 )
 
-// fillBacklog queues, on the in-memory broker and through a sender with hook (which
-// traces each send), what a producer could have left there:
+// fillBacklog queues, on the in-memory broker, what a producer could have left there:
 // ten good orders, a second copy of one of them (a producer retry), a malformed JSON
 // body, an order with no items, a flash-sale order whose 1ms TTL runs out in the queue,
-// and a bulk order that takes longer than the queue's lock duration.
+// and a bulk order that takes longer than the queue's lock duration. It sends them
+// through a sender with hook, which traces each send as a producer would.
 func fillBacklog(ctx context.Context, conn *sbenv.Conn, hook sender.Hook) error {
 	reg, err := serialize.New(nil)
 	if err != nil {
