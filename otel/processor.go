@@ -39,19 +39,20 @@ type ProcessorHook struct {
 	entity      string
 	processName string
 
-	startAttrs []attribute.KeyValue // process span
-	base       []attribute.KeyValue
-	consumed   []metric.AddOption
-	receiveOK  []metric.RecordOption
-	receiveOp  []attribute.KeyValue
-	processOK  []metric.RecordOption
-	processOp  []attribute.KeyValue
-	settle     [5]settleAttrs // by sbkit.Action
-	outcomes   map[string][]metric.AddOption
-	errSources [6][]metric.AddOption // by receiver.ErrorSource
-	kinds      [2][]metric.AddOption // renewals: message, session
-	dedupe     map[string][]metric.AddOption
-	gaugeOpt   metric.ObserveOption
+	startAttrs  []attribute.KeyValue // process span
+	processOpts []trace.SpanStartOption
+	base        []attribute.KeyValue
+	consumed    []metric.AddOption
+	receiveOK   []metric.RecordOption
+	receiveOp   []attribute.KeyValue
+	processOK   []metric.RecordOption
+	processOp   []attribute.KeyValue
+	settle      [5]settleAttrs // by sbkit.Action
+	outcomes    map[string][]metric.AddOption
+	errSources  [6][]metric.AddOption // by receiver.ErrorSource
+	kinds       [2][]metric.AddOption // renewals: message, session
+	dedupe      map[string][]metric.AddOption
+	gaugeOpt    metric.ObserveOption
 
 	spans sync.Map // *azservicebus.ReceivedMessage -> trace.Span, while its handler runs (recording spans only)
 }
@@ -79,6 +80,7 @@ func (t *Telemetry) Processor(entity, subscription string) *ProcessorHook {
 		gaugeOpt:    metric.WithAttributeSet(attribute.NewSet(base...)),
 	}
 	h.startAttrs = with(base, semconv.MessagingOperationName("process"), semconv.MessagingOperationTypeProcess)
+	h.processOpts = []trace.SpanStartOption{trace.WithSpanKind(trace.SpanKindConsumer), trace.WithAttributes(h.startAttrs...)}
 	h.consumed = []metric.AddOption{metric.WithAttributeSet(set(base, semconv.MessagingOperationName("receive")))}
 	h.receiveOp = with(base, semconv.MessagingOperationName("receive"), semconv.MessagingOperationTypeReceive)
 	h.receiveOK = []metric.RecordOption{metric.WithAttributeSet(attribute.NewSet(h.receiveOp...))}
@@ -134,27 +136,29 @@ func (h *ProcessorHook) OnHandlerStart(ctx context.Context, e receiver.HandlerSt
 	m := e.Message
 	ctx, producer, found := h.t.extract(ctx, m.ApplicationProperties)
 	parent := ctx
-	var opts [3]trace.SpanStartOption
-	n := 2
-	opts[0], opts[1] = trace.WithSpanKind(trace.SpanKindConsumer), trace.WithAttributes(h.messageAttrs(m)...)
+	opts := h.processOpts
 	if found {
 		if !h.t.opts.DisableProducerParent && !trace.SpanContextFromContext(ctx).IsValid() {
 			parent = trace.ContextWithRemoteSpanContext(ctx, producer)
 		}
-		opts[2] = trace.WithLinks(trace.Link{SpanContext: producer})
-		n = 3
+		opts = []trace.SpanStartOption{opts[0], opts[1], trace.WithLinks(trace.Link{SpanContext: producer})}
 	}
-	ctx, span := h.t.tracer.Start(parent, h.processName, opts[:n]...)
-	if span.IsRecording() {
-		h.spans.Store(m, span)
+	ctx, span := h.t.tracer.Start(parent, h.processName, opts...)
+	if !span.IsRecording() {
+		return ctx // sampled out, or no-op: nothing more to record
 	}
-	return ctx
+	span.SetAttributes(messageAttrs(m)...)
+	h.spans.Store(m, span)
+	return context.WithValue(ctx, recordedKey{h}, true)
 }
 
-// messageAttrs are the attributes of a process span: the entity's and the message's.
-func (h *ProcessorHook) messageAttrs(m *azservicebus.ReceivedMessage) []attribute.KeyValue {
-	kv := make([]attribute.KeyValue, 0, len(h.startAttrs)+5)
-	kv = append(kv, h.startAttrs...)
+// recordedKey marks the context of a recorded process span of a hook, so that its
+// settlement gets a span too.
+type recordedKey struct{ h *ProcessorHook }
+
+// messageAttrs are the attributes of a process span that describe its message.
+func messageAttrs(m *azservicebus.ReceivedMessage) []attribute.KeyValue {
+	kv := make([]attribute.KeyValue, 0, 5)
 	kv = append(kv, semconv.MessagingMessageID(m.MessageID))
 	if m.DeliveryCount > 0 {
 		kv = append(kv, semconv.MessagingServiceBusMessageDeliveryCount(int(m.DeliveryCount)))
@@ -212,8 +216,8 @@ func (h *ProcessorHook) OnSettle(ctx context.Context, e receiver.Settlement) {
 	if failures > 0 {
 		h.t.settleFails.Add(ctx, int64(failures), s.fails...)
 	}
-	if h.t.opts.DisableSettleSpans || !trace.SpanContextFromContext(ctx).IsSampled() {
-		return // no settle span under a process span that was sampled out
+	if h.t.opts.DisableSettleSpans || ctx.Value(recordedKey{h}) == nil {
+		return // no settle span under a process span that was not recorded
 	}
 	end := time.Now()
 	_, span := h.t.tracer.Start(ctx, s.name, trace.WithSpanKind(trace.SpanKindClient),
