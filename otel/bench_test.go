@@ -46,19 +46,36 @@ var benchModes = []struct {
 			MeterProvider: metricnoop.NewMeterProvider(), Propagator: propagation.TraceContext{}})
 		return tel, func(*testing.B) {}
 	}},
-	{"sdk", func() (*sbotel.Telemetry, func(*testing.B)) {
-		reader := sdkmetric.NewManualReader()
-		tel, _ := sbotel.New(&sbotel.Options{
-			TracerProvider: sdktrace.NewTracerProvider(sdktrace.WithSpanProcessor(discard{})),
-			MeterProvider:  sdkmetric.NewMeterProvider(sdkmetric.WithReader(reader)),
-			Propagator:     propagation.TraceContext{}})
-		return tel, func(b *testing.B) {
-			var rm metricdata.ResourceMetrics
-			if err := reader.Collect(context.Background(), &rm); err != nil {
-				b.Fatal(err)
-			}
+	{"sdk", func() (*sbotel.Telemetry, func(*testing.B)) { return sdkTelemetry(nil) }},
+}
+
+// processorModes adds, for the processor, the SDK without settle spans.
+var processorModes = append(benchModes[:len(benchModes):len(benchModes)], struct {
+	name string
+	tel  func() (*sbotel.Telemetry, func(b *testing.B))
+}{"sdk-no-settle-spans", func() (*sbotel.Telemetry, func(*testing.B)) {
+	return sdkTelemetry(&sbotel.Options{DisableSettleSpans: true})
+}})
+
+// sdkTelemetry is a Telemetry on the SDK's providers (o's other options kept): spans
+// into a discarding processor, metrics into a manual reader that the returned function
+// collects.
+func sdkTelemetry(o *sbotel.Options) (*sbotel.Telemetry, func(*testing.B)) {
+	var opts sbotel.Options
+	if o != nil {
+		opts = *o
+	}
+	reader := sdkmetric.NewManualReader()
+	opts.TracerProvider = sdktrace.NewTracerProvider(sdktrace.WithSpanProcessor(discard{}))
+	opts.MeterProvider = sdkmetric.NewMeterProvider(sdkmetric.WithReader(reader))
+	opts.Propagator = propagation.TraceContext{}
+	tel, _ := sbotel.New(&opts)
+	return tel, func(b *testing.B) {
+		var rm metricdata.ResourceMetrics
+		if err := reader.Collect(context.Background(), &rm); err != nil {
+			b.Fatal(err)
 		}
-	}},
+	}
 }
 
 // nullSender is a batching sbkit.BatchSender that drops what it is sent, so that a
@@ -165,7 +182,7 @@ func BenchmarkProcessor(b *testing.B) {
 		SpanID:  trace.SpanID{1, 2, 3, 4, 5, 6, 7, 8}, TraceFlags: trace.FlagsSampled})
 	tp := traceparent(producer)
 	body := make([]byte, 1024)
-	for _, mode := range benchModes {
+	for _, mode := range processorModes {
 		b.Run(mode.name, func(b *testing.B) {
 			tel, collect := mode.tel()
 			ns := sbtest.NewNamespace(nil)
