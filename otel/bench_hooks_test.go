@@ -6,6 +6,9 @@ import (
 	"time"
 
 	"github.com/Azure/azure-sdk-for-go/sdk/messaging/azservicebus"
+	"go.opentelemetry.io/otel/attribute"
+	sdktrace "go.opentelemetry.io/otel/sdk/trace"
+	"go.opentelemetry.io/otel/trace"
 
 	"github.com/sbkit/sbkit"
 	"github.com/sbkit/sbkit/receiver"
@@ -48,5 +51,19 @@ func BenchmarkHooks(b *testing.B) {
 			}
 			collect(b)
 		})
+	}
+}
+
+// BenchmarkSDKSpan is the floor under the SDK rows: one span started and ended with the
+// SDK's provider (4 attributes, the discarding processor), nothing else.
+func BenchmarkSDKSpan(b *testing.B) {
+	tracer := sdktrace.NewTracerProvider(sdktrace.WithSpanProcessor(discard{})).Tracer("bench")
+	attrs := []attribute.KeyValue{attribute.String("a", "1"), attribute.String("b", "2"),
+		attribute.String("c", "3"), attribute.String("d", "4")}
+	ctx := context.Background()
+	b.ReportAllocs()
+	for b.Loop() {
+		_, span := tracer.Start(ctx, "span", trace.WithSpanKind(trace.SpanKindConsumer), trace.WithAttributes(attrs...))
+		span.End()
 	}
 }
