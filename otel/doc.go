@@ -29,21 +29,21 @@
 // <entity>", messaging.operation.type process), with messaging.message.id,
 // messaging.servicebus.message.delivery_count, messaging.servicebus.message.enqueued_time
 // and messaging.message.conversation_id (the CorrelationID). It links to the producer's
-// creation context and, by default, is that context's child, so that one trace runs
-// from the producer's request to the consumer's handler and everything the handler
-// does. The conventions make links the default and allow the parent "exclusively for
-// single messages scenarios", which a processor's handler call is; sbkit takes the
-// parent because a trace that stops at the queue is what operators complain about, and
-// because the .NET processor does the same. When the handler's context already carries
-// a span (Run was given a context with one), the process span stays its child and only
-// links to the producer, as the conventions recommend; [Options.DisableProducerParent]
-// makes it link only, always. Settlements are spans (kind CLIENT, "complete <entity>",
+// creation context and, by default, is that context's child, so that one trace runs from
+// the producer's request to the consumer's handler and everything the handler does. The
+// conventions make links the default and allow the parent "exclusively for single
+// messages scenarios", which a processor's handler call is; sbkit takes the parent so
+// that a trace does not stop at the queue (many trace viewers show links poorly or not at
+// all), as the .NET processor does. When the handler's context already carries a span
+// (Run was given a context with one), the process span stays its child and only links to
+// the producer, as the conventions recommend; [Options.DisableProducerParent] makes it
+// link only, always. Settlements are spans (kind CLIENT, "complete <entity>",
 // "dead_letter <entity>", ..., messaging.operation.type settle,
 // messaging.servicebus.disposition_status, sbkit.dead_letter.reason), children of the
-// process span. Lock renewals, failed renewals and lost locks, and the duplicate
-// filter's decisions, are events on the process span. ReceiveMessages calls are not
-// spans (a processor's receive loop is not the application's call, and an idle one
-// would make a span per empty poll): they are measured.
+// process span. Lock renewals, failed renewals and lost locks, and the duplicate filter's
+// decisions, are events on the process span. ReceiveMessages calls are not spans (a
+// processor's receive loop is not the application's call, and an idle one would make a
+// span per empty poll): they are measured.
 //
 // # Propagation
 //
@@ -107,7 +107,10 @@
 //
 // # Cost
 //
-// With no-op providers (the globals before an SDK is installed) the hooks cost a few
-// hundred nanoseconds per message; with the SDK's providers, the spans and metrics a
-// few microseconds. The module's benchmarks measure both (see the README).
+// Measured per message on 2 shared cores (see the README): with no-op providers (the
+// globals before an SDK is installed) the sender's hook costs about 0.2 µs and the
+// processor's about 0.7 µs; with the SDK's providers 3 µs and 7 µs, most of which are the
+// SDK's spans (one send span; a process and a settle span, see
+// [Options.DisableSettleSpans]). A message whose process span is sampled out gets no
+// message attributes and no settle span.
 package sbotel

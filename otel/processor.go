@@ -29,7 +29,8 @@ import (
 // parent is the producer's span and which links to it (see the package documentation
 // and [Options.DisableProducerParent]); the handler's context carries it, so the
 // handler's own spans are its children. Lock renewals, failed renewals and a lost lock
-// are events on it ("lock renewed", "lock renew failed", "lock lost"), and so are the
+// while the handler runs are events on it ("lock renewed", "lock renew failed", "lock
+// lost"; those of a message still waiting in the buffer are only counted), and so are the
 // duplicate filter's decisions ("duplicate", "contended", "lease lost", "dedupe store
 // error"). Each settlement is a span of its own (kind CLIENT, named "<operation>
 // <entity>", e.g. "complete orders"), child of the process span, with
