@@ -70,25 +70,13 @@ func TestProducerMetricsAndSpans(t *testing.T) {
 	run := func(ctx context.Context, args []string, out io.Writer) error { return run(ctx, args, out, noEnv) }
 	scrape, output := scrapetest.Run(t, run, []string{"-n", "25", "-metrics-addr", "127.0.0.1:0", "-metrics-hold", "1m", "-spans"},
 		"now holds 25 messages")
-	for _, c := range []struct {
-		name   string
-		labels []string
-		want   string
-	}{
-		{"messaging_client_sent_messages_total", []string{`messaging_destination_name="orders"`, `messaging_operation_name="send"`, `messaging_system="servicebus"`}, "25"},
-		{"messaging_client_operation_duration_seconds_count", []string{`messaging_operation_name="send"`}, "25"},
-		{"sbkit_sender_batch_duration_seconds_count", nil, "*"},
-		{"sbkit_sender_inflight_messages", nil, "0"},
-		{"sbkit_sender_inflight_bytes", nil, "0"},
-	} {
-		got, ok := scrapetest.Value(scrape, c.name, c.labels...)
-		if !ok || (c.want != "*" && got != c.want) {
-			t.Errorf("%s%v = %q (found %v), want %s", c.name, c.labels, got, ok, c.want)
-		}
-	}
-	if t.Failed() {
-		t.Logf("scrape:\n%s", scrape)
-	}
+	scrapetest.Expect(t, scrape, []scrapetest.Sample{
+		{Name: "messaging_client_sent_messages_total", Labels: []string{`messaging_destination_name="orders"`, `messaging_operation_name="send"`, `messaging_system="servicebus"`}, Value: "25"},
+		{Name: "messaging_client_operation_duration_seconds_count", Labels: []string{`messaging_operation_name="send"`}, Value: "25"},
+		{Name: "sbkit_sender_batch_duration_seconds_count", Labels: nil, Value: "*"},
+		{Name: "sbkit_sender_inflight_messages", Labels: nil, Value: "0"},
+		{Name: "sbkit_sender_inflight_bytes", Labels: nil, Value: "0"},
+	})
 	sends := 0
 	for _, s := range scrapetest.Spans(t, output) {
 		if s.Name == "send orders" {

@@ -148,29 +148,17 @@ func TestWorkerMetricsAndSpans(t *testing.T) {
 	run := func(ctx context.Context, args []string, out io.Writer) error { return run(ctx, args, out, noEnv) }
 	scrape, output := scrapetest.Run(t, run, []string{"-unit", "1ms", "-idle", "200ms", "-lock", "1m",
 		"-metrics-addr", "127.0.0.1:0", "-metrics-hold", "1m", "-spans"}, "dead-letter queue: order-2013")
-	for _, c := range []struct {
-		name   string
-		labels []string
-		want   string
-	}{
-		{"messaging_client_consumed_messages_total", []string{`messaging_destination_name="orders"`, `messaging_system="servicebus"`}, "14"},
-		{"messaging_client_sent_messages_total", []string{`messaging_operation_name="send"`}, "15"},
-		{"sbkit_processor_outcomes_total", []string{`sbkit_outcome="complete"`}, "12"},
-		{"sbkit_processor_outcomes_total", []string{`sbkit_outcome="dead_letter"`}, "2"},
-		{"sbkit_dedupe_outcomes_total", []string{`sbkit_dedupe_outcome="duplicate"`}, "1"},
-		{"messaging_process_duration_seconds_count", []string{`messaging_operation_name="process"`}, "*"},
-		{"messaging_client_operation_duration_seconds_count", []string{`messaging_operation_name="complete"`}, "*"},
-		{"sbkit_processor_handlers_running", nil, "0"},
-		{"sbkit_processor_messages_buffered", nil, "0"},
-	} {
-		got, ok := scrapetest.Value(scrape, c.name, c.labels...)
-		if !ok || (c.want != "*" && got != c.want) {
-			t.Errorf("%s%v = %q (found %v), want %s", c.name, c.labels, got, ok, c.want)
-		}
-	}
-	if t.Failed() {
-		t.Logf("scrape:\n%s", scrape)
-	}
+	scrapetest.Expect(t, scrape, []scrapetest.Sample{
+		{Name: "messaging_client_consumed_messages_total", Labels: []string{`messaging_destination_name="orders"`, `messaging_system="servicebus"`}, Value: "14"},
+		{Name: "messaging_client_sent_messages_total", Labels: []string{`messaging_operation_name="send"`}, Value: "15"},
+		{Name: "sbkit_processor_outcomes_total", Labels: []string{`sbkit_outcome="complete"`}, Value: "12"},
+		{Name: "sbkit_processor_outcomes_total", Labels: []string{`sbkit_outcome="dead_letter"`}, Value: "2"},
+		{Name: "sbkit_dedupe_outcomes_total", Labels: []string{`sbkit_dedupe_outcome="duplicate"`}, Value: "1"},
+		{Name: "messaging_process_duration_seconds_count", Labels: []string{`messaging_operation_name="process"`}, Value: "*"},
+		{Name: "messaging_client_operation_duration_seconds_count", Labels: []string{`messaging_operation_name="complete"`}, Value: "*"},
+		{Name: "sbkit_processor_handlers_running", Labels: nil, Value: "0"},
+		{Name: "sbkit_processor_messages_buffered", Labels: nil, Value: "0"},
+	})
 	spans := scrapetest.Spans(t, output)
 	traces := map[string]bool{}
 	for _, s := range spans {

@@ -98,6 +98,28 @@ func Value(scrape, name string, labels ...string) (value string, ok bool) {
 	return "", false
 }
 
+// Sample is an expected sample of a scrape: a metric name, labels it must have (each as
+// `key="value"`) and its value ("*": any).
+type Sample struct {
+	Name   string
+	Labels []string
+	Value  string
+}
+
+// Expect fails t unless scrape has every sample of want, and then logs the scrape.
+func Expect(t *testing.T, scrape string, want []Sample) {
+	t.Helper()
+	for _, w := range want {
+		got, ok := Value(scrape, w.Name, w.Labels...)
+		if !ok || (w.Value != "*" && got != w.Value) {
+			t.Errorf("%s%v = %q (found %v), want %s", w.Name, w.Labels, got, ok, w.Value)
+		}
+	}
+	if t.Failed() {
+		t.Logf("scrape:\n%s", scrape)
+	}
+}
+
 // Span is what a test reads of a span printed by -spans.
 type Span struct {
 	Name        string
