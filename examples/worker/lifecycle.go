@@ -41,8 +41,9 @@ func runUntilDone(ctx context.Context, p *receiver.Processor, idle, duration tim
 }
 
 // waitIdle returns nil when stop ends or p has handled nothing and holds nothing for
-// idle (0: never), and Run's error if Run returns first.
-func waitIdle(stop context.Context, p *receiver.Processor, idle time.Duration, done <-chan error) error {
+// idle (0: never), and Run's error if Run returns first. A Run that returned because stop
+// ended is the shutdown asked for: its result is put back in done for the caller.
+func waitIdle(stop context.Context, p *receiver.Processor, idle time.Duration, done chan error) error {
 	tick := time.NewTicker(50 * time.Millisecond)
 	defer tick.Stop()
 	last, lastChange := p.Stats(), time.Now()
@@ -51,6 +52,10 @@ func waitIdle(stop context.Context, p *receiver.Processor, idle time.Duration, d
 		case <-stop.Done():
 			return nil
 		case err := <-done:
+			if stop.Err() != nil { // both were ready: stop ended Run
+				done <- err
+				return nil
+			}
 			return fmt.Errorf("processor stopped: %w", err)
 		case now := <-tick.C:
 			st := p.Stats()
