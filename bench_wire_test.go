@@ -90,3 +90,52 @@ func BenchmarkWire(b *testing.B) { benchWire(b, sbtest.Latency{}) }
 // model of BenchmarkSend (benchLatency: 7 ms round trip, 1 ms store), so that its numbers
 // compare with BenchmarkSend's in-memory ones.
 func BenchmarkWireLatency(b *testing.B) { benchWire(b, benchLatency) }
+
+// BenchmarkWireProcess is BenchmarkProcess's processor cases through the real SDK
+// client: an *azservicebus.Receiver talking AMQP over loopback to sbtest.NewServer, whose
+// namespace applies processLatency (7 ms round trip), handlers working 5 ms.
+func BenchmarkWireProcess(b *testing.B) {
+	before := runtime.NumGoroutine()
+	for _, c := range processCases {
+		b.Run(c.name, func(b *testing.B) {
+			// One more message for the warm-up below.
+			ns, q := processNamespace(b, b.N+processSpare(c.opts.MaxConcurrency)+1)
+			srv, err := sbtest.NewServer(&sbtest.ServerOptions{Namespace: ns})
+			if err != nil {
+				b.Fatal(err)
+			}
+			b.Cleanup(func() {
+				if err := srv.Close(context.Background()); err != nil {
+					b.Error(err)
+				}
+			})
+			ctx := context.Background()
+			client, err := azservicebus.NewClientFromConnectionString(srv.ConnectionString(), nil)
+			if err != nil {
+				b.Fatal(err)
+			}
+			b.Cleanup(func() { _ = client.Close(ctx) })
+			r, err := client.NewReceiverForQueue("work", nil)
+			if err != nil {
+				b.Fatal(err)
+			}
+			b.Cleanup(func() { _ = r.Close(ctx) })
+			// Attach the link (connection, SASL, $cbs token, attach) before the timed part.
+			msgs, err := r.ReceiveMessages(ctx, 1, nil)
+			if err != nil || len(msgs) != 1 {
+				b.Fatalf("warm-up receive: %d messages, %v", len(msgs), err)
+			}
+			if err := r.CompleteMessage(ctx, msgs[0], nil); err != nil {
+				b.Fatal(err)
+			}
+			benchProcessor(b, r, q, c)
+		})
+	}
+	deadline := time.Now().Add(5 * time.Second)
+	for runtime.NumGoroutine() > before {
+		if time.Now().After(deadline) {
+			b.Fatalf("%d goroutines remain after the benchmarks, %d before", runtime.NumGoroutine(), before)
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+}

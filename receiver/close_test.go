@@ -110,7 +110,7 @@ func TestRunContextDrainsWithShutdownGrace(t *testing.T) {
 					case <-ctx.Done():
 						return ctx.Err()
 					}
-				}, &receiver.Options{MaxConcurrency: 2, ShutdownGrace: tt.grace})
+				}, &receiver.Options{MaxConcurrency: 2, PrefetchCount: 3, ShutdownGrace: tt.grace}) // holds all 5
 				ctx, cancel := context.WithCancel(context.Background())
 				wait := start(t, p, ctx)
 				synctest.Wait()

@@ -159,10 +159,12 @@ func (r *run) process(d *delivery) (held bool) {
 	r.p.counters.inFlight.Add(1)
 	start := time.Now()
 	err := r.callHandler(ctx, d.msg)
+	took := time.Since(start)
+	r.p.est.handler.add(took)
 	r.p.counters.inFlight.Add(-1)
 	r.p.counters.handled.Add(1)
 	action, _ := sbkit.SettlementOf(err)
-	r.cfg.hooks.onHandlerEnd(ctx, HandlerEnd{Message: d.msg, Err: err, Action: action, Duration: time.Since(start)})
+	r.cfg.hooks.onHandlerEnd(ctx, HandlerEnd{Message: d.msg, Err: err, Action: action, Duration: took})
 	return r.afterHandler(d, err)
 }
 

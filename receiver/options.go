@@ -34,17 +34,32 @@ type Options struct {
 	// MaxConcurrency is the number of goroutines that run the handler. Default
 	// DefaultMaxConcurrency (1); negative is an error.
 	MaxConcurrency int
-	// PrefetchCount is how many received messages may wait for a free handler goroutine.
-	// Their locks are renewed while they wait. Default 4 × MaxConcurrency; negative is an
-	// error; see DisablePrefetch for none. The receive loop asks each ReceiveMessages call
-	// for every free place (MaxConcurrency + PrefetchCount in all), so that one round trip
-	// feeds many handlers. Messages asked for by a call in flight hold places too, so when
-	// a receive round trip is longer than a handler call, handlers starve unless
-	// PrefetchCount is at least about 2 × MaxConcurrency × round trip / handler time; the
-	// default covers a round trip of up to twice the handler time.
+	// PrefetchCount, when positive, is how many received messages may wait for a free
+	// handler goroutine (their locks are renewed while they wait); zero (the default)
+	// sizes the prefetch adaptively; negative is an error; see DisablePrefetch for none.
+	//
+	// The receive loop makes one ReceiveMessages call at a time and asks for every free
+	// place (MaxConcurrency + the prefetch in all, messages asked for by the call in
+	// flight included), so that one round trip feeds many handlers. Handlers stay busy
+	// only when the prefetch covers the work drained during about one and a half receive
+	// round trips; every message beyond that waits in the buffer, holding its lock and
+	// adding its wait to the message's latency, and each buffered message a shutdown
+	// gives back has a delivery counted for nothing (see [Processor.Run]). The adaptive
+	// prefetch therefore measures the receive round trip R, the handler time H and the
+	// settlement time S (moving averages) and keeps round(1.5 × μ × R) messages, where
+	// μ = min(MaxConcurrency / H, SettleConcurrency / S) is the rate the processor can
+	// drain: 0 (no waiting message) when a handler call is much longer than a receive
+	// round trip, at most 4 × MaxConcurrency (the ceiling, beyond which the broker is
+	// slower than the handlers and more messages only wait), and MaxConcurrency until
+	// the first receive and handler calls were measured. Messages held by AbandonDelay
+	// are added to it, within the same ceiling. A fixed PrefetchCount trades latency
+	// and deliveries spent at shutdown for throughput that no longer depends on the
+	// estimates: choose one when the handler time varies too much for an average to mean
+	// anything, or to cap the locks held below the ceiling.
 	PrefetchCount int
 	// DisablePrefetch receives only as many messages as there are free handler
-	// goroutines. Default false. PrefetchCount must then be zero.
+	// goroutines: the lowest latency, and handlers idle for a receive round trip
+	// between messages. Default false. PrefetchCount must then be zero.
 	DisablePrefetch bool
 	// MaxReceiveBatch caps the messages asked for in one ReceiveMessages call. Default: no
 	// cap beyond the free places; negative is an error.
@@ -87,10 +102,12 @@ type Options struct {
 	// abandons held messages at once. See [ExponentialAbandonDelay]. Default none.
 	//
 	// A held message keeps its place among the MaxConcurrency + PrefetchCount messages
-	// the processor may hold, so the processor never holds more than that: when every
-	// place is held, it stops receiving until a hold ends. This is back-pressure on a
-	// failing dependency, and the rest of the queue stays with other consumers. Give
-	// PrefetchCount room if a few poison messages must not slow the healthy ones.
+	// the processor may hold (with the adaptive prefetch: MaxConcurrency + 4 ×
+	// MaxConcurrency, held messages adding to the adaptive size within that ceiling), so
+	// the processor never holds more than that: when every place is held, it stops
+	// receiving until a hold ends. This is back-pressure on a failing dependency, and the
+	// rest of the queue stays with other consumers. Give a fixed PrefetchCount room if a
+	// few poison messages must not slow the healthy ones.
 	AbandonDelay func(message *azservicebus.ReceivedMessage, err error) time.Duration
 	// ReceiveRetry is the policy for failed ReceiveMessages calls. Default: MaxRetries
 	// without bound, RetryDelay 100 ms, MaxRetryDelay 30 s: the receive loop retries
@@ -145,13 +162,16 @@ func ExponentialAbandonDelay(initial, max time.Duration) func(*azservicebus.Rece
 
 type config struct {
 	Options
-	peekLock     bool
-	renew        bool // peek-lock with renewal on
-	capacity     int  // MaxConcurrency + prefetch
-	maxBatch     int
-	receiveRetry retry.Policy
-	settleRetry  retry.Policy
-	hooks        hooks
+	peekLock bool
+	renew    bool // peek-lock with renewal on
+	capacity int  // the most places: MaxConcurrency + PrefetchCount, or + prefetchCeiling
+	adaptive bool // PrefetchCount sized by the estimates
+	// The adaptive prefetch's bounds and its value before the first measurements.
+	prefetchCeiling, prefetchInitial int
+	maxBatch                         int
+	receiveRetry                     retry.Policy
+	settleRetry                      retry.Policy
+	hooks                            hooks
 }
 
 func newConfig(o *Options) (config, error) {
@@ -180,13 +200,13 @@ func newConfig(o *Options) (config, error) {
 	if c.MaxConcurrency == 0 {
 		c.MaxConcurrency = DefaultMaxConcurrency
 	}
-	switch {
-	case c.DisablePrefetch:
-		c.PrefetchCount = 0
-	case c.PrefetchCount == 0:
-		c.PrefetchCount = 4 * c.MaxConcurrency
-	}
+	c.adaptive = !c.DisablePrefetch && c.PrefetchCount == 0
 	c.capacity = c.MaxConcurrency + c.PrefetchCount
+	if c.adaptive {
+		c.prefetchCeiling = prefetchCeilingFactor * c.MaxConcurrency
+		c.prefetchInitial = c.MaxConcurrency
+		c.capacity = c.MaxConcurrency + c.prefetchCeiling
+	}
 	c.maxBatch = c.capacity
 	if c.MaxReceiveBatch > 0 {
 		c.maxBatch = min(c.maxBatch, c.MaxReceiveBatch)

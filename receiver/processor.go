@@ -15,6 +15,7 @@ type Processor struct {
 	renewer sbkit.LockRenewer
 	handler sbkit.Handler
 	cfg     config
+	est     *estimates // the adaptive prefetch's measurements; shared by a SessionProcessor's sessions
 
 	runs runGuard[run]
 
@@ -37,7 +38,7 @@ func New(src sbkit.MessageReceiver, handler sbkit.Handler, options *Options) (*P
 	if err != nil {
 		return nil, err
 	}
-	p := &Processor{src: src, handler: handler, cfg: cfg}
+	p := &Processor{src: src, handler: handler, cfg: cfg, est: &estimates{}}
 	if cfg.renew {
 		r, ok := src.(sbkit.LockRenewer)
 		if !ok {

@@ -29,7 +29,7 @@ type run struct {
 	cancelHandlers context.CancelCauseFunc
 	stopRunCtx     func() bool // detaches the context.AfterFunc on Run's ctx
 
-	credits chan struct{}  // one token per message received and not yet handled
+	places  *places        // messages asked for, waiting, handled or held: see limit
 	buf     chan *delivery // received messages waiting for a handler goroutine
 	settles chan settleJob // settlements waiting for a settle goroutine
 	workers sync.WaitGroup // handler goroutines
@@ -54,6 +54,7 @@ type run struct {
 	workerIDs   map[uint64]struct{}       // goroutine ids of the handler goroutines
 	live        map[*delivery]struct{}    // peek-lock deliveries not yet claimed
 	holds       map[*delivery]*time.Timer // deliveries held before abandoning
+	held        atomic.Int64              // len(holds), read without mu by limit
 
 	cancelledHandlers atomic.Bool
 	leftLocked        atomic.Int64 // messages this run left to lock expiry
@@ -64,7 +65,7 @@ func newRun(ctx context.Context, p *Processor) (*run, error) {
 	r := &run{
 		p:         p,
 		cfg:       cfg,
-		credits:   make(chan struct{}, cfg.capacity),
+		places:    newPlaces(),
 		buf:       make(chan *delivery, cfg.capacity),
 		settles:   make(chan settleJob, cfg.SettleConcurrency),
 		done:      make(chan struct{}),
@@ -180,12 +181,13 @@ func (r *run) serve() error {
 func (r *run) receiveLoop() error {
 	var bo backoff.BackOff
 	for {
-		n, ok := r.acquire()
+		n, ok := r.places.acquire(r.recvCtx, r.limit, r.cfg.maxBatch)
 		if !ok {
 			return nil
 		}
 		start := time.Now()
 		msgs, err := r.p.src.ReceiveMessages(r.recvCtx, n, nil)
+		took := time.Since(start)
 		got := 0
 		for _, m := range msgs {
 			if m == nil {
@@ -194,8 +196,10 @@ func (r *run) receiveLoop() error {
 			got++
 			r.buf <- r.newDelivery(m)
 		}
+		r.p.counters.buffered(len(r.buf))
 		r.release(n - got)
-		r.cfg.hooks.onReceive(r.recvCtx, ReceiveCall{Requested: n, Received: got, Err: err, Duration: time.Since(start)})
+		r.p.est.observeReceive(n, got, took)
+		r.cfg.hooks.onReceive(r.recvCtx, ReceiveCall{Requested: n, Received: got, Err: err, Duration: took})
 		if err == nil {
 			bo = nil
 			continue
@@ -225,31 +229,27 @@ func (r *run) receiveLoop() error {
 	}
 }
 
-// acquire waits for one free place, takes every other free place up to maxBatch, and
-// returns how many it took; false when the loop must stop.
-func (r *run) acquire() (int, bool) {
-	select {
-	case r.credits <- struct{}{}:
-	case <-r.recvCtx.Done():
-		return 0, false
+// limit is how many places the run may use now: MaxConcurrency + PrefetchCount, or
+// with the adaptive prefetch MaxConcurrency + the prefetch the estimates give + the
+// messages held by AbandonDelay (so that held messages do not starve the healthy ones),
+// the last two together at most the prefetch ceiling.
+func (r *run) limit() int {
+	if !r.cfg.adaptive {
+		return r.cfg.capacity
 	}
-	n := 1
-	for n < r.cfg.maxBatch {
-		select {
-		case r.credits <- struct{}{}:
-			n++
-		default:
-			return n, true
-		}
-	}
-	return n, true
+	return r.cfg.MaxConcurrency + min(r.cfg.prefetchCeiling, r.prefetch()+int(r.held.Load()))
 }
 
-func (r *run) release(n int) {
-	for range n {
-		<-r.credits
+// prefetch is the current prefetch: PrefetchCount, or the adaptive one.
+func (r *run) prefetch() int {
+	if !r.cfg.adaptive {
+		return r.cfg.PrefetchCount
 	}
+	return r.p.est.prefetch(r.cfg.MaxConcurrency, r.cfg.SettleConcurrency, r.cfg.prefetchInitial, r.cfg.prefetchCeiling)
 }
+
+// release gives back n places.
+func (r *run) release(n int) { r.places.release(n) }
 
 // shutdown runs after the receive loop stopped: see Processor.Run.
 func (r *run) shutdown() {

@@ -26,12 +26,16 @@ const (
 type SessionOptions struct {
 	// Options configure how each session's messages are processed, as for a
 	// [Processor], with these differences: MaxConcurrency is replaced by
-	// MaxConcurrentCallsPerSession; messages are never prefetched (PrefetchCount and
-	// DisablePrefetch are ignored), so that order holds and a released session leaves
-	// nothing behind; DisableAutoLockRenewal, MaxAutoLockRenewalDuration and LockRenewal
-	// apply to the session locks (a session's messages are locked by its session lock);
-	// ShutdownGrace also bounds how long a released session's running handlers may
-	// finish. Hooks and Logger are shared by every session.
+	// MaxConcurrentCallsPerSession; with one call per session (the default) messages are
+	// never prefetched (PrefetchCount and DisablePrefetch are ignored), so that order
+	// holds; with more, each session's receive loop prefetches as a Processor's does
+	// (adaptively by default, sized from the receive round trip, handler and settlement
+	// times measured across all sessions), and a session reaching MaxMessagesPerSession
+	// is released only once every message it received has been settled, so that none is
+	// given back unhandled; DisableAutoLockRenewal, MaxAutoLockRenewalDuration and
+	// LockRenewal apply to the session locks (a session's messages are locked by its
+	// session lock); ShutdownGrace also bounds how long a released session's running
+	// handlers may finish. Hooks and Logger are shared by every session.
 	Options
 	// MaxConcurrentSessions is how many sessions are held at once. Default
 	// DefaultMaxConcurrentSessions (8); negative is an error.
@@ -87,7 +91,9 @@ func newSessionConfig(o *SessionOptions) (sessionConfig, error) {
 	}
 	c.inner = c.Options
 	c.inner.MaxConcurrency = c.MaxConcurrentCallsPerSession
-	c.inner.PrefetchCount, c.inner.DisablePrefetch = 0, true
+	if c.MaxConcurrentCallsPerSession == 1 {
+		c.inner.PrefetchCount, c.inner.DisablePrefetch = 0, true // in order: see Options
+	}
 	c.inner.DisableAutoLockRenewal = true // the session lock is renewed instead
 	// Validate everything else the way a Processor does.
 	if _, err := newConfig(&c.inner); err != nil {

@@ -30,7 +30,8 @@ type SessionProcessor struct {
 	acc     sbkit.SessionAcceptor
 	handler sbkit.Handler
 	cfg     sessionConfig
-	base    config // the Options resolved: session lock renewal, hooks, retries
+	base    config     // the Options resolved: session lock renewal, hooks, retries
+	est     *estimates // the sessions' adaptive prefetch measurements, shared
 
 	runs runGuard[sessionRun]
 
@@ -42,7 +43,8 @@ type SessionProcessor struct {
 }
 
 // SessionStats are a SessionProcessor's counters: the message counters of [Stats],
-// summed over every session processed (so they reconcile as a Processor's do), and the
+// summed over every session processed (so they reconcile as a Processor's do; gauges
+// summed over the sessions held, PeakBuffered the largest of one session), and the
 // sessions'.
 type SessionStats struct {
 	Stats
@@ -73,7 +75,8 @@ func NewSessionProcessor(acc sbkit.SessionAcceptor, handler sbkit.Handler, optio
 	if err != nil {
 		return nil, err
 	}
-	return &SessionProcessor{acc: acc, handler: handler, cfg: cfg, base: base, live: make(map[*Processor]struct{})}, nil
+	return &SessionProcessor{acc: acc, handler: handler, cfg: cfg, base: base, est: &estimates{},
+		live: make(map[*Processor]struct{})}, nil
 }
 
 // Run accepts and processes sessions until ctx ends, Close is called, or accepting fails
@@ -125,12 +128,14 @@ func (p *SessionProcessor) Stats() SessionStats {
 }
 
 // addStats adds b's counters and gauges to a's: every field of Stats is an int64 that
-// sums across processors.
+// sums across processors, except PeakBuffered, of which it keeps the larger.
 func addStats(a, b Stats) Stats {
+	peak := max(a.PeakBuffered, b.PeakBuffered)
 	av, bv := reflect.ValueOf(&a).Elem(), reflect.ValueOf(b)
 	for i := range av.NumField() {
 		av.Field(i).SetInt(av.Field(i).Int() + bv.Field(i).Int())
 	}
+	a.PeakBuffered = peak
 	return a
 }
 
@@ -345,6 +350,7 @@ func (r *sessionRun) process(sr sbkit.SessionReceiver) {
 		r.closeReceiver(sr)
 		return
 	}
+	proc.est = p.est
 	var lostOnce atomic.Bool
 	onLost := func(cause error) {
 		if lostOnce.CompareAndSwap(false, true) {

@@ -18,14 +18,15 @@ const (
 )
 
 // sessionSource is the receiver a session's Processor reads: the session receiver, with
-// a window of MaxConcurrentCallsPerSession messages received and not yet settled (with a
-// window of 1, the next message is received only after the previous one was settled, so
-// an abandoned message is handled again before the ones after it), and the idle and
-// message-count bounds that release the session. It is the Processor's
+// a window of MaxConcurrentCallsPerSession messages received and not yet settled when
+// the Processor does not prefetch (with a window of 1, the next message is received only
+// after the previous one was settled, so an abandoned message is handled again before
+// the ones after it; when it prefetches, its own places bound what it asks for), and the
+// idle and message-count bounds that release the session. It is the Processor's
 // [sbkit.MessageReceiver] and settler: every settlement of the session passes through it.
 type sessionSource struct {
 	sr      sbkit.SessionReceiver
-	window  int
+	window  int // 0: no window (the Processor prefetches)
 	idle    time.Duration
 	max     int                 // messages before release; 0: no bound
 	release func(reason string) // asks the slot to give the session up; safe to call twice
@@ -40,66 +41,90 @@ type sessionSource struct {
 }
 
 func newSessionSource(sr sbkit.SessionReceiver, cfg *sessionConfig, release func(string)) *sessionSource {
-	return &sessionSource{sr: sr, window: cfg.MaxConcurrentCallsPerSession, idle: cfg.SessionIdleTimeout,
+	window := cfg.MaxConcurrentCallsPerSession
+	if !cfg.inner.DisablePrefetch {
+		window = 0
+	}
+	return &sessionSource{sr: sr, window: window, idle: cfg.SessionIdleTimeout,
 		max: cfg.MaxMessagesPerSession, release: release, settled: make(chan struct{}),
 		outstanding: make(map[*azservicebus.ReceivedMessage]struct{})}
 }
 
 // ReceiveMessages waits for room in the window, then receives up to that many messages
-// within the idle timeout. An idle session or one that reached its bound is released:
-// the call then waits for ctx (the Processor's receive loop, which the release stops).
+// within the idle timeout. A session is released once every message it received was
+// settled and it reached its bound or went idle (a session that goes idle while
+// messages are still being handled is waited for, then received from again): the call
+// then waits for ctx (the Processor's receive loop, which the release stops).
 func (s *sessionSource) ReceiveMessages(ctx context.Context, n int, _ *azservicebus.ReceiveMessagesOptions) ([]*azservicebus.ReceivedMessage, error) {
 	for {
-		s.mu.Lock()
-		room, wait := s.window-len(s.outstanding), s.settled
-		if s.max > 0 {
-			room = min(room, s.max-s.received)
-		}
-		s.mu.Unlock()
-		if s.max > 0 && room <= 0 && s.reachedBound() {
+		ask, wait, busy := s.room(n)
+		switch {
+		case ask < 0:
 			s.release(releaseBound)
 			<-ctx.Done()
 			return nil, ctx.Err()
+		case ask == 0:
+			select {
+			case <-wait:
+				continue
+			case <-ctx.Done():
+				return nil, ctx.Err()
+			}
 		}
-		if room > 0 {
-			n = min(n, room)
-			break
-		}
-		select {
-		case <-wait:
-		case <-ctx.Done():
+		ictx, cancel := context.WithTimeout(ctx, s.idle)
+		msgs, err := s.sr.ReceiveMessages(ictx, ask, nil)
+		cancel()
+		if len(msgs) == 0 && ctx.Err() == nil && (errors.Is(err, context.DeadlineExceeded) || (err == nil && ictx.Err() != nil)) {
+			if _, wait, busy = s.room(n); busy {
+				select {
+				case <-wait: // a handled message was settled: receive again
+					continue
+				case <-ctx.Done():
+					return nil, ctx.Err()
+				}
+			}
+			s.release(releaseIdle)
+			<-ctx.Done()
 			return nil, ctx.Err()
 		}
+		s.mu.Lock()
+		for _, m := range msgs {
+			// A session's messages are locked by the session lock, which the processor
+			// renews: the expiry a message was received with says nothing after a renewal.
+			m.LockedUntil = nil
+			s.outstanding[m] = struct{}{}
+		}
+		s.received += len(msgs)
+		s.mu.Unlock()
+		if len(msgs) > 0 && s.activity != nil {
+			s.activity()
+		}
+		return msgs, err
 	}
-	ictx, cancel := context.WithTimeout(ctx, s.idle)
-	msgs, err := s.sr.ReceiveMessages(ictx, n, nil)
-	cancel()
-	if len(msgs) == 0 && ctx.Err() == nil && (errors.Is(err, context.DeadlineExceeded) || (err == nil && ictx.Err() != nil)) {
-		s.release(releaseIdle)
-		<-ctx.Done()
-		return nil, ctx.Err()
-	}
-	s.mu.Lock()
-	for _, m := range msgs {
-		// A session's messages are locked by the session lock, which the processor
-		// renews: the expiry a message was received with says nothing after a renewal.
-		m.LockedUntil = nil
-		s.outstanding[m] = struct{}{}
-	}
-	s.received += len(msgs)
-	s.mu.Unlock()
-	if len(msgs) > 0 && s.activity != nil {
-		s.activity()
-	}
-	return msgs, err
 }
 
-// reachedBound reports whether every message allowed was received (and so the session
-// is to be released once they are settled).
-func (s *sessionSource) reachedBound() bool {
+// room returns how many of n messages may be received now: 0 while the window is full
+// or the bound reached with messages unsettled (wait is closed when one is settled), -1
+// once the bound is reached and every message settled. busy is whether messages are
+// unsettled.
+func (s *sessionSource) room(n int) (ask int, wait <-chan struct{}, busy bool) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	return s.received >= s.max
+	busy = len(s.outstanding) > 0
+	ask = n
+	if s.window > 0 {
+		ask = min(ask, s.window-len(s.outstanding))
+	}
+	if s.max > 0 {
+		if s.received >= s.max {
+			if !busy {
+				return -1, s.settled, false
+			}
+			return 0, s.settled, true
+		}
+		ask = min(ask, s.max-s.received)
+	}
+	return max(ask, 0), s.settled, busy
 }
 
 // settledOne records the first settlement attempt of m, whatever its outcome: a

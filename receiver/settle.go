@@ -91,6 +91,7 @@ func (r *run) settle(ctx context.Context, job settleJob) error {
 		Err: err, Attempts: attempts, Duration: time.Since(start)})
 	switch {
 	case err == nil:
+		r.p.est.settle.add(time.Since(start))
 		r.count(job)
 		r.forget(d)
 		r.cfg.Logger.Debug("receiver: settled", "messageID", d.msg.MessageID, "action", job.action.String())
@@ -182,8 +183,9 @@ func (r *run) count(job settleJob) {
 }
 
 // hold keeps job's message locked (its lock still renewed) for delay, then queues its
-// abandonment. The message keeps its place (one of MaxConcurrency + PrefetchCount) until
-// then, so that held messages cannot grow past the processor's capacity. It returns
+// abandonment. The message keeps its place (one of MaxConcurrency + PrefetchCount, or of
+// the adaptive prefetch's ceiling) until then, so that held messages cannot grow past the
+// processor's capacity. It returns
 // false during a shutdown, when the caller must queue it now.
 func (r *run) hold(job settleJob, delay time.Duration) bool {
 	r.mu.Lock()
@@ -192,9 +194,11 @@ func (r *run) hold(job settleJob, delay time.Duration) bool {
 		return false
 	}
 	r.holdWG.Add(1)
+	r.held.Add(1)
 	r.holds[job.d] = time.AfterFunc(delay, func() {
 		r.mu.Lock()
 		delete(r.holds, job.d)
+		r.held.Add(-1)
 		r.mu.Unlock()
 		r.settles <- job
 		r.release(1)
@@ -210,6 +214,7 @@ func (r *run) flushHolds() {
 	for d, t := range r.holds {
 		if t.Stop() {
 			delete(r.holds, d)
+			r.held.Add(-1)
 			jobs = append(jobs, settleJob{d: d, action: sbkit.ActionAbandon})
 		}
 	}

@@ -103,7 +103,7 @@ func TestRunContextCancelled(t *testing.T) {
 		p := newProcessor(t, e.r, func(ctx context.Context, m *azservicebus.ReceivedMessage) error {
 			<-ctx.Done()
 			return ctx.Err()
-		}, &receiver.Options{MaxConcurrency: 2})
+		}, &receiver.Options{MaxConcurrency: 2, PrefetchCount: 3}) // holds all 5
 		ctx, cancel := context.WithCancelCause(context.Background())
 		wait := start(t, p, ctx)
 		synctest.Wait()

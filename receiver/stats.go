@@ -31,12 +31,30 @@ type Stats struct {
 	InFlight int64 // gauge: handlers running now
 	Buffered int64 // gauge: received messages waiting for a handler now
 	Held     int64 // gauge: failed messages held locked before abandoning (AbandonDelay)
+	// Prefetch is a gauge: how many received messages may wait for a handler now, the
+	// adaptive prefetch's current size or PrefetchCount (0 with DisablePrefetch, and
+	// when no Run is active). Buffered stays at or below it, except for a moment when it
+	// shrinks.
+	Prefetch int64
+	// PeakBuffered is the most messages seen waiting for a handler at once (Buffered
+	// right after a receive call) since New.
+	PeakBuffered int64
 }
 
 type counters struct {
 	received, handled, completed, skipped, abandoned, deadLettered, deferred, locksLost, leftLocked, dropped atomic.Int64
 	handlerErrors, panics, receiveErrors, settleErrors, renewErrors, renewed                                 atomic.Int64
-	inFlight                                                                                                 atomic.Int64
+	inFlight, peakBuffered                                                                                   atomic.Int64
+}
+
+// buffered records that n messages are waiting for a handler.
+func (c *counters) buffered(n int) {
+	for {
+		peak := c.peakBuffered.Load()
+		if int64(n) <= peak || c.peakBuffered.CompareAndSwap(peak, int64(n)) {
+			return
+		}
+	}
 }
 
 // Stats returns the processor's counters. It is safe to call at any time.
@@ -60,10 +78,12 @@ func (p *Processor) Stats() Stats {
 		RenewErrors:   c.renewErrors.Load(),
 		Renewed:       c.renewed.Load(),
 		InFlight:      c.inFlight.Load(),
+		PeakBuffered:  c.peakBuffered.Load(),
 	}
 	if r := p.runs.current(); r != nil {
 		s.Buffered = int64(len(r.buf))
 		s.Held = int64(r.heldCount())
+		s.Prefetch = int64(r.prefetch())
 	}
 	return s
 }

@@ -1,0 +1,158 @@
+package receiver
+
+import (
+	"context"
+	"math"
+	"sync"
+	"sync/atomic"
+	"time"
+)
+
+// Adaptive prefetch (Options.PrefetchCount zero, DisablePrefetch false).
+//
+// One ReceiveMessages call is in flight at a time, and it takes a receive round trip R;
+// the places it asks for are those freed since the previous call began. A message thus
+// waits, on average, about 1.5 R between its place being freed and its successor's
+// arrival, and at a drain rate of μ messages per second the processor needs about
+// 1.5 × μ × R places beyond the handlers' to keep them busy. More places only lengthen
+// the buffer (each extra message waits 1/μ longer and holds a lock for nothing); fewer
+// leave handlers idle. μ is what the processor can drain: MaxConcurrency / H for a
+// handler call of H, unless settlements are slower, at SettleConcurrency / S for a
+// settlement call of S. R, H and S are moving averages of what the processor measured.
+const (
+	// prefetchGain is the receive round trips of drain the adaptive prefetch covers:
+	// 1.5, the mean time from a freed place to its successor's arrival.
+	prefetchGain = 1.5
+	// prefetchCeilingFactor × MaxConcurrency bounds the adaptive prefetch: the former
+	// fixed default, so that adaptive never holds more than it did.
+	prefetchCeilingFactor = 4
+	// ewmaWeight is the weight of a new sample in the moving averages (as TCP's SRTT).
+	ewmaWeight = 0.125
+)
+
+// ewma is a moving average of durations, safe for concurrent use. Zero means no sample.
+type ewma struct{ bits atomic.Uint64 } // float64 seconds
+
+func (e *ewma) add(d time.Duration) {
+	x := max(d.Seconds(), 1e-9)
+	for {
+		old := e.bits.Load()
+		v := x
+		if old != 0 {
+			prev := math.Float64frombits(old)
+			v = prev + ewmaWeight*(x-prev)
+		}
+		if e.bits.CompareAndSwap(old, math.Float64bits(v)) {
+			return
+		}
+	}
+}
+
+// lower adds d only when it is below the average (or there is none): a sample known to
+// overstate the quantity may still show that the average is too high.
+func (e *ewma) lower(d time.Duration) {
+	if cur := e.seconds(); cur == 0 || d.Seconds() < cur {
+		e.add(d)
+	}
+}
+
+func (e *ewma) seconds() float64 { return math.Float64frombits(e.bits.Load()) }
+
+// estimates are the moving averages the adaptive prefetch is computed from. A
+// SessionProcessor shares one across its sessions (same handler, same entity), so a
+// newly accepted session starts from what earlier ones measured.
+type estimates struct {
+	receive ewma // a ReceiveMessages call that returned messages
+	handler ewma // a handler call
+	settle  ewma // a successful settlement, retries included
+}
+
+// observeReceive records a receive call that asked for n messages and got got in d. A
+// call that got fewer than asked may have waited for messages to arrive, so it only
+// lowers the average.
+func (e *estimates) observeReceive(n, got int, d time.Duration) {
+	switch {
+	case got <= 0:
+	case got >= n:
+		e.receive.add(d)
+	default:
+		e.receive.lower(d)
+	}
+}
+
+// drain returns μ × R: the messages concurrency handlers and settlers settle goroutines
+// drain during one receive round trip (see above); false until the receive round trip
+// and the handler time have been measured.
+func (e *estimates) drain(concurrency, settlers int) (float64, bool) {
+	r, h := e.receive.seconds(), e.handler.seconds()
+	if r == 0 || h == 0 {
+		return 0, false
+	}
+	rate := float64(concurrency) / h
+	if s := e.settle.seconds(); s > 0 && settlers > 0 {
+		rate = min(rate, float64(settlers)/s)
+	}
+	return rate * r, true
+}
+
+// prefetch returns the adaptive prefetch for concurrency handlers and settlers settle
+// goroutines: round(1.5 × μ × R) within [0, ceiling] (see above); initial until the
+// receive round trip and the handler time have been measured.
+func (e *estimates) prefetch(concurrency, settlers, initial, ceiling int) int {
+	d, ok := e.drain(concurrency, settlers)
+	if !ok {
+		return initial
+	}
+	p := math.Round(prefetchGain * d)
+	if p >= float64(ceiling) {
+		return ceiling
+	}
+	return max(0, int(p))
+}
+
+// places counts the messages a run holds or has asked for (received and waiting,
+// handled, held by AbandonDelay, or requested by the receive call in flight) against a
+// limit that may change between calls. The receive loop is the only caller of acquire;
+// release may be called from any goroutine.
+type places struct {
+	mu    sync.Mutex
+	used  int
+	freed chan struct{} // signalled after a release
+}
+
+func newPlaces() *places { return &places{freed: make(chan struct{}, 1)} }
+
+// acquire waits until fewer than limit() places are used, then takes every free place
+// up to maxBatch and returns how many it took; false when ctx ends first. limit is read
+// again after every release.
+func (p *places) acquire(ctx context.Context, limit func() int, maxBatch int) (int, bool) {
+	for {
+		p.mu.Lock()
+		free := limit() - p.used
+		if free > 0 {
+			n := min(free, maxBatch)
+			p.used += n
+			p.mu.Unlock()
+			return n, true
+		}
+		p.mu.Unlock()
+		select {
+		case <-p.freed:
+		case <-ctx.Done():
+			return 0, false
+		}
+	}
+}
+
+func (p *places) release(n int) {
+	if n <= 0 {
+		return
+	}
+	p.mu.Lock()
+	p.used -= n
+	p.mu.Unlock()
+	select {
+	case p.freed <- struct{}{}:
+	default:
+	}
+}
