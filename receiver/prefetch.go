@@ -26,6 +26,11 @@ const (
 	// prefetchCeilingFactor × MaxConcurrency bounds the adaptive prefetch: the former
 	// fixed default, so that adaptive never holds more than it did.
 	prefetchCeilingFactor = 4
+	// settleUtilization is the share of the settle goroutines' capacity the prefetch
+	// sizes for when they are the bottleneck: a server kept fully busy has a queue that
+	// only grows, here settlements waiting for a goroutine while their messages' lock and
+	// latency run on.
+	settleUtilization = 0.9
 	// ewmaWeight is the weight of a new sample in the moving averages (as TCP's SRTT).
 	ewmaWeight = 0.125
 )
@@ -90,7 +95,7 @@ func (e *estimates) drain(concurrency, settlers int) (float64, bool) {
 	}
 	rate := float64(concurrency) / h
 	if s := e.settle.seconds(); s > 0 && settlers > 0 {
-		rate = min(rate, float64(settlers)/s)
+		rate = min(rate, settleUtilization*float64(settlers)/s)
 	}
 	return rate * r, true
 }
