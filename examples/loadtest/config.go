@@ -23,6 +23,7 @@ type config struct {
 	modes         []string
 	windows       []int
 	concurrencies []int
+	prefetches    []string // "auto", "none", or a PrefetchCount; see parsePrefetches
 	rtt           time.Duration
 	store         time.Duration
 	storePar      int
@@ -45,12 +46,18 @@ Modes:
   goroutines   one goroutine per message, all at once (no bound on memory)
   pipelined    sbkit's sender with at most W sends in flight, for each -windows W
   batched      sbkit's sender packing messages into batches
-  processor    sbkit's processor with C concurrent handlers, for each -concurrency C
+  processor    sbkit's processor with C concurrent handlers, for each -concurrency C and
+               each -prefetch P: auto (the adaptive prefetch, the default), none
+               (DisablePrefetch), or a fixed PrefetchCount
 
 Each send mode is followed by an untimed drain of the queue (receive-and-delete); each
-processor run is preceded by an untimed fill. "peak in-flight" is the largest number of
-bytes inside send requests at once (send modes) or received and not yet settled
-(processor runs).
+processor run is preceded by an untimed fill of N messages and a few more, so that it
+is stopped in steady state at the N-th completion (its latency is from receipt to
+completion), and followed by an untimed drain of what is left. "peak in-flight" is the
+largest number of bytes inside send requests at once (send modes) or received and not
+yet settled (processor runs). "buffered" is the most messages that waited for a handler
+at once, and how many waited when the processor was stopped; "abandoned" is how many
+the stop gave back (running handlers finish; each abandon counts a delivery).
 
 Usage:
   loadtest [flags]
@@ -73,6 +80,7 @@ func parseFlags(args []string, output io.Writer) (*config, error) {
 	modes := fs.String("modes", strings.Join(allModes, ","), "comma-separated modes to run: "+strings.Join(allModes, ", "))
 	windows := fs.String("windows", "1,4,16,64,256", "comma-separated windows (sends in flight) for the pipelined mode")
 	concurrencies := fs.String("concurrency", "1,8,32", "comma-separated handler concurrencies for the processor mode")
+	prefetches := fs.String("prefetch", "auto", "comma-separated prefetch settings for the processor mode: auto, none, or a count")
 	fs.DurationVar(&cfg.rtt, "rtt", 7*time.Millisecond, "in-memory broker: round trip of every operation")
 	fs.DurationVar(&cfg.store, "store", time.Millisecond, "in-memory broker: extra time to store each send or batch request")
 	fs.IntVar(&cfg.storePar, "store-concurrency", 0, "in-memory broker: requests stored in parallel (0 = unlimited)")
@@ -94,6 +102,9 @@ func parseFlags(args []string, output io.Writer) (*config, error) {
 		return nil, err
 	}
 	if cfg.concurrencies, err = parseInts("-concurrency", *concurrencies); err != nil {
+		return nil, err
+	}
+	if cfg.prefetches, err = parsePrefetches(*prefetches); err != nil {
 		return nil, err
 	}
 	switch {
@@ -152,6 +163,29 @@ func parseInts(name, s string) ([]int, error) {
 	}
 	if len(out) == 0 {
 		return nil, fmt.Errorf("%s: empty list", name)
+	}
+	return out, nil
+}
+
+// parsePrefetches parses a comma-separated list of prefetch settings: "auto", "none", or
+// a positive PrefetchCount.
+func parsePrefetches(s string) ([]string, error) {
+	var out []string
+	for _, f := range strings.Split(s, ",") {
+		f = strings.TrimSpace(f)
+		switch {
+		case f == "":
+			continue
+		case f == "auto" || f == "none":
+		default:
+			if v, err := strconv.Atoi(f); err != nil || v <= 0 {
+				return nil, fmt.Errorf("-prefetch: %q is not auto, none or a positive integer", f)
+			}
+		}
+		out = append(out, f)
+	}
+	if len(out) == 0 {
+		return nil, errors.New("-prefetch: empty list")
 	}
 	return out, nil
 }

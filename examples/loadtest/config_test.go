@@ -18,7 +18,8 @@ func TestParseFlagsDefaults(t *testing.T) {
 	if cfg.n != 500 || cfg.rtt != 7*time.Millisecond || cfg.store != time.Millisecond || cfg.handler != 5*time.Millisecond {
 		t.Errorf("defaults: %+v", cfg)
 	}
-	if !slices.Equal(cfg.modes, allModes) || !slices.Equal(cfg.windows, []int{1, 4, 16, 64, 256}) || !slices.Equal(cfg.concurrencies, []int{1, 8, 32}) {
+	if !slices.Equal(cfg.modes, allModes) || !slices.Equal(cfg.windows, []int{1, 4, 16, 64, 256}) || !slices.Equal(cfg.concurrencies, []int{1, 8, 32}) ||
+		!slices.Equal(cfg.prefetches, []string{"auto"}) {
 		t.Errorf("defaults: %+v", cfg)
 	}
 }
@@ -39,6 +40,10 @@ func TestParseFlags(t *testing.T) {
 		{"no mode", []string{"-modes", ","}, "no mode selected", nil},
 		{"bad window", []string{"-windows", "4,x"}, `"x" is not a positive integer`, nil},
 		{"zero concurrency", []string{"-concurrency", "0"}, `"0" is not a positive integer`, nil},
+		{"prefetches", []string{"-prefetch", "none, 16,auto"}, "",
+			func(c *config) bool { return slices.Equal(c.prefetches, []string{"none", "16", "auto"}) }},
+		{"bad prefetch", []string{"-prefetch", "auto,0"}, `"0" is not auto, none or a positive integer`, nil},
+		{"no prefetch", []string{"-prefetch", ","}, "-prefetch: empty list", nil},
 		{"zero n", []string{"-n", "0"}, "-n must be positive", nil},
 		{"negative rtt", []string{"-rtt", "-1ms"}, "must not be negative", nil},
 		{"stray argument", []string{"extra"}, "unexpected arguments", nil},
@@ -69,7 +74,7 @@ func TestHelpExplainsEveryFlag(t *testing.T) {
 	if !errors.Is(err, flag.ErrHelp) {
 		t.Fatalf("err = %v, want flag.ErrHelp", err)
 	}
-	for _, want := range []string{"SBKIT_CONNECTION_STRING", "SBKIT_QUEUE", "-n", "-modes", "-windows", "-concurrency",
+	for _, want := range []string{"SBKIT_CONNECTION_STRING", "SBKIT_QUEUE", "-n", "-modes", "-windows", "-concurrency", "-prefetch",
 		"-rtt", "-store", "-handler", "-csv", "-svg", "sequential", "processor"} {
 		if !strings.Contains(out.String(), want) {
 			t.Errorf("help lacks %q", want)

@@ -3,6 +3,7 @@ package main
 import (
 	"context"
 	"fmt"
+	"strconv"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -13,11 +14,25 @@ import (
 	"github.com/sbkit/sbkit/receiver"
 )
 
-// processor fills the queue with r.cfg.n messages (untimed), then measures sbkit's
-// processor draining it with concurrency handlers that each take r.cfg.handler.
-func (r *runner) processor(ctx context.Context, concurrency int) (Result, error) {
-	res := Result{Mode: "processor", Param: concurrency, Kind: KindProcess}
-	if err := r.fill(ctx, r.cfg.n); err != nil {
+// processor fills the queue with r.cfg.n messages and a few more (untimed), then measures
+// sbkit's processor with concurrency handlers that each take r.cfg.handler and the
+// prefetch setting pf ("auto", "none" or a count) until the n-th completion, stops it
+// there (in steady state: running handlers finish, buffered messages are abandoned) and
+// drains what is left (untimed).
+func (r *runner) processor(ctx context.Context, concurrency int, pf string) (Result, error) {
+	res := Result{Mode: "processor", Param: concurrency, Kind: KindProcess, Prefetch: pf}
+	opts := &receiver.Options{MaxConcurrency: concurrency}
+	switch pf {
+	case "none":
+		opts.DisablePrefetch = true
+	case "auto", "":
+	default:
+		opts.PrefetchCount, _ = strconv.Atoi(pf) // validated by parseFlags
+	}
+	// More than the processor may hold, so that the queue never runs dry before the n-th
+	// completion: the adaptive prefetch holds at most 5 × concurrency.
+	total := r.cfg.n + max(5*concurrency, concurrency+opts.PrefetchCount) + 16
+	if err := r.fill(ctx, total); err != nil {
 		return res, err
 	}
 	rc, err := r.conn.NewReceiver(azservicebus.ReceiveModePeekLock)
@@ -35,7 +50,7 @@ func (r *runner) processor(ctx context.Context, concurrency int) (Result, error)
 			return context.Cause(ctx)
 		}
 	}
-	p, err := receiver.New(w, handler, &receiver.Options{MaxConcurrency: concurrency})
+	p, err := receiver.New(w, handler, opts)
 	if err != nil {
 		return res, err
 	}
@@ -51,6 +66,7 @@ func (r *runner) processor(ctx context.Context, concurrency int) (Result, error)
 	}
 	res.Elapsed = time.Since(start)
 	r.progress.Stop()
+	atStop := p.Stats()
 	if closeErr := p.Close(context.WithoutCancel(ctx)); err == nil {
 		err = closeErr
 		if err == nil {
@@ -58,13 +74,18 @@ func (r *runner) processor(ctx context.Context, concurrency int) (Result, error)
 		}
 	}
 	lat, peak := w.results()
-	res.Messages, res.PeakInFlightBytes = len(lat), peak
+	res.Messages, res.PeakInFlightBytes = min(len(lat), r.cfg.n), peak
 	summarize(&res, lat)
-	if st := p.Stats(); st.HandlerErrors+st.SettleErrors+st.LocksLost > 0 {
+	st := p.Stats()
+	res.PeakBuffered, res.BufferedAtStop, res.AbandonedAtStop = st.PeakBuffered, atStop.Buffered, st.Abandoned
+	if st.HandlerErrors+st.SettleErrors+st.LocksLost > 0 {
 		res.Errors = int(st.HandlerErrors + st.LocksLost)
 		res.FirstErr = fmt.Errorf("%d handler errors, %d settle errors, %d locks lost", st.HandlerErrors, st.SettleErrors, st.LocksLost)
 	}
-	return res, err
+	if err != nil {
+		return res, err
+	}
+	return res, r.drain(ctx, total-int(st.Completed))
 }
 
 // watch wraps the processor's receiver to time every message from its receipt to its

@@ -53,7 +53,32 @@ var sample = []Result{
 	{Mode: "pipelined", Param: 1, Kind: KindSend, Messages: 100, Elapsed: time.Second, PeakInFlightBytes: 200},
 	{Mode: "batched", Kind: KindSend, Messages: 100, Elapsed: 20 * time.Millisecond, Errors: 2, PeakInFlightBytes: 2 << 20},
 	{Mode: "processor", Param: 1, Kind: KindProcess, Messages: 50, Elapsed: time.Second},
-	{Mode: "processor", Param: 8, Kind: KindProcess, Messages: 50, Elapsed: 250 * time.Millisecond},
+	{Mode: "processor", Param: 8, Kind: KindProcess, Prefetch: "auto", Messages: 50, Elapsed: 250 * time.Millisecond,
+		PeakBuffered: 40, BufferedAtStop: 3, AbandonedAtStop: 3},
+}
+
+func TestResultName(t *testing.T) {
+	for _, tc := range []struct {
+		r    Result
+		want string
+	}{
+		{Result{Mode: "processor", Param: 8}, "processor c=8"},
+		{Result{Mode: "processor", Param: 8, Prefetch: "auto"}, "processor c=8"},
+		{Result{Mode: "processor", Param: 8, Prefetch: "none"}, "processor c=8 no-prefetch"},
+		{Result{Mode: "processor", Param: 8, Prefetch: "64"}, "processor c=8 prefetch=64"},
+	} {
+		if got := tc.r.Name(); got != tc.want {
+			t.Errorf("%+v: Name %q, want %q", tc.r, got, tc.want)
+		}
+	}
+	// Only the adaptive prefetch at concurrency 1 is the processors' baseline.
+	rs := []Result{
+		{Mode: "processor", Param: 1, Kind: KindProcess, Prefetch: "none", Messages: 10, Elapsed: time.Second},
+		{Mode: "processor", Param: 1, Kind: KindProcess, Prefetch: "auto", Messages: 20, Elapsed: time.Second},
+	}
+	if s := SpeedUps(rs); s[0] != 0.5 || s[1] != 1 {
+		t.Errorf("speed-ups %v, want [0.5 1]", s)
+	}
 }
 
 func TestSpeedUps(t *testing.T) {
@@ -88,7 +113,7 @@ func TestWriteTable(t *testing.T) {
 	}
 	for _, want := range []string{
 		"pipelined w=16", "10.0x", "1000", "9ms", "12ms", "3.1 KiB",
-		"batched", "50.0x", "2.0 MiB", "processor c=8", "4.0x",
+		"batched", "50.0x", "2.0 MiB", "processor c=8", "4.0x", "40/3",
 	} {
 		if !strings.Contains(b.String(), want) {
 			t.Errorf("table lacks %q:\n%s", want, b.String())
@@ -118,15 +143,19 @@ func TestWriteCSV(t *testing.T) {
 		t.Fatalf("%d rows, want %d", len(rows), len(sample)+1)
 	}
 	header := strings.Join(rows[0], ",")
-	if header != "mode,param,kind,messages,errors,elapsed_ms,msgs_per_s,speedup,p50_us,p99_us,peak_inflight_bytes" {
+	if header != "mode,param,kind,messages,errors,elapsed_ms,msgs_per_s,speedup,p50_us,p99_us,peak_inflight_bytes,"+
+		"prefetch,peak_buffered,buffered_at_stop,abandoned_at_stop" {
 		t.Errorf("header = %s", header)
 	}
 	got := strings.Join(rows[2], ",")
-	if want := "pipelined,16,send,100,0,100,1000.0,10.00,9000,12000,3200"; got != want {
+	if want := "pipelined,16,send,100,0,100,1000.0,10.00,9000,12000,3200,,0,0,0"; got != want {
 		t.Errorf("row = %s\nwant  %s", got, want)
 	}
 	if rows[5][2] != "process" {
 		t.Errorf("processor kind = %q", rows[5][2])
+	}
+	if got := strings.Join(rows[6][11:], ","); got != "auto,40,3,3" {
+		t.Errorf("processor prefetch columns = %s", got)
 	}
 }
 

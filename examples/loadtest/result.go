@@ -12,7 +12,8 @@ type Kind int
 const (
 	// KindSend measures the send path: latency is from the send call to its outcome.
 	KindSend Kind = iota
-	// KindProcess measures the processor: latency is from handler start to settlement.
+	// KindProcess measures the processor: latency is from receipt (ReceiveMessages
+	// returned the message) to completion (CompleteMessage returned).
 	KindProcess
 )
 
@@ -20,6 +21,7 @@ const (
 type Result struct {
 	Mode     string        // "sequential", "goroutines", "pipelined", "batched", "processor"
 	Param    int           // window (pipelined) or concurrency (processor); 0 when the mode has none
+	Prefetch string        // processor: "" or "auto" (adaptive), "none", or a PrefetchCount
 	Kind     Kind          // what Latencies measure
 	Messages int           // messages that succeeded
 	Errors   int           // messages that failed
@@ -28,6 +30,9 @@ type Result struct {
 	// PeakInFlightBytes is the largest number of message-body bytes inside send or
 	// batch requests at the same instant, measured on the client side.
 	PeakInFlightBytes int64
+	// Processor runs: the most messages waiting for a handler at once, those waiting when
+	// the processor was stopped, and those the stop abandoned.
+	PeakBuffered, BufferedAtStop, AbandonedAtStop int64
 	// FirstErr is the first error among Errors, for the report; nil when none.
 	FirstErr error
 }
@@ -37,6 +42,10 @@ func (r Result) Name() string {
 	switch {
 	case r.Mode == "pipelined":
 		return fmt.Sprintf("pipelined w=%d", r.Param)
+	case r.Mode == "processor" && r.Prefetch == "none":
+		return fmt.Sprintf("processor c=%d no-prefetch", r.Param)
+	case r.Mode == "processor" && r.Prefetch != "" && r.Prefetch != "auto":
+		return fmt.Sprintf("processor c=%d prefetch=%s", r.Param, r.Prefetch)
 	case r.Mode == "processor":
 		return fmt.Sprintf("processor c=%d", r.Param)
 	case r.Param != 0:
@@ -54,10 +63,11 @@ func (r Result) Throughput() float64 {
 }
 
 // isBaseline reports whether r is the row the others of its kind are compared with:
-// sequential for sends, the processor with concurrency 1 for processing.
+// sequential for sends, the processor with concurrency 1 and the adaptive prefetch for
+// processing.
 func (r Result) isBaseline() bool {
 	return (r.Kind == KindSend && r.Mode == "sequential") ||
-		(r.Kind == KindProcess && r.Mode == "processor" && r.Param == 1)
+		(r.Kind == KindProcess && r.Mode == "processor" && r.Param == 1 && (r.Prefetch == "" || r.Prefetch == "auto"))
 }
 
 // SpeedUps returns, for each result, its throughput divided by its baseline's (see

@@ -96,9 +96,12 @@ func (r *runner) runAll(ctx context.Context) ([]Result, error) {
 		case "batched":
 			err = add(r.batched(ctx))
 		case "processor":
+		loop:
 			for _, c := range r.cfg.concurrencies {
-				if err = add(r.processor(ctx, c)); err != nil {
-					break
+				for _, pf := range r.cfg.prefetches {
+					if err = add(r.processor(ctx, c, pf)); err != nil {
+						break loop
+					}
 				}
 			}
 		}
@@ -119,7 +122,8 @@ func writeNotes(w io.Writer, results []Result) {
 		fmt.Fprintln(w, "send modes: speed-up against sequential; latency from acceptance to outcome.")
 	}
 	if process {
-		fmt.Fprintln(w, "processor: speed-up against concurrency 1; latency from receipt to completion.")
+		fmt.Fprintln(w, "processor: speed-up against concurrency 1; latency from receipt to completion;")
+		fmt.Fprintln(w, "  buffered: most messages waiting for a handler at once / when stopped; abandoned: by the stop.")
 	}
 }
 

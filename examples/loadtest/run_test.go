@@ -19,12 +19,13 @@ func TestRunSmoke(t *testing.T) {
 	csvPath, svgPath := filepath.Join(dir, "out.csv"), filepath.Join(dir, "out.svg")
 	var out bytes.Buffer
 	args := []string{"-n", "30", "-rtt", "0", "-store", "0", "-handler", "0",
-		"-windows", "1,4,16", "-concurrency", "1,4", "-csv", csvPath, "-svg", svgPath}
+		"-windows", "1,4,16", "-concurrency", "1,4", "-prefetch", "auto,none,3", "-csv", csvPath, "-svg", svgPath}
 	if err := run(t.Context(), args, &out, nil, func(string) string { return "" }); err != nil {
 		t.Fatalf("run: %v\n%s", err, out.String())
 	}
 	rows := []string{"sequential", "goroutines", "pipelined w=1", "pipelined w=4", "pipelined w=16",
-		"batched", "processor c=1", "processor c=4"}
+		"batched", "processor c=1", "processor c=1 no-prefetch", "processor c=1 prefetch=3",
+		"processor c=4", "processor c=4 no-prefetch", "processor c=4 prefetch=3"}
 	for _, want := range append(rows, "msgs/s", "in-memory broker") {
 		if !strings.Contains(out.String(), want) {
 			t.Errorf("output lacks %q:\n%s", want, out.String())

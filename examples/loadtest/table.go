@@ -10,7 +10,7 @@ import (
 	"time"
 )
 
-var columns = []string{"mode", "msgs/s", "speed-up", "p50 latency", "p99 latency", "peak in-flight", "errors"}
+var columns = []string{"mode", "msgs/s", "speed-up", "p50 latency", "p99 latency", "peak in-flight", "buffered peak/stop", "abandoned", "errors"}
 
 // WriteTable prints results as an aligned text table. Speed-up is against sequential for
 // send modes and against "processor c=1" for processor modes; "-" when that baseline did
@@ -28,8 +28,13 @@ func WriteTable(w io.Writer, results []Result) error {
 		if r.PeakInFlightBytes > 0 {
 			peak = byteSize(r.PeakInFlightBytes)
 		}
-		fmt.Fprintf(tw, "%s\t%.0f\t%s\t%s\t%s\t%s\t%d\n",
-			r.Name(), r.Throughput(), speedUp, roundLatency(r.P50), roundLatency(r.P99), peak, r.Errors)
+		buffered, abandoned := "-", "-"
+		if r.Kind == KindProcess {
+			buffered = fmt.Sprintf("%d/%d", r.PeakBuffered, r.BufferedAtStop)
+			abandoned = fmt.Sprint(r.AbandonedAtStop)
+		}
+		fmt.Fprintf(tw, "%s\t%.0f\t%s\t%s\t%s\t%s\t%s\t%s\t%d\n",
+			r.Name(), r.Throughput(), speedUp, roundLatency(r.P50), roundLatency(r.P99), peak, buffered, abandoned, r.Errors)
 	}
 	return tw.Flush()
 }
@@ -39,7 +44,8 @@ func WriteTable(w io.Writer, results []Result) error {
 func WriteCSV(w io.Writer, results []Result) error {
 	cw := csv.NewWriter(w)
 	_ = cw.Write([]string{"mode", "param", "kind", "messages", "errors", "elapsed_ms",
-		"msgs_per_s", "speedup", "p50_us", "p99_us", "peak_inflight_bytes"})
+		"msgs_per_s", "speedup", "p50_us", "p99_us", "peak_inflight_bytes",
+		"prefetch", "peak_buffered", "buffered_at_stop", "abandoned_at_stop"})
 	speedUps := SpeedUps(results)
 	for i, r := range results {
 		kind := "send"
@@ -55,6 +61,10 @@ func WriteCSV(w io.Writer, results []Result) error {
 			strconv.FormatInt(r.P50.Microseconds(), 10),
 			strconv.FormatInt(r.P99.Microseconds(), 10),
 			strconv.FormatInt(r.PeakInFlightBytes, 10),
+			r.Prefetch,
+			strconv.FormatInt(r.PeakBuffered, 10),
+			strconv.FormatInt(r.BufferedAtStop, 10),
+			strconv.FormatInt(r.AbandonedAtStop, 10),
 		})
 	}
 	cw.Flush()
