@@ -28,6 +28,7 @@ type config struct {
 	store         time.Duration
 	storePar      int
 	handler       time.Duration
+	wire          bool
 	csvPath       string
 	svgPath       string
 	progress      time.Duration
@@ -37,7 +38,8 @@ const usageHeader = `loadtest sends and receives N messages in every sending and
 and prints a comparison table.
 
 It runs against an in-memory Service Bus (package sbtest) with the latency model given by
--rtt, -store and -handler, unless SBKIT_CONNECTION_STRING is set: then it uses that
+-rtt, -store and -handler (with -wire, served by sbtest.NewServer to the real azservicebus
+client over AMQP on loopback), unless SBKIT_CONNECTION_STRING is set: then it uses that
 namespace and the queue named by SBKIT_QUEUE (default "orders"), which must exist and
 should be empty; the latency flags other than -handler are then ignored.
 
@@ -85,6 +87,7 @@ func parseFlags(args []string, output io.Writer) (*config, error) {
 	fs.DurationVar(&cfg.store, "store", time.Millisecond, "in-memory broker: extra time to store each send or batch request")
 	fs.IntVar(&cfg.storePar, "store-concurrency", 0, "in-memory broker: requests stored in parallel (0 = unlimited)")
 	fs.DurationVar(&cfg.handler, "handler", 5*time.Millisecond, "processor mode: time each handler takes")
+	fs.BoolVar(&cfg.wire, "wire", false, "in-memory broker: serve it with sbtest.NewServer and use the real azservicebus client")
 	fs.StringVar(&cfg.csvPath, "csv", "", "also write the table as CSV to this `file`")
 	fs.StringVar(&cfg.svgPath, "svg", "", "also write an SVG chart of throughput against window to this `file`")
 	fs.DurationVar(&cfg.progress, "progress", 200*time.Millisecond, "refresh interval of the progress line (shown only on a terminal)")

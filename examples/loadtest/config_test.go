@@ -42,6 +42,7 @@ func TestParseFlags(t *testing.T) {
 		{"zero concurrency", []string{"-concurrency", "0"}, `"0" is not a positive integer`, nil},
 		{"prefetches", []string{"-prefetch", "none, 16,auto"}, "",
 			func(c *config) bool { return slices.Equal(c.prefetches, []string{"none", "16", "auto"}) }},
+		{"wire", []string{"-wire"}, "", func(c *config) bool { return c.wire }},
 		{"bad prefetch", []string{"-prefetch", "auto,0"}, `"0" is not auto, none or a positive integer`, nil},
 		{"no prefetch", []string{"-prefetch", ","}, "-prefetch: empty list", nil},
 		{"zero n", []string{"-n", "0"}, "-n must be positive", nil},
@@ -75,7 +76,7 @@ func TestHelpExplainsEveryFlag(t *testing.T) {
 		t.Fatalf("err = %v, want flag.ErrHelp", err)
 	}
 	for _, want := range []string{"SBKIT_CONNECTION_STRING", "SBKIT_QUEUE", "-n", "-modes", "-windows", "-concurrency", "-prefetch",
-		"-rtt", "-store", "-handler", "-csv", "-svg", "sequential", "processor"} {
+		"-rtt", "-store", "-handler", "-wire", "-prefetch", "-csv", "-svg", "sequential", "processor"} {
 		if !strings.Contains(out.String(), want) {
 			t.Errorf("help lacks %q", want)
 		}

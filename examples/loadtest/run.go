@@ -21,6 +21,7 @@ func run(ctx context.Context, args []string, stdout, progress io.Writer, getenv 
 	conn, err := sbenv.Open(&sbenv.Options{
 		Getenv:  getenv,
 		Latency: sbtest.Latency{RoundTrip: cfg.rtt, StoreTime: cfg.store, StoreConcurrency: cfg.storePar},
+		Wire:    cfg.wire,
 	})
 	if err != nil {
 		return err

@@ -61,6 +61,25 @@ func TestRunSmoke(t *testing.T) {
 	}
 }
 
+// TestRunWire runs the processor mode through the real SDK client on sbtest.NewServer.
+func TestRunWire(t *testing.T) {
+	leaktest.Check(t)
+	var out bytes.Buffer
+	args := []string{"-n", "20", "-rtt", "0", "-store", "0", "-handler", "0", "-wire",
+		"-modes", "sequential,processor", "-concurrency", "4", "-prefetch", "auto,none"}
+	if err := run(t.Context(), args, &out, nil, func(string) string { return "" }); err != nil {
+		t.Fatalf("run: %v\n%s", err, out.String())
+	}
+	for _, want := range []string{"sbtest.NewServer", "processor c=4", "processor c=4 no-prefetch"} {
+		if !strings.Contains(out.String(), want) {
+			t.Errorf("output lacks %q:\n%s", want, out.String())
+		}
+	}
+	if strings.Contains(out.String(), "errors, the first") {
+		t.Errorf("errors:\n%s", out.String())
+	}
+}
+
 func TestRunBadFlags(t *testing.T) {
 	err := run(t.Context(), []string{"-modes", "nope"}, &bytes.Buffer{}, nil, func(string) string { return "" })
 	if err == nil || !strings.Contains(err.Error(), "unknown mode") {

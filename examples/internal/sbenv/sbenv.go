@@ -62,6 +62,10 @@ type Options struct {
 	// Queue configures the queue created on the in-memory broker; nil means sbtest's
 	// defaults. Ignored for a real namespace, where the queue must already exist.
 	Queue *sbtest.EntityOptions
+	// Wire serves the in-memory broker with sbtest.NewServer (AMQP on loopback) and
+	// connects the real azservicebus client to it, so that the SDK's own receive and
+	// settlement paths are measured. Ignored for a real namespace.
+	Wire bool
 }
 
 // Conn is a connection to one queue. It is safe for concurrent use. Close it when done.
@@ -73,7 +77,8 @@ type Conn struct {
 	// Queue is the in-memory queue, for inspection; nil on a real namespace.
 	Queue *sbtest.Entity
 
-	client *azservicebus.Client // nil in memory
+	client *azservicebus.Client // nil in memory, unless served on the wire
+	server *sbtest.Server       // the in-memory broker on the wire (Options.Wire)
 }
 
 // Open connects as the environment says: to the namespace in SBKIT_CONNECTION_STRING and
@@ -103,15 +108,29 @@ func Open(opts *Options) (*Conn, error) {
 	if err != nil {
 		return nil, fmt.Errorf("sbenv: in-memory queue: %w", err)
 	}
-	return &Conn{QueueName: queue, Broker: ns, Queue: q}, nil
+	c := &Conn{QueueName: queue, Broker: ns, Queue: q}
+	if opts.Wire {
+		if c.server, err = sbtest.NewServer(&sbtest.ServerOptions{Namespace: ns}); err != nil {
+			return nil, fmt.Errorf("sbenv: emulator: %w", err)
+		}
+		if c.client, err = azservicebus.NewClientFromConnectionString(c.server.ConnectionString(), nil); err != nil {
+			_ = c.server.Close(context.Background())
+			return nil, fmt.Errorf("sbenv: emulator: %w", err)
+		}
+	}
+	return c, nil
 }
 
-// InMemory reports whether c is connected to the in-memory broker.
-func (c *Conn) InMemory() bool { return c.client == nil }
+// InMemory reports whether c is connected to the in-memory broker (directly, or on the
+// wire with Options.Wire).
+func (c *Conn) InMemory() bool { return c.Broker != nil }
 
 // String describes where c points, without secrets.
 func (c *Conn) String() string {
-	if c.InMemory() {
+	switch {
+	case c.server != nil:
+		return fmt.Sprintf("in-memory broker served by sbtest.NewServer to the azservicebus client, queue %q", c.QueueName)
+	case c.InMemory():
 		return fmt.Sprintf("in-memory broker, queue %q", c.QueueName)
 	}
 	return fmt.Sprintf("Service Bus namespace from $%s, queue %q", ConnectionStringEnv, c.QueueName)
@@ -119,7 +138,7 @@ func (c *Conn) String() string {
 
 // NewSender returns a sender for the queue.
 func (c *Conn) NewSender() (Sender, error) {
-	if c.InMemory() {
+	if c.client == nil {
 		return c.Broker.NewSender(c.QueueName, nil)
 	}
 	s, err := c.client.NewSender(c.QueueName, nil)
@@ -132,13 +151,14 @@ func (c *Conn) NewSender() (Sender, error) {
 // NewReceiver returns a receiver for the queue in the given mode (the zero value is
 // peek-lock).
 func (c *Conn) NewReceiver(mode azservicebus.ReceiveMode) (Receiver, error) {
-	if c.InMemory() {
+	if c.client == nil {
 		return c.Broker.NewReceiverForQueue(c.QueueName, &sbtest.ReceiverOptions{ReceiveMode: mode})
 	}
 	return c.client.NewReceiverForQueue(c.QueueName, &azservicebus.ReceiverOptions{ReceiveMode: mode})
 }
 
-// Close closes the client of a real namespace; it does nothing in memory. Safe twice.
+// Close closes the client (and the emulator with Options.Wire); it does nothing in
+// memory. Safe twice.
 func (c *Conn) Close(ctx context.Context) error {
 	if c.client == nil {
 		return nil
@@ -146,7 +166,10 @@ func (c *Conn) Close(ctx context.Context) error {
 	err := c.client.Close(ctx)
 	var sbErr *azservicebus.Error
 	if errors.As(err, &sbErr) && sbErr.Code == azservicebus.CodeClosed {
-		return nil
+		err = nil
+	}
+	if c.server != nil {
+		err = errors.Join(err, c.server.Close(ctx))
 	}
 	return err
 }

@@ -53,9 +53,18 @@ func TestOpen(t *testing.T) {
 }
 
 func TestInMemoryRoundTrip(t *testing.T) {
-	conn, err := sbenv.Open(nil)
+	for _, wire := range []bool{false, true} {
+		t.Run(map[bool]string{false: "in memory", true: "on the wire"}[wire], func(t *testing.T) { roundTrip(t, wire) })
+	}
+}
+
+func roundTrip(t *testing.T, wire bool) {
+	conn, err := sbenv.Open(&sbenv.Options{Wire: wire})
 	if err != nil {
 		t.Fatal(err)
+	}
+	if !conn.InMemory() || strings.Contains(conn.String(), "NewServer") != wire {
+		t.Errorf("InMemory %v, String %q", conn.InMemory(), conn)
 	}
 	ctx := t.Context()
 	s, err := conn.NewSender()
