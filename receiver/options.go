@@ -35,27 +35,25 @@ type Options struct {
 	// DefaultMaxConcurrency (1); negative is an error.
 	MaxConcurrency int
 	// PrefetchCount, when positive, is how many received messages may wait for a free
-	// handler goroutine (their locks are renewed while they wait); zero (the default)
+	// handler goroutine (their locks are renewed while they wait). Zero (the default)
 	// sizes the prefetch adaptively; negative is an error; see DisablePrefetch for none.
 	//
 	// The receive loop makes one ReceiveMessages call at a time and asks for every free
-	// place (MaxConcurrency + the prefetch in all, messages asked for by the call in
+	// place (MaxConcurrency + the prefetch in all, the messages asked for by the call in
 	// flight included), so that one round trip feeds many handlers. Handlers stay busy
-	// only when the prefetch covers the work drained during about one and a half receive
-	// round trips; every message beyond that waits in the buffer, holding its lock and
-	// adding its wait to the message's latency, and each buffered message a shutdown
-	// gives back has a delivery counted for nothing (see [Processor.Run]). The adaptive
-	// prefetch therefore measures the receive round trip R, the handler time H and the
-	// settlement time S (moving averages) and keeps round(1.5 × μ × R) messages, where
-	// μ = min(MaxConcurrency / H, SettleConcurrency / S) is the rate the processor can
-	// drain: 0 (no waiting message) when a handler call is much longer than a receive
-	// round trip, at most 4 × MaxConcurrency (the ceiling, beyond which the broker is
-	// slower than the handlers and more messages only wait), and MaxConcurrency until
-	// the first receive and handler calls were measured. Messages held by AbandonDelay
-	// are added to it, within the same ceiling. A fixed PrefetchCount trades latency
-	// and deliveries spent at shutdown for throughput that no longer depends on the
-	// estimates: choose one when the handler time varies too much for an average to mean
-	// anything, or to cap the locks held below the ceiling.
+	// when the prefetch covers what they drain in about one and a half receive round
+	// trips; each message beyond that only waits in the buffer, holding its lock, adding
+	// its wait to its latency, and costing a delivery if a shutdown gives it back (see
+	// the package doc). The adaptive prefetch is round(1.5 × μ × R), R being the receive
+	// round trip and μ the drain rate, min(MaxConcurrency / handler time, 0.9 ×
+	// SettleConcurrency / settlement time), all three times moving averages of what the
+	// processor measured; it is MaxConcurrency until they are measured, 0 when a handler
+	// call is much longer than a receive, and at most 4 × MaxConcurrency (the ceiling;
+	// messages held by AbandonDelay are added to it, within the ceiling). A fixed
+	// PrefetchCount instead trades latency, locks held and deliveries spent at shutdown
+	// for throughput that no longer depends on averages: choose one when handler times
+	// vary too much for an average to describe them, or to bound the locks held below
+	// the ceiling.
 	PrefetchCount int
 	// DisablePrefetch receives only as many messages as there are free handler
 	// goroutines: the lowest latency, and handlers idle for a receive round trip

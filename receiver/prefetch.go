@@ -17,8 +17,9 @@ import (
 // 1.5 × μ × R places beyond the handlers' to keep them busy. More places only lengthen
 // the buffer (each extra message waits 1/μ longer and holds a lock for nothing); fewer
 // leave handlers idle. μ is what the processor can drain: MaxConcurrency / H for a
-// handler call of H, unless settlements are slower, at SettleConcurrency / S for a
-// settlement call of S. R, H and S are moving averages of what the processor measured.
+// handler call of H, unless settlements are slower: then 90% of SettleConcurrency / S for
+// a settlement call of S (see settleUtilization). R, H and S are moving averages of
+// what the processor measured.
 const (
 	// prefetchGain is the receive round trips of drain the adaptive prefetch covers:
 	// 1.5, the mean time from a freed place to its successor's arrival.
