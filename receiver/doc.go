@@ -65,10 +65,11 @@
 // keeps its go-amqp message unexported, so nothing outside the SDK can release it. The
 // service documents one other path that counts no delivery: the AMQP connection
 // closing, after which the message is available again only when its lock expires.
-// Keeping the buffer small is therefore what keeps a restart cheap: with the adaptive
-// prefetch, a processor of 16 handlers stopped in steady state (7 ms round trip, 5 ms
-// handlers) abandons at most 34 buffered messages, 16 in the tests' worst moment,
-// where the former fixed 4 × MaxConcurrency abandoned up to 64.
+// Keeping the buffer small is therefore what keeps a restart cheap: a processor of 16
+// handlers stopped gracefully in steady state (7 ms round trip, 5 ms handlers) abandons
+// only buffered messages, at most its adaptive prefetch (34) and at most 16 at the
+// moments TestAdaptivePrefetchShutdown stops it, against 42 with the former fixed 4 ×
+// MaxConcurrency.
 //
 // Observation is through [Options.Hooks]: receive calls, handler starts (which may derive
 // the handler's context, for a trace) and ends, settlements, and errors as [*Error] values
