@@ -57,7 +57,7 @@ func newSessionSource(sr sbkit.SessionReceiver, cfg *sessionConfig, release func
 // then waits for ctx (the Processor's receive loop, which the release stops).
 func (s *sessionSource) ReceiveMessages(ctx context.Context, n int, _ *azservicebus.ReceiveMessagesOptions) ([]*azservicebus.ReceivedMessage, error) {
 	for {
-		ask, wait, busy := s.room(n)
+		ask, wait, _ := s.room(n)
 		switch {
 		case ask < 0:
 			s.release(releaseBound)
@@ -75,7 +75,7 @@ func (s *sessionSource) ReceiveMessages(ctx context.Context, n int, _ *azservice
 		msgs, err := s.sr.ReceiveMessages(ictx, ask, nil)
 		cancel()
 		if len(msgs) == 0 && ctx.Err() == nil && (errors.Is(err, context.DeadlineExceeded) || (err == nil && ictx.Err() != nil)) {
-			if _, wait, busy = s.room(n); busy {
+			if _, wait, busy := s.room(n); busy {
 				select {
 				case <-wait: // a handled message was settled: receive again
 					continue
