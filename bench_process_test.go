@@ -2,7 +2,6 @@ package sbkit_test
 
 import (
 	"context"
-	"slices"
 	"sync"
 	"sync/atomic"
 	"testing"
@@ -11,6 +10,7 @@ import (
 	"github.com/Azure/azure-sdk-for-go/sdk/messaging/azservicebus"
 
 	"github.com/sbkit/sbkit"
+	"github.com/sbkit/sbkit/internal/latency"
 	"github.com/sbkit/sbkit/receiver"
 	"github.com/sbkit/sbkit/sbtest"
 )
@@ -98,65 +98,6 @@ var processCases = []processCase{
 // until the b.N-th completion, where it is stopped.
 func processSpare(concurrency int) int { return 6*concurrency + 16 }
 
-// stamped is a receiver that times every message from its receipt (ReceiveMessages
-// returned it) to its completion (CompleteMessage returned), and signals when want
-// messages were completed.
-type stamped struct {
-	sbkit.LockingReceiver
-	want int64
-	all  chan struct{} // closed at the want-th completion
-
-	completed atomic.Int64
-	mu        sync.Mutex
-	received  map[*azservicebus.ReceivedMessage]time.Time
-	latencies []time.Duration
-}
-
-func newStamped(r sbkit.LockingReceiver, want int) *stamped {
-	return &stamped{LockingReceiver: r, want: int64(want), all: make(chan struct{}),
-		received: make(map[*azservicebus.ReceivedMessage]time.Time)}
-}
-
-func (s *stamped) ReceiveMessages(ctx context.Context, n int, o *azservicebus.ReceiveMessagesOptions) ([]*azservicebus.ReceivedMessage, error) {
-	msgs, err := s.LockingReceiver.ReceiveMessages(ctx, n, o)
-	now := time.Now()
-	s.mu.Lock()
-	for _, m := range msgs {
-		s.received[m] = now
-	}
-	s.mu.Unlock()
-	return msgs, err
-}
-
-func (s *stamped) CompleteMessage(ctx context.Context, m *azservicebus.ReceivedMessage, o *azservicebus.CompleteMessageOptions) error {
-	if err := s.LockingReceiver.CompleteMessage(ctx, m, o); err != nil {
-		return err
-	}
-	now := time.Now()
-	s.mu.Lock()
-	s.latencies = append(s.latencies, now.Sub(s.received[m]))
-	delete(s.received, m)
-	s.mu.Unlock()
-	if s.completed.Add(1) == s.want {
-		close(s.all)
-	}
-	return nil
-}
-
-// reportLatency reports the median and 99th percentile receipt-to-completion latency.
-func (s *stamped) reportLatency(b *testing.B) {
-	s.mu.Lock()
-	lat := slices.Clone(s.latencies)
-	s.mu.Unlock()
-	if len(lat) == 0 {
-		return
-	}
-	slices.Sort(lat)
-	pct := func(p int) float64 { return float64(lat[(len(lat)-1)*p/100]) / float64(time.Millisecond) }
-	b.ReportMetric(pct(50), "p50-ms")
-	b.ReportMetric(pct(99), "p99-ms")
-}
-
 // benchProcessor processes b.N messages of q through src with a processor configured
 // by c and a handler that works processWork, then stops it (gracefully: running
 // handlers finish, buffered messages are abandoned). Besides msgs/s it reports the
@@ -164,7 +105,7 @@ func (s *stamped) reportLatency(b *testing.B) {
 // the messages buffered when it was stopped (buffered-at-stop) and those the stop
 // abandoned (abandoned-at-stop, a delivery counted for each).
 func benchProcessor(b *testing.B, src sbkit.LockingReceiver, q *sbtest.Entity, c processCase) {
-	st := newStamped(src, b.N)
+	st := latency.New(src, b.N)
 	opts := c.opts
 	p, err := receiver.New(st, func(ctx context.Context, m *azservicebus.ReceivedMessage) error {
 		time.Sleep(processWork)
@@ -176,7 +117,7 @@ func benchProcessor(b *testing.B, src sbkit.LockingReceiver, q *sbtest.Entity, c
 	res := make(chan error, 1)
 	b.ResetTimer()
 	go func() { res <- p.Run(context.Background()) }()
-	<-st.all
+	<-st.Done()
 	b.StopTimer()
 	atStop := p.Stats()
 	if err := p.Close(context.Background()); err != nil {
@@ -186,7 +127,9 @@ func benchProcessor(b *testing.B, src sbkit.LockingReceiver, q *sbtest.Entity, c
 		b.Fatal(err)
 	}
 	processRate(b, q)
-	st.reportLatency(b)
+	pct := st.Percentiles(0, 50, 99)
+	b.ReportMetric(float64(pct[0])/float64(time.Millisecond), "p50-ms")
+	b.ReportMetric(float64(pct[1])/float64(time.Millisecond), "p99-ms")
 	end := p.Stats()
 	b.ReportMetric(float64(end.PeakBuffered), "peak-buffered")
 	b.ReportMetric(float64(atStop.Buffered), "buffered-at-stop")

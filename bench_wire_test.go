@@ -12,18 +12,10 @@ import (
 	"github.com/sbkit/sbkit/sender"
 )
 
-// wireTopic starts an sbtest server whose namespace has the latency model lat and a topic
-// without subscriptions (it stores nothing, so memory does not grow with b.N), connects
-// the real SDK client to it over loopback and returns an SDK sender to the topic with its
-// link already attached, so that connecting is not timed. Everything is closed when b
-// ends.
-func wireTopic(b *testing.B, lat sbtest.Latency) (*azservicebus.Sender, *sbtest.Topic) {
+// wireClient serves ns with sbtest.NewServer and returns the real SDK client connected to
+// it over loopback; both are closed when b ends.
+func wireClient(b *testing.B, ns *sbtest.Namespace) *azservicebus.Client {
 	b.Helper()
-	ns := sbtest.NewNamespace(&sbtest.NamespaceOptions{Latency: lat})
-	topic, err := ns.NewTopic("bench", nil)
-	if err != nil {
-		b.Fatal(err)
-	}
 	srv, err := sbtest.NewServer(&sbtest.ServerOptions{Namespace: ns})
 	if err != nil {
 		b.Fatal(err)
@@ -37,8 +29,24 @@ func wireTopic(b *testing.B, lat sbtest.Latency) (*azservicebus.Sender, *sbtest.
 	if err != nil {
 		b.Fatal(err)
 	}
+	b.Cleanup(func() { _ = client.Close(context.Background()) })
+	return client
+}
+
+// wireTopic starts an sbtest server whose namespace has the latency model lat and a topic
+// without subscriptions (it stores nothing, so memory does not grow with b.N), connects
+// the real SDK client to it over loopback and returns an SDK sender to the topic with its
+// link already attached, so that connecting is not timed. Everything is closed when b
+// ends.
+func wireTopic(b *testing.B, lat sbtest.Latency) (*azservicebus.Sender, *sbtest.Topic) {
+	b.Helper()
+	ns := sbtest.NewNamespace(&sbtest.NamespaceOptions{Latency: lat})
+	topic, err := ns.NewTopic("bench", nil)
+	if err != nil {
+		b.Fatal(err)
+	}
+	client := wireClient(b, ns)
 	ctx := context.Background()
-	b.Cleanup(func() { _ = client.Close(ctx) })
 	s, err := client.NewSender("bench", nil)
 	if err != nil {
 		b.Fatal(err)
@@ -100,22 +108,8 @@ func BenchmarkWireProcess(b *testing.B) {
 		b.Run(c.name, func(b *testing.B) {
 			// One more message for the warm-up below.
 			ns, q := processNamespace(b, b.N+processSpare(c.opts.MaxConcurrency)+1)
-			srv, err := sbtest.NewServer(&sbtest.ServerOptions{Namespace: ns})
-			if err != nil {
-				b.Fatal(err)
-			}
-			b.Cleanup(func() {
-				if err := srv.Close(context.Background()); err != nil {
-					b.Error(err)
-				}
-			})
 			ctx := context.Background()
-			client, err := azservicebus.NewClientFromConnectionString(srv.ConnectionString(), nil)
-			if err != nil {
-				b.Fatal(err)
-			}
-			b.Cleanup(func() { _ = client.Close(ctx) })
-			r, err := client.NewReceiverForQueue("work", nil)
+			r, err := wireClient(b, ns).NewReceiverForQueue("work", nil)
 			if err != nil {
 				b.Fatal(err)
 			}

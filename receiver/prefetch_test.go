@@ -3,46 +3,16 @@ package receiver_test
 import (
 	"context"
 	"fmt"
-	"slices"
-	"sync"
 	"testing"
 	"testing/synctest"
 	"time"
 
 	"github.com/Azure/azure-sdk-for-go/sdk/messaging/azservicebus"
 
+	"github.com/sbkit/sbkit/internal/latency"
 	"github.com/sbkit/sbkit/receiver"
 	"github.com/sbkit/sbkit/sbtest"
 )
-
-// latencyStamps is a receiver that records every message's receipt-to-completion time.
-type latencyStamps struct {
-	*sbtest.Receiver
-	mu        sync.Mutex
-	received  map[*azservicebus.ReceivedMessage]time.Time
-	latencies []time.Duration
-}
-
-func (s *latencyStamps) ReceiveMessages(ctx context.Context, n int, o *azservicebus.ReceiveMessagesOptions) ([]*azservicebus.ReceivedMessage, error) {
-	msgs, err := s.Receiver.ReceiveMessages(ctx, n, o)
-	now := time.Now()
-	s.mu.Lock()
-	for _, m := range msgs {
-		s.received[m] = now
-	}
-	s.mu.Unlock()
-	return msgs, err
-}
-
-func (s *latencyStamps) CompleteMessage(ctx context.Context, m *azservicebus.ReceivedMessage, o *azservicebus.CompleteMessageOptions) error {
-	err := s.Receiver.CompleteMessage(ctx, m, o)
-	if err == nil {
-		s.mu.Lock()
-		s.latencies = append(s.latencies, time.Since(s.received[m]))
-		s.mu.Unlock()
-	}
-	return err
-}
 
 // steady is what a processor did in steady state: throughput, median receipt-to-
 // completion latency, and its Stats when it was stopped.
@@ -70,7 +40,7 @@ func runSteady(t *testing.T, opts receiver.Options, rtt, work time.Duration, n i
 	e := newEnv(t, &sbtest.EntityOptions{LockDuration: time.Minute})
 	e.send(t, n+6*opts.MaxConcurrency+16)
 	e.ns.SetLatency(sbtest.Latency{RoundTrip: rtt, StoreTime: time.Millisecond})
-	src := &latencyStamps{Receiver: e.r, received: make(map[*azservicebus.ReceivedMessage]time.Time)}
+	src := latency.New(e.r, n)
 	p := newProcessor(t, src, func(ctx context.Context, m *azservicebus.ReceivedMessage) error {
 		select {
 		case <-time.After(work):
@@ -102,11 +72,7 @@ func runSteady(t *testing.T, opts receiver.Options, rtt, work time.Duration, n i
 	}
 	s.stopped = p.Stats()
 	checkReconciled(t, s.stopped)
-	src.mu.Lock()
-	lat := slices.Clone(src.latencies[:n])
-	src.mu.Unlock()
-	slices.Sort(lat)
-	s.p50 = lat[len(lat)/2]
+	s.p50 = src.Percentiles(n, 50)[0]
 	return s
 }
 
