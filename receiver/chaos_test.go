@@ -112,11 +112,12 @@ func chaosRun(t *testing.T, seed uint64) {
 		SettleConcurrency: 1 + rng.IntN(4),
 		SettleTimeout:     time.Duration(2+rng.IntN(20)) * time.Second,
 	}
-	if rng.IntN(3) == 0 {
+	switch rng.IntN(3) {
+	case 0:
 		opts.DisablePrefetch = true
-	} else {
-		opts.PrefetchCount = rng.IntN(10)
-	}
+	case 1:
+		opts.PrefetchCount = 1 + rng.IntN(9)
+	} // else the adaptive prefetch
 	if rng.IntN(3) == 0 {
 		opts.AbandonDelay = receiver.ExponentialAbandonDelay(time.Second, 20*time.Second)
 	}
