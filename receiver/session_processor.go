@@ -340,6 +340,10 @@ func (r *sessionRun) process(sr sbkit.SessionReceiver) {
 	src := newSessionSource(sr, &p.cfg, release)
 	session := Session(sr)
 	handler := func(ctx context.Context, m *azservicebus.ReceivedMessage) error {
+		if !p.base.peekLock {
+			// ReceiveAndDelete: nothing is settled, so the handler's end frees the window.
+			defer src.settledOne(m)
+		}
 		ctx, done := running.start(ctx)
 		defer done()
 		return p.handler(context.WithValue(ctx, sessionKey{}, session), m)

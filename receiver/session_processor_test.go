@@ -487,3 +487,71 @@ func TestSessionProcessorCloseByDeadline(t *testing.T) {
 		}
 	})
 }
+
+// TestSessionProcessorReceiveAndDelete: in ReceiveAndDelete mode nothing is settled, so
+// the end of a handler frees the session's window: every message of every session is
+// handled, in order (the processor once stalled after each session's first message).
+func TestSessionProcessorReceiveAndDelete(t *testing.T) {
+	for _, calls := range []int{1, 3} {
+		t.Run(fmt.Sprintf("calls-%d", calls), func(t *testing.T) {
+			synctest.Test(t, func(t *testing.T) {
+				sq := newSessionQueue(t, nil)
+				const sessions, per = 3, 5
+				for i := range per {
+					for s := range sessions {
+						sq.send(t, fmt.Sprintf("s%d", s), fmt.Sprintf("s%d-%d", s, i))
+					}
+				}
+				var mu sync.Mutex
+				seen := map[string][]string{}
+				var handled atomic.Int64
+				h := func(ctx context.Context, m *azservicebus.ReceivedMessage) error {
+					mu.Lock()
+					id := receiver.SessionIDFrom(ctx)
+					seen[id] = append(seen[id], m.MessageID)
+					mu.Unlock()
+					handled.Add(1)
+					return nil
+				}
+				rad := azservicebus.ReceiveModeReceiveAndDelete
+				p, err := receiver.NewSessionProcessor(sq.ns.QueueSessionAcceptor("q", &sbtest.SessionReceiverOptions{ReceiveMode: rad}), h,
+					&receiver.SessionOptions{Options: receiver.Options{ReceiveMode: rad}, MaxConcurrentCallsPerSession: calls, SessionIdleTimeout: 100 * time.Millisecond})
+				if err != nil {
+					t.Fatal(err)
+				}
+				done := make(chan error, 1)
+				go func() { done <- p.Run(context.Background()) }()
+				deadline := time.Now().Add(time.Minute)
+				for handled.Load() < sessions*per && time.Now().Before(deadline) {
+					time.Sleep(10 * time.Millisecond)
+				}
+				time.Sleep(time.Second) // ten idle timeouts: every session is given up
+				if n := p.Stats().Sessions; n != 0 {
+					t.Errorf("%d sessions still held after they went idle", n)
+				}
+				if err := p.Close(context.Background()); err != nil {
+					t.Fatal(err)
+				}
+				if err := <-done; err != nil {
+					t.Fatal(err)
+				}
+				if n := handled.Load(); n != sessions*per {
+					t.Fatalf("handled %d messages in a minute, want %d", n, sessions*per)
+				}
+				if calls == 1 {
+					for s := range sessions {
+						id := fmt.Sprintf("s%d", s)
+						for i, got := range seen[id] {
+							if want := fmt.Sprintf("%s-%d", id, i); got != want {
+								t.Fatalf("session %s handled %v out of order", id, seen[id])
+							}
+						}
+					}
+				}
+				if st := p.Stats(); st.Received != sessions*per || st.Handled != sessions*per || st.Completed != 0 {
+					t.Errorf("stats %+v", st)
+				}
+			})
+		})
+	}
+}
