@@ -9,10 +9,16 @@
 // The packages built on it:
 //
 //   - sender: a bounded, pipelined, auto-batching sender that reports every outcome.
-//   - receiver and locks: a peek-lock processor with automatic lock renewal.
-//   - dedupe: MessageId duplicate skipping that marks a message only after success.
+//   - receiver and locks: a peek-lock processor with automatic lock renewal, and a
+//     session processor for session-enabled entities.
+//   - dedupe: MessageId duplicate skipping that marks a message only after success
+//     (stores in memory, and in the nested modules dedupe/redisdedupe and dedupe/pgdedupe).
 //   - serialize: decoding by ContentType with fallbacks and dead-lettering.
-//   - sbtest: an in-memory Service Bus for tests and benchmarks.
+//   - reqreply: request/reply over sessions.
+//   - sbtest: an in-memory Service Bus for tests and benchmarks, and NewServer, the same
+//     behind AMQP for the real SDK client (cmd/sbemulator serves it as a command).
+//   - otel (nested module, package sbotel): OpenTelemetry traces and metrics from the
+//     hooks.
 //
 // Nothing in this package starts goroutines; every function is safe for concurrent use.
 package sbkit

@@ -38,7 +38,9 @@
 // store errors: see [Hook]) and [Filter.Stats].
 //
 // Stores implement the three-method [Store] interface: [MemoryStore] (bounded, lazy
-// expiry, no goroutine) for a single process, and the Redis store in the nested module
-// [github.com/sbkit/sbkit/dedupe/redisdedupe] for many workers. Package
+// expiry, no goroutine) for a single process, and for many workers the Redis store in
+// the nested module [github.com/sbkit/sbkit/dedupe/redisdedupe] and the PostgreSQL store
+// in [github.com/sbkit/sbkit/dedupe/pgdedupe] (whose TxFilter also commits the done mark
+// in the handler's own transaction). Package
 // [github.com/sbkit/sbkit/dedupe/storetest] holds a conformance suite for any Store.
 package dedupe
