@@ -53,6 +53,7 @@ type SettleError struct {
 	Err error
 }
 
+// Error returns "sbkit: <action>" followed by the reason, description and cause that are set.
 func (e *SettleError) Error() string {
 	msg := "sbkit: " + e.Action.String()
 	if e.Reason != "" {
@@ -67,6 +68,7 @@ func (e *SettleError) Error() string {
 	return msg
 }
 
+// Unwrap returns the cause, or nil.
 func (e *SettleError) Unwrap() error { return e.Err }
 
 // DeadLetter returns a handler result that asks for the message to be dead-lettered with

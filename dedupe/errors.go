@@ -43,16 +43,21 @@ const (
 // the lease cannot be acquired, and passes it to the [StoreErrorHook]s for every
 // failure. It wraps the store's error.
 type StoreError struct {
-	Op  Op
+	// Op is the Store call that failed.
+	Op Op
+	// Key is the message's key.
 	Key string
 	// Attempt counts the failed calls in a row for this key and operation: 1 for the
 	// first, more for retries (Acquire under [FailClosed], lease refreshes).
 	Attempt int
-	Err     error
+	// Err is the store's error.
+	Err error
 }
 
+// Error names the operation and the key, then the store's error.
 func (e *StoreError) Error() string {
 	return fmt.Sprintf("dedupe: store %s %q: %v", e.Op, e.Key, e.Err)
 }
 
+// Unwrap returns the store's error.
 func (e *StoreError) Unwrap() error { return e.Err }

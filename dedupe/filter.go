@@ -102,6 +102,7 @@ func (f *Filter) Stats() Stats { return f.c.snapshot() }
 // handler's own transaction uses it to commit the mark with the handler's work; the
 // Filter's own MarkDone then finds the key done and leaves it.
 type Lease struct {
+	// Key is the message's key; Owner is the token that holds its lease.
 	Key, Owner string
 }
 

@@ -49,8 +49,8 @@ type StoreErrorHook interface {
 
 // Fresh is the event of [FreshHook].
 type Fresh struct {
-	Key     string
-	Message *azservicebus.ReceivedMessage
+	Key     string                        // the message's key
+	Message *azservicebus.ReceivedMessage // the delivery
 	// Waited is how long the delivery was held before the lease was taken (waiting for
 	// another owner's lease, or for the store to answer); zero when it was taken at once.
 	Waited time.Duration
@@ -58,24 +58,24 @@ type Fresh struct {
 
 // Duplicate is the event of [DuplicateHook].
 type Duplicate struct {
-	Key     string
-	Message *azservicebus.ReceivedMessage
+	Key     string                        // the message's key
+	Message *azservicebus.ReceivedMessage // the delivery
 	// Waited is as in [Fresh].
 	Waited time.Duration
 }
 
 // Contended is the event of [ContendedHook].
 type Contended struct {
-	Key     string
-	Message *azservicebus.ReceivedMessage
+	Key     string                        // the message's key
+	Message *azservicebus.ReceivedMessage // the delivery
 	// Policy is what the delivery does now: wait, or abandon at once.
 	Policy ContendedPolicy
 }
 
 // LeaseLost is the event of [LeaseLostHook].
 type LeaseLost struct {
-	Key     string
-	Message *azservicebus.ReceivedMessage
+	Key     string                        // the message's key
+	Message *azservicebus.ReceivedMessage // the delivery
 	// Cause wraps [ErrLeaseLost] and says why: the key was found taken, or no refresh
 	// succeeded within [Options.LeaseTTL] (with the last store error).
 	Cause error

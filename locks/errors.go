@@ -69,6 +69,7 @@ type LostError struct {
 	Err error
 }
 
+// Error says whose lock was lost and why, with the last known expiry and renewal error.
 func (e *LostError) Error() string {
 	msg := "locks: message lock lost: " + e.Reason.String()
 	if e.SessionID != "" {

@@ -103,6 +103,7 @@ type Error struct {
 	Err error
 }
 
+// Error names the source, the action and the message's MessageID when known, then the error.
 func (e *Error) Error() string {
 	msg := "receiver: " + e.Source.String()
 	if e.Action != 0 {
@@ -114,6 +115,7 @@ func (e *Error) Error() string {
 	return msg + ": " + fmt.Sprint(e.Err)
 }
 
+// Unwrap returns the error.
 func (e *Error) Unwrap() error { return e.Err }
 
 // PanicError is the error a recovered handler panic becomes.
@@ -124,6 +126,7 @@ type PanicError struct {
 	Stack []byte
 }
 
+// Error returns "receiver: handler panicked: " and the panic value.
 func (e *PanicError) Error() string { return fmt.Sprintf("receiver: handler panicked: %v", e.Value) }
 
 // Unwrap returns the panic value when it is an error.

@@ -62,6 +62,7 @@ type DecodeErrorHook interface {
 
 // DecodeFailure is the event of [DecodeErrorHook].
 type DecodeFailure struct {
+	// Message is the delivery that could not be decoded.
 	Message *azservicebus.ReceivedMessage
 	// Err is why: a [*DecodeError], or an error wrapping [ErrBodyTooLarge] or
 	// [ErrUnsupportedBody].

@@ -102,33 +102,34 @@ func (o Outcome) String() string {
 
 // TxResult is the event of TxResultHook.
 type TxResult struct {
-	Key      string
-	Message  *azservicebus.ReceivedMessage
-	Outcome  Outcome
-	Attempts int           // transactions begun for the delivery
-	Duration time.Duration // from the first Begin to the outcome
-	Err      error         // the handler's or the database's error; nil when committed or duplicate
+	Key      string                        // the message's key
+	Message  *azservicebus.ReceivedMessage // the delivery
+	Outcome  Outcome                       // what became of it
+	Attempts int                           // transactions begun for the delivery
+	Duration time.Duration                 // from the first Begin to the outcome
+	Err      error                         // the handler's or the database's error; nil when committed or duplicate
 }
 
 // TxErrorEvent is the event of TxErrorHook.
 type TxErrorEvent struct {
-	Key       string
+	Key       string // the message's key
 	Op        string // "begin", "mark", "handler", "commit"
-	Attempt   int
-	Retryable bool
-	Err       error
+	Attempt   int    // the failed attempt's number, from 1
+	Retryable bool   // a retry can fix it (retried while TxOptions.Retry allows)
+	Err       error  // the database's error
 }
 
 // TxError is returned (and the message abandoned) when the database could not be used:
 // after the retries for errors a retry can fix, at once for the others. It wraps the
 // last database error.
 type TxError struct {
-	Key      string
-	Op       string
-	Attempts int
-	Err      error
+	Key      string // the message's key
+	Op       string // the step that failed, as in TxErrorEvent
+	Attempts int    // attempts made
+	Err      error  // the last database error
 }
 
+// Error names the key, the step and the attempts, then the database error.
 func (e *TxError) Error() string {
 	return fmt.Sprintf("pgdedupe: key %q: %s failed after %d attempt(s): %v", e.Key, e.Op, e.Attempts, e.Err)
 }
