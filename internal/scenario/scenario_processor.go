@@ -226,7 +226,7 @@ func processorLockRenewal(t *testing.T, b Backend) {
 
 // processorLockExpiry: without renewal a handler that outlives its lock has its context
 // cancelled with a lock-lost cause; the processor does not settle the message (it counts
-// it LockLost, reported once) and the broker delivers it again with its delivery counted,
+// it in LocksLost, reported once) and the broker delivers it again with its delivery counted,
 // and that second delivery completes.
 func processorLockExpiry(t *testing.T, b Backend) {
 	q, _ := shortLockQueue(t, b, QueueOptions{LockDuration: time.Second})
