@@ -71,3 +71,14 @@ func ExampleMemoryStore() {
 	// worker-b again: done
 	// {Leases:0 DoneMarks:1 Evicted:0}
 }
+
+// The default key of a message: its MessageId, namespaced by the entity; a message
+// without a MessageId has none.
+func ExampleMessageIDKey() {
+	key := dedupe.MessageIDKey("orders")
+	fmt.Printf("%q\n", key(&azservicebus.ReceivedMessage{MessageID: "42"}))
+	fmt.Printf("%q\n", key(&azservicebus.ReceivedMessage{}))
+	// Output:
+	// "orders:42"
+	// ""
+}

@@ -91,9 +91,9 @@ type Options struct {
 	Entity string
 
 	// Key returns a message's key; "" means the message has no key (see MissingKey).
-	// Default: Entity + ":" + MessageID, or "" when MessageID is empty. A custom Key
-	// replaces the default entirely (Entity is then unused: namespace keys yourself when
-	// a store is shared). It must be fast and safe for concurrent use.
+	// Default: [MessageIDKey](Entity): Entity + ":" + MessageID, or "" when MessageID is
+	// empty. A custom Key replaces the default entirely (Entity is then unused: namespace
+	// keys yourself when a store is shared). It must be fast and safe for concurrent use.
 	Key func(message *azservicebus.ReceivedMessage) string
 
 	// MissingKey is the policy for messages without a key. Default: [MissingKeyProcess].
@@ -161,6 +161,20 @@ type Options struct {
 	Logger *slog.Logger
 }
 
+// MessageIDKey returns the default of [Options.Key] for entity: a function that returns
+// entity + ":" + the message's MessageID, or "" when the MessageID is empty. Filters that
+// share a store (a [Filter] and pgdedupe's TxFilter on one table) must derive keys the
+// same way; this is that one derivation. The function is safe for concurrent use.
+func MessageIDKey(entity string) func(message *azservicebus.ReceivedMessage) string {
+	prefix := entity + ":"
+	return func(m *azservicebus.ReceivedMessage) string {
+		if m.MessageID == "" {
+			return ""
+		}
+		return prefix + m.MessageID
+	}
+}
+
 func (o *Options) withDefaults() (Options, error) {
 	var r Options
 	if o != nil {
@@ -209,13 +223,7 @@ func (o *Options) withDefaults() (Options, error) {
 		return r, fmt.Errorf("%w: unknown StoreFailure policy %d", ErrInvalidOptions, r.StoreFailure)
 	}
 	if r.Key == nil {
-		prefix := r.Entity + ":"
-		r.Key = func(m *azservicebus.ReceivedMessage) string {
-			if m.MessageID == "" {
-				return ""
-			}
-			return prefix + m.MessageID
-		}
+		r.Key = MessageIDKey(r.Entity)
 	}
 	if r.Logger == nil {
 		r.Logger = slog.New(slog.DiscardHandler)

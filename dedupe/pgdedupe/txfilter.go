@@ -30,7 +30,8 @@ type TxOptions struct {
 	Entity string
 	// Key returns a message's key; "" means the message has none: its handler then runs
 	// in a transaction without a done mark (counted in TxStats.Unprotected). Default:
-	// Entity + ":" + MessageID, or "" when MessageID is empty.
+	// [dedupe.MessageIDKey](Entity), the key a [dedupe.Filter] uses: Entity + ":" +
+	// MessageID, or "" when MessageID is empty.
 	Key func(message *azservicebus.ReceivedMessage) string
 	// Window is how long a done mark lives (see [dedupe.Options.Window]). Default:
 	// [dedupe.DefaultWindow] (1 h).
@@ -214,13 +215,7 @@ func NewTxFilter(store *Store, opts *TxOptions) (*TxFilter, error) {
 		o.Window = dedupe.DefaultWindow
 	}
 	if o.Key == nil {
-		prefix := o.Entity + ":"
-		o.Key = func(m *azservicebus.ReceivedMessage) string {
-			if m.MessageID == "" {
-				return ""
-			}
-			return prefix + m.MessageID
-		}
+		o.Key = dedupe.MessageIDKey(o.Entity)
 	}
 	if o.Logger == nil {
 		o.Logger = slog.New(slog.DiscardHandler)
