@@ -36,7 +36,7 @@ func (r *Responder) Reply(ctx context.Context, req *azservicebus.ReceivedMessage
 	if req == nil || resp == nil {
 		return sbkit.ErrNilMessage
 	}
-	if req.ReplyTo == nil || *req.ReplyTo == "" || req.ReplyToSessionID == nil {
+	if !isRequest(req) {
 		return ErrNotARequest
 	}
 	s, err := r.senders(*req.ReplyTo)
@@ -68,7 +68,7 @@ func (r *Responder) Handler(fn ReplyFunc) (sbkit.Handler, error) {
 		return nil, fmt.Errorf("reqreply: nil ReplyFunc: %w", sbkit.ErrNilHandler)
 	}
 	return func(ctx context.Context, req *azservicebus.ReceivedMessage) error {
-		if req.ReplyTo == nil || *req.ReplyTo == "" || req.ReplyToSessionID == nil {
+		if !isRequest(req) {
 			return sbkit.DeadLetter("NotARequest", ErrNotARequest.Error(), ErrNotARequest)
 		}
 		resp, err := fn(ctx, req)
@@ -77,4 +77,10 @@ func (r *Responder) Handler(fn ReplyFunc) (sbkit.Handler, error) {
 		}
 		return r.Reply(ctx, req, resp)
 	}, nil
+}
+
+// isRequest reports whether req says where its reply goes: a ReplyTo and a
+// ReplyToSessionID.
+func isRequest(req *azservicebus.ReceivedMessage) bool {
+	return req.ReplyTo != nil && *req.ReplyTo != "" && req.ReplyToSessionID != nil
 }
