@@ -6,17 +6,17 @@ import (
 )
 
 var (
-	// [ErrLeaseHeld] is wrapped by the Filter's result when another worker holds the
+	// ErrLeaseHeld is wrapped by the Filter's result when another worker holds the
 	// processing lease on the message's key (it is processing a copy of the message right
 	// now) and the lease did not end within [Options.LeaseWait]. The processor abandons the
 	// delivery; the broker delivers it again, and then it is either skipped as a duplicate
 	// (the other worker succeeded) or processed (the other worker failed or crashed).
 	ErrLeaseHeld = errors.New("dedupe: message is being processed by another worker")
-	// [ErrMissingKey] is the cause of the dead-letter result asked for by [MissingKeyDeadLetter].
+	// ErrMissingKey is the cause of the dead-letter result asked for by [MissingKeyDeadLetter].
 	ErrMissingKey = errors.New("dedupe: message has no MessageId")
-	// [ErrInvalidOptions] is wrapped by the errors of New and [NewMemoryStore] for bad options.
+	// ErrInvalidOptions is wrapped by the errors of New and [NewMemoryStore] for bad options.
 	ErrInvalidOptions = errors.New("dedupe: invalid options")
-	// [ErrLeaseLost] is wrapped by the cause of a running handler's context when the Filter
+	// ErrLeaseLost is wrapped by the cause of a running handler's context when the Filter
 	// knows that the handler no longer holds its processing lease: a refresh found the key
 	// taken by another owner or marked done, or no refresh succeeded before the lease ran
 	// out (the store was unreachable for LeaseTTL). Another worker may be processing a
@@ -39,7 +39,7 @@ const (
 	OpRenew Op = "renew"
 )
 
-// [StoreError] is a [Store] call that failed: the [Filter] returns it ([FailClosed]) when
+// StoreError is a [Store] call that failed: the [Filter] returns it ([FailClosed]) when
 // the lease cannot be acquired, and passes it to the [StoreErrorHook]s for every
 // failure. It wraps the store's error.
 type StoreError struct {

@@ -9,7 +9,7 @@ import (
 	"github.com/sbkit/sbkit/internal/heapq"
 )
 
-// [DefaultMaxEntries] is [MemoryOptions.MaxEntries]' default.
+// DefaultMaxEntries is [MemoryOptions.MaxEntries]' default.
 const DefaultMaxEntries = 100_000
 
 // MemoryOptions configures a [MemoryStore]. The zero value (or nil) means defaults.
@@ -25,7 +25,7 @@ type MemoryOptions struct {
 	MaxEntries int
 }
 
-// [MemoryStore] is a Store held in this process's memory: duplicates are recognised only
+// MemoryStore is a Store held in this process's memory: duplicates are recognised only
 // among the deliveries this process receives, so use a shared store (redisdedupe) when
 // several processes receive from one entity.
 //
@@ -60,7 +60,7 @@ type memEntry struct {
 	index   int // position in its heap
 }
 
-// [NewMemoryStore] returns an empty [MemoryStore]. nil options mean defaults. It returns an
+// NewMemoryStore returns an empty [MemoryStore]. nil options mean defaults. It returns an
 // error wrapping [ErrInvalidOptions] for a negative MaxEntries.
 func NewMemoryStore(opts *MemoryOptions) (*MemoryStore, error) {
 	var o MemoryOptions

@@ -23,9 +23,9 @@ var defaultRetry = retry.Policy{MaxRetries: 7, RetryDelay: 500 * time.Millisecon
 
 // Reasons carried by the Filter's settlement markers.
 const (
-	// [DuplicateReason] is the [sbkit.Skip] reason of a delivery whose key is marked done.
+	// DuplicateReason is the [sbkit.Skip] reason of a delivery whose key is marked done.
 	DuplicateReason = "duplicate"
-	// [MissingKeyReason] is the dead-letter reason of [MissingKeyDeadLetter].
+	// MissingKeyReason is the dead-letter reason of [MissingKeyDeadLetter].
 	MissingKeyReason = "MissingMessageId"
 )
 
@@ -34,10 +34,10 @@ const (
 type MissingKeyPolicy int
 
 const (
-	// [MissingKeyProcess] runs the handler without duplicate protection (the default),
+	// MissingKeyProcess runs the handler without duplicate protection (the default),
 	// counted in Stats.Unprotected.
 	MissingKeyProcess MissingKeyPolicy = iota
-	// [MissingKeyDeadLetter] dead-letters the message with reason [MissingKeyReason], without
+	// MissingKeyDeadLetter dead-letters the message with reason [MissingKeyReason], without
 	// running the handler: for entities where every sender must set a MessageId.
 	MissingKeyDeadLetter
 )
@@ -46,14 +46,14 @@ const (
 type ContendedPolicy int
 
 const (
-	// [ContendedWait] (the default) polls the store every LeasePoll for up to LeaseWait,
+	// ContendedWait (the default) polls the store every LeasePoll for up to LeaseWait,
 	// holding the message (its lock is renewed by the processor). When the other worker
 	// succeeds the delivery is skipped as a duplicate; when it fails or its lease expires
 	// the delivery is processed; when LeaseWait passes it is abandoned ([ErrLeaseHeld]).
 	// Waiting avoids burning delivery counts in a tight abandon loop while a crashed
 	// worker's lease runs out, at the price of a concurrency slot while it waits.
 	ContendedWait ContendedPolicy = iota
-	// [ContendedAbandon] abandons at once with an error wrapping [ErrLeaseHeld]. Each abandon
+	// ContendedAbandon abandons at once with an error wrapping [ErrLeaseHeld]. Each abandon
 	// increments the delivery count; the broker dead-letters after MaxDeliveryCount.
 	ContendedAbandon
 )
@@ -63,7 +63,7 @@ const (
 type FailurePolicy int
 
 const (
-	// [FailClosed] (the default) never runs the handler without a lease. A failed Acquire
+	// FailClosed (the default) never runs the handler without a lease. A failed Acquire
 	// is retried with backoff ([Options.Retry]) while the delivery is held, so that a
 	// store outage of a few seconds costs no delivery count; when the retries run out
 	// (or the handler's context ends, say because the lock was lost) the Filter returns a
@@ -78,7 +78,7 @@ const (
 	// of roughly 5 minutes or more. A held delivery occupies its handler slot, so the
 	// processor stops receiving new messages while the store is down.
 	FailClosed FailurePolicy = iota
-	// [FailOpen] runs the handler without duplicate protection (counted in
+	// FailOpen runs the handler without duplicate protection (counted in
 	// Stats.Unprotected): no message waits for the store, duplicates may be processed.
 	FailOpen
 )

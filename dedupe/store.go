@@ -65,17 +65,17 @@ type Store interface {
 
 // Errors stores return.
 var (
-	// [ErrInvalidArgument] is wrapped by store errors for an empty key or owner or a
+	// ErrInvalidArgument is wrapped by store errors for an empty key or owner or a
 	// non-positive duration.
 	ErrInvalidArgument = errors.New("dedupe: invalid argument")
-	// [ErrNotOwner] is wrapped by MarkDone's error when another owner holds the key's lease.
+	// ErrNotOwner is wrapped by MarkDone's error when another owner holds the key's lease.
 	ErrNotOwner = errors.New("dedupe: lease held by another owner")
-	// [ErrStoreFull] is wrapped by [MemoryStore].Acquire's error when the store holds
+	// ErrStoreFull is wrapped by [MemoryStore].Acquire's error when the store holds
 	// MaxEntries live leases and no done mark can be evicted to make room.
 	ErrStoreFull = errors.New("dedupe: store full")
 )
 
-// [CheckArgs] validates the arguments of a Store method, for Store implementations: it
+// CheckArgs validates the arguments of a Store method, for Store implementations: it
 // returns an error wrapping [ErrInvalidArgument] for an empty key or owner or a
 // non-positive d, and nil otherwise. Pass d = 1 for Release.
 func CheckArgs(key, owner string, d time.Duration) error {
