@@ -309,21 +309,36 @@ func (f *TxFilter) handle(ctx context.Context, m *azservicebus.ReceivedMessage, 
 		if wait == backoff.Stop {
 			var res error = &TxError{Key: key, Op: op, Attempts: attempt, Err: err}
 			if ctx.Err() != nil {
-				res = fmt.Errorf("pgdedupe: key %q: %w (%w)", key, context.Cause(ctx), err)
+				res = f.ended(ctx, key, err)
 			}
-			f.failed.Add(1)
-			f.result(ctx, TxResult{Key: key, Message: m, Outcome: OutcomeFailed, Attempts: attempt, Duration: time.Since(start), Err: res})
-			return res
+			return f.fail(ctx, m, key, attempt, start, res)
 		}
 		f.retried.Add(1)
 		f.o.Logger.WarnContext(ctx, "pgdedupe: transaction failed, retrying", "key", key, "op", op, "attempt", attempt, "retryIn", wait, "err", err)
 		t := time.NewTimer(wait)
 		select {
 		case <-ctx.Done():
+			// No transaction can begin on an ended context: fail with the error that
+			// was being retried.
 			t.Stop()
+			return f.fail(ctx, m, key, attempt, start, f.ended(ctx, key, err))
 		case <-t.C:
 		}
 	}
+}
+
+// ended is the result of a delivery whose context ended: its cause, with the last
+// database error.
+func (f *TxFilter) ended(ctx context.Context, key string, err error) error {
+	return fmt.Errorf("pgdedupe: key %q: %w (%w)", key, context.Cause(ctx), err)
+}
+
+// fail counts and reports a delivery that failed after attempts transactions, and
+// returns res.
+func (f *TxFilter) fail(ctx context.Context, m *azservicebus.ReceivedMessage, key string, attempts int, start time.Time, res error) error {
+	f.failed.Add(1)
+	f.result(ctx, TxResult{Key: key, Message: m, Outcome: OutcomeFailed, Attempts: attempts, Duration: time.Since(start), Err: res})
+	return res
 }
 
 // attempt runs one transaction. It returns the outcome (with the handler's error for

@@ -6,6 +6,7 @@ import (
 	"strings"
 	"sync/atomic"
 	"testing"
+	"time"
 
 	"github.com/Azure/azure-sdk-for-go/sdk/messaging/azservicebus"
 	"github.com/jackc/pgx/v5/pgxpool"
@@ -98,6 +99,49 @@ func TestDatabaseDown(t *testing.T) {
 		t.Fatalf("stats %+v", st)
 	}
 }
+
+// TestContextEndsWhileHeld: when the handler's context ends while the filter waits to
+// retry, the result wraps the context's cause and still names the database error that
+// was being retried; no further transaction is begun.
+func TestContextEndsWhileHeld(t *testing.T) {
+	postgres.Require(t)
+	pool, err := pgxpool.New(context.Background(), "postgres://postgres@127.0.0.1:1/postgres?connect_timeout=1")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer pool.Close()
+	s, err := pgdedupe.New(pool, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var hook errorHook
+	var results []pgdedupe.TxResult
+	f, err := pgdedupe.NewTxFilter(s, &pgdedupe.TxOptions{
+		Retry: sbkit.RetryOptions{RetryDelay: time.Minute},
+		Hooks: []pgdedupe.Hook{&hook, txResultFunc(func(e pgdedupe.TxResult) { results = append(results, e) })},
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	h := wrap(t, f, func(context.Context, *azservicebus.ReceivedMessage) error { return nil })
+	ctx, cancel := context.WithTimeout(context.Background(), time.Second) // the refused connection takes far less
+	defer cancel()
+	err = h(ctx, &azservicebus.ReceivedMessage{MessageID: "c1"})
+	if !errors.Is(err, context.DeadlineExceeded) || !strings.Contains(err.Error(), "127.0.0.1") {
+		t.Fatalf("err %v, want the context's cause and the database error", err)
+	}
+	if len(hook.ops) != 1 || len(results) != 1 || results[0].Outcome != pgdedupe.OutcomeFailed || results[0].Attempts != 1 {
+		t.Fatalf("hook saw errors %v and results %+v; want one error and one failed result after 1 attempt", hook.ops, results)
+	}
+	if st := f.Stats(); st.Retried != 1 || st.Failed != 1 {
+		t.Fatalf("stats %+v", st)
+	}
+}
+
+// txResultFunc is a TxResultHook made of a function.
+type txResultFunc func(e pgdedupe.TxResult)
+
+func (fn txResultFunc) OnTxResult(_ context.Context, e pgdedupe.TxResult) { fn(e) }
 
 // TestNonRetryableDatabaseError: an error a retry cannot fix (here the table is
 // missing) fails at once.
