@@ -59,12 +59,12 @@ type ProcessorHook struct {
 }
 
 type settleAttrs struct {
-	name    string
-	op      string
-	ok      []metric.RecordOption
-	opAttrs []attribute.KeyValue // base + operation name and type
-	span    []attribute.KeyValue // opAttrs + disposition status
-	fails   []metric.AddOption
+	name     string
+	ok       []metric.RecordOption
+	opAttrs  []attribute.KeyValue    // base + operation name and type
+	spanOpts []trace.SpanStartOption // kind CLIENT, opAttrs + disposition status
+	fails    []metric.AddOption
+	outcome  []metric.AddOption // sbkit.processor.outcomes of a settled message
 }
 
 // Processor returns a hook for a processor that receives from entity (a queue, or the
@@ -95,16 +95,18 @@ func (t *Telemetry) Processor(entity, subscription string) *ProcessorHook {
 	} {
 		op := status.Value.AsString()
 		opAttrs := with(base, semconv.MessagingOperationName(op), semconv.MessagingOperationTypeSettle)
+		opSet := metric.WithAttributeSet(attribute.NewSet(opAttrs...))
 		h.settle[a] = settleAttrs{
 			name:    op + " " + entity,
-			op:      op,
-			ok:      []metric.RecordOption{metric.WithAttributeSet(attribute.NewSet(opAttrs...))},
+			ok:      []metric.RecordOption{opSet},
 			opAttrs: opAttrs,
-			span:    with(opAttrs, status),
-			fails:   []metric.AddOption{metric.WithAttributeSet(attribute.NewSet(opAttrs...))},
+			spanOpts: []trace.SpanStartOption{trace.WithSpanKind(trace.SpanKindClient),
+				trace.WithAttributes(with(opAttrs, status)...)},
+			fails:   []metric.AddOption{opSet},
+			outcome: []metric.AddOption{metric.WithAttributeSet(set(base, OutcomeKey.String(op)))},
 		}
 	}
-	for _, o := range []string{"complete", "abandon", "dead_letter", "defer", "lock_lost", "left_locked", "dropped"} {
+	for _, o := range []string{"lock_lost", "left_locked", "dropped"} {
 		h.outcomes[o] = []metric.AddOption{metric.WithAttributeSet(set(base, OutcomeKey.String(o)))}
 	}
 	for s := receiver.SourceReceive; s <= receiver.SourceAccept; s++ {
@@ -209,7 +211,7 @@ func (h *ProcessorHook) OnSettle(ctx context.Context, e receiver.Settlement) {
 	failures := e.Attempts
 	if e.Err == nil {
 		failures--
-		h.t.outcomes.Add(ctx, 1, h.outcomes[s.op]...)
+		h.t.outcomes.Add(ctx, 1, s.outcome...)
 		h.t.opDur.Float64Histogram.Record(ctx, e.Duration.Seconds(), s.ok...)
 	} else {
 		h.t.opDur.RecordSet(ctx, e.Duration.Seconds(), set(s.opAttrs, errorAttr(e.Err)))
@@ -221,8 +223,7 @@ func (h *ProcessorHook) OnSettle(ctx context.Context, e receiver.Settlement) {
 		return // no settle span under a process span that was not recorded
 	}
 	end := time.Now()
-	_, span := h.t.tracer.Start(ctx, s.name, trace.WithSpanKind(trace.SpanKindClient),
-		trace.WithTimestamp(end.Add(-e.Duration)), trace.WithAttributes(s.span...))
+	_, span := h.t.tracer.Start(ctx, s.name, s.spanOpts[0], s.spanOpts[1], trace.WithTimestamp(end.Add(-e.Duration)))
 	if span.IsRecording() { // the message's id is on the parent, the process span
 		if e.Attempts != 1 {
 			span.SetAttributes(AttemptsKey.Int(e.Attempts))
