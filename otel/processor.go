@@ -40,14 +40,13 @@ type ProcessorHook struct {
 	entity      string
 	processName string
 
-	startAttrs  []attribute.KeyValue // process span
+	startAttrs  []attribute.KeyValue // process span, messaging.process.duration
 	processOpts []trace.SpanStartOption
 	base        []attribute.KeyValue
 	consumed    []metric.AddOption
 	receiveOK   []metric.RecordOption
 	receiveOp   []attribute.KeyValue
 	processOK   []metric.RecordOption
-	processOp   []attribute.KeyValue
 	settle      [5]settleAttrs // by sbkit.Action
 	outcomes    map[string][]metric.AddOption
 	errSources  [6][]metric.AddOption // by receiver.ErrorSource
@@ -85,8 +84,7 @@ func (t *Telemetry) Processor(entity, subscription string) *ProcessorHook {
 	h.consumed = []metric.AddOption{metric.WithAttributeSet(set(base, semconv.MessagingOperationName("receive")))}
 	h.receiveOp = with(base, semconv.MessagingOperationName("receive"), semconv.MessagingOperationTypeReceive)
 	h.receiveOK = []metric.RecordOption{metric.WithAttributeSet(attribute.NewSet(h.receiveOp...))}
-	h.processOp = h.startAttrs
-	h.processOK = []metric.RecordOption{metric.WithAttributeSet(attribute.NewSet(h.processOp...))}
+	h.processOK = []metric.RecordOption{metric.WithAttributeSet(attribute.NewSet(h.startAttrs...))}
 	for a, status := range map[sbkit.Action]attribute.KeyValue{
 		sbkit.ActionComplete:   semconv.MessagingServiceBusDispositionStatusComplete,
 		sbkit.ActionAbandon:    semconv.MessagingServiceBusDispositionStatusAbandon,
@@ -112,8 +110,9 @@ func (t *Telemetry) Processor(entity, subscription string) *ProcessorHook {
 	for s := receiver.SourceReceive; s <= receiver.SourceAccept; s++ {
 		h.errSources[s] = []metric.AddOption{metric.WithAttributeSet(set(base, ErrorSourceKey.String(s.String())))}
 	}
-	h.kinds[0] = []metric.AddOption{metric.WithAttributeSet(set(base, LockKindKey.String("message")))}
-	h.kinds[1] = []metric.AddOption{metric.WithAttributeSet(set(base, LockKindKey.String("session")))}
+	for k, attr := range lockKinds {
+		h.kinds[k] = []metric.AddOption{metric.WithAttributeSet(set(base, attr))}
+	}
 	for _, o := range []string{"fresh", "duplicate", "contended", "lease_lost"} {
 		h.dedupe[o] = []metric.AddOption{metric.WithAttributeSet(set(base, DedupeOutcomeKey.String(o)))}
 	}
@@ -183,7 +182,7 @@ func messageAttrs(m *azservicebus.ReceivedMessage) []attribute.KeyValue {
 func (h *ProcessorHook) OnHandlerEnd(ctx context.Context, e receiver.HandlerEnd) {
 	failed := e.Err != nil && e.Action == sbkit.ActionAbandon
 	if failed {
-		h.t.processDu.RecordSet(ctx, e.Duration.Seconds(), set(h.processOp, errorAttr(e.Err)))
+		h.t.processDu.RecordSet(ctx, e.Duration.Seconds(), set(h.startAttrs, errorAttr(e.Err)))
 	} else {
 		h.t.processDu.Float64Histogram.Record(ctx, e.Duration.Seconds(), h.processOK...)
 	}
@@ -284,24 +283,24 @@ func (h *ProcessorHook) span(m *azservicebus.ReceivedMessage) (trace.Span, bool)
 	return v.(trace.Span), true
 }
 
-func (h *ProcessorHook) kind(m *azservicebus.ReceivedMessage) int {
+// kind is the lock's index in lockKinds (and ProcessorHook.kinds): a lock event
+// without a message is a session's.
+func kind(m *azservicebus.ReceivedMessage) int {
 	if m == nil {
 		return 1
 	}
 	return 0
 }
 
-func kindAttr(m *azservicebus.ReceivedMessage) attribute.KeyValue {
-	if m == nil {
-		return LockKindKey.String("session")
-	}
-	return LockKindKey.String("message")
-}
+// lockKinds are the sbkit.lock.kind attributes, by kind.
+var lockKinds = [2]attribute.KeyValue{LockKindKey.String("message"), LockKindKey.String("session")}
+
+func kindAttr(m *azservicebus.ReceivedMessage) attribute.KeyValue { return lockKinds[kind(m)] }
 
 // OnRenew counts the renewal (sbkit.lock.renewals) and adds a "lock renewed" event to
 // the message's process span.
 func (h *ProcessorHook) OnRenew(ctx context.Context, e locks.Renewal) {
-	h.t.renewals.Add(ctx, 1, h.kinds[h.kind(e.Message)]...)
+	h.t.renewals.Add(ctx, 1, h.kinds[kind(e.Message)]...)
 	if span, ok := h.span(e.Message); ok {
 		span.AddEvent("lock renewed", trace.WithAttributes(
 			attribute.String("sbkit.lock.locked_until", e.LockedUntil.UTC().Format(time.RFC3339Nano)),
