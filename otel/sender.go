@@ -26,36 +26,36 @@ type SenderHook struct {
 	t    *Telemetry
 	name string // span name
 
-	startAttrs []attribute.KeyValue    // at span start
-	producer   []trace.SpanStartOption // a send span whose context is the creation context
-	ok         attribute.Set           // sent.messages, operation.duration: success
-	sentOK     []metric.AddOption      // ok, for sent.messages
-	durOK      []metric.RecordOption   // ok, for operation.duration
-	base       []attribute.KeyValue    // entity attributes
-	opBase     []attribute.KeyValue    // base + operation name and type
-	retryOpts  []metric.AddOption
-	batchOK    []metric.RecordOption
-	gaugeOpt   metric.ObserveOption
+	producer  []trace.SpanStartOption // a send span whose context is the creation context: kind, attributes
+	client    []trace.SpanStartOption // a send span of a message that has one: kind, attributes
+	sentOK    []metric.AddOption      // sent.messages: success
+	durOK     []metric.RecordOption   // operation.duration: success
+	base      []attribute.KeyValue    // entity attributes
+	opBase    []attribute.KeyValue    // base + operation name and type
+	retryOpts []metric.AddOption
+	batchOK   []metric.RecordOption
+	gaugeOpt  metric.ObserveOption
 }
 
 // Sender returns a hook for a Sender that sends to entity (a queue or a topic).
 func (t *Telemetry) Sender(entity string) *SenderHook {
 	base := t.entityAttrs(entity, "")
 	op := with(base, semconv.MessagingOperationName("send"), semconv.MessagingOperationTypeSend)
-	ok := attribute.NewSet(op...)
+	ok := metric.WithAttributeSet(attribute.NewSet(op...))
+	entityOnly := metric.WithAttributeSet(attribute.NewSet(base...))
+	startAttrs := trace.WithAttributes(op...)
 	return &SenderHook{
-		t:          t,
-		name:       "send " + entity,
-		startAttrs: op,
-		producer:   []trace.SpanStartOption{trace.WithSpanKind(trace.SpanKindProducer), trace.WithAttributes(op...)},
-		ok:         ok,
-		sentOK:     []metric.AddOption{metric.WithAttributeSet(ok)},
-		durOK:      []metric.RecordOption{metric.WithAttributeSet(ok)},
-		base:       base,
-		opBase:     op,
-		retryOpts:  []metric.AddOption{metric.WithAttributeSet(attribute.NewSet(base...))},
-		batchOK:    []metric.RecordOption{metric.WithAttributeSet(attribute.NewSet(base...))},
-		gaugeOpt:   metric.WithAttributeSet(attribute.NewSet(base...)),
+		t:         t,
+		name:      "send " + entity,
+		producer:  []trace.SpanStartOption{trace.WithSpanKind(trace.SpanKindProducer), startAttrs},
+		client:    []trace.SpanStartOption{trace.WithSpanKind(trace.SpanKindClient), startAttrs},
+		sentOK:    []metric.AddOption{ok},
+		durOK:     []metric.RecordOption{ok},
+		base:      base,
+		opBase:    op,
+		retryOpts: []metric.AddOption{entityOnly},
+		batchOK:   []metric.RecordOption{entityOnly},
+		gaugeOpt:  entityOnly,
 	}
 }
 
@@ -69,8 +69,7 @@ func (h *SenderHook) OnSendStart(ctx context.Context, e sender.SendStart) contex
 	opts := h.producer
 	_, created, custom := h.t.extract(ctx, m.ApplicationProperties)
 	if custom {
-		opts = []trace.SpanStartOption{trace.WithAttributes(h.startAttrs...),
-			trace.WithSpanKind(trace.SpanKindClient), trace.WithLinks(trace.Link{SpanContext: created})}
+		opts = []trace.SpanStartOption{h.client[0], h.client[1], trace.WithLinks(trace.Link{SpanContext: created})}
 	}
 	ctx, span := h.t.tracer.Start(ctx, h.name, opts...)
 	if span.IsRecording() && m.MessageID != nil {
