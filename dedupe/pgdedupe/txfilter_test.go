@@ -68,19 +68,27 @@ func TestSerializationFailureRetries(t *testing.T) {
 	}
 }
 
-// TestDatabaseDown: with the database unreachable the filter retries a bounded number of
-// times, holding the delivery, then fails closed with a *TxError: the handler never runs.
-func TestDatabaseDown(t *testing.T) {
-	postgres.Require(t)
+// unreachableStore returns a Store whose pool connects to a port where no database
+// listens: every connection is refused at once.
+func unreachableStore(t *testing.T) *pgdedupe.Store {
+	t.Helper()
 	pool, err := pgxpool.New(context.Background(), "postgres://postgres@127.0.0.1:1/postgres?connect_timeout=1")
 	if err != nil {
 		t.Fatal(err)
 	}
-	defer pool.Close()
+	t.Cleanup(pool.Close)
 	s, err := pgdedupe.New(pool, nil)
 	if err != nil {
 		t.Fatal(err)
 	}
+	return s
+}
+
+// TestDatabaseDown: with the database unreachable the filter retries a bounded number of
+// times, holding the delivery, then fails closed with a *TxError: the handler never runs.
+func TestDatabaseDown(t *testing.T) {
+	postgres.Require(t)
+	s := unreachableStore(t)
 	f, err := pgdedupe.NewTxFilter(s, &pgdedupe.TxOptions{Retry: sbkit.RetryOptions{MaxRetries: 2, RetryDelay: -1}})
 	if err != nil {
 		t.Fatal(err)
@@ -105,15 +113,7 @@ func TestDatabaseDown(t *testing.T) {
 // was being retried; no further transaction is begun.
 func TestContextEndsWhileHeld(t *testing.T) {
 	postgres.Require(t)
-	pool, err := pgxpool.New(context.Background(), "postgres://postgres@127.0.0.1:1/postgres?connect_timeout=1")
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer pool.Close()
-	s, err := pgdedupe.New(pool, nil)
-	if err != nil {
-		t.Fatal(err)
-	}
+	s := unreachableStore(t)
 	var hook errorHook
 	var results []pgdedupe.TxResult
 	f, err := pgdedupe.NewTxFilter(s, &pgdedupe.TxOptions{
