@@ -7,6 +7,7 @@ import (
 	"time"
 
 	"github.com/Azure/azure-sdk-for-go/sdk/messaging/azservicebus"
+	ihooks "github.com/sbkit/sbkit/internal/hooks"
 )
 
 // Hook observes a Sender's events. A Hook implements any of [SendStartHook],
@@ -125,25 +126,17 @@ type hooks struct {
 // newHooks sorts hs by interface and logs those that implement none (a hook with an
 // outdated or misspelled method would otherwise be ignored silently).
 func newHooks(hs []Hook, log *slog.Logger) hooks {
-	var h hooks
 	for _, x := range hs {
 		switch x.(type) {
 		case SendStartHook, SendResultHook, SendRetryHook, SendBatchHook:
 		default:
 			log.Warn("sender: hook implements no hook interface; ignored", "type", fmt.Sprintf("%T", x))
 		}
-		if x, ok := x.(SendStartHook); ok {
-			h.start = append(h.start, x)
-		}
-		if x, ok := x.(SendResultHook); ok {
-			h.result = append(h.result, x)
-		}
-		if x, ok := x.(SendRetryHook); ok {
-			h.retry = append(h.retry, x)
-		}
-		if x, ok := x.(SendBatchHook); ok {
-			h.batch = append(h.batch, x)
-		}
 	}
-	return h
+	return hooks{
+		start:  ihooks.Select[SendStartHook](hs),
+		result: ihooks.Select[SendResultHook](hs),
+		retry:  ihooks.Select[SendRetryHook](hs),
+		batch:  ihooks.Select[SendBatchHook](hs),
+	}
 }

@@ -10,6 +10,7 @@ import (
 	"github.com/Azure/azure-sdk-for-go/sdk/messaging/azservicebus"
 	"github.com/cenkalti/backoff/v4"
 	"github.com/sbkit/sbkit"
+	ihooks "github.com/sbkit/sbkit/internal/hooks"
 )
 
 // sendGroup sends a sealed group: as batches when batching is on, else one by one.
@@ -149,9 +150,7 @@ func (s *Sender) sendBatchOnce(batch sbkit.Batch, n int) error {
 	err = s.attemptError(s.life, ctx, err)
 	if len(s.hooks.batch) > 0 {
 		e := SendBatch{Messages: n, Bytes: int64(batch.NumBytes()), Duration: time.Since(start), Err: err}
-		for _, h := range s.hooks.batch {
-			s.safely("SendBatchHook", func() { h.OnSendBatch(s.life, e) })
-		}
+		ihooks.Call(s.life, s.log, "sender", "SendBatchHook", s.hooks.batch, func(h SendBatchHook) { h.OnSendBatch(s.life, e) })
 	}
 	return err
 }
@@ -188,10 +187,10 @@ func (s *Sender) backoff(ctx context.Context, bo backoff.BackOff, rs []*Result, 
 	}
 	s.stats.retried.Add(int64(len(rs)))
 	s.log.Debug("sender: retrying", "messages", len(rs), "attempt", attempt, "wait", wait, "error", err)
-	for _, h := range s.hooks.retry {
+	if len(s.hooks.retry) > 0 {
 		for _, r := range rs {
 			e := SendRetry{Message: r.msg, MessageID: r.id, Attempt: attempt, Messages: len(rs), Delay: wait, Err: err}
-			s.safely("SendRetryHook", func() { h.OnSendRetry(r.ctx, e) })
+			ihooks.Call(r.ctx, s.log, "sender", "SendRetryHook", s.hooks.retry, func(h SendRetryHook) { h.OnSendRetry(r.ctx, e) })
 		}
 	}
 	t := time.NewTimer(wait)

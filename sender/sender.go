@@ -10,6 +10,7 @@ import (
 
 	"github.com/Azure/azure-sdk-for-go/sdk/messaging/azservicebus"
 	"github.com/sbkit/sbkit"
+	ihooks "github.com/sbkit/sbkit/internal/hooks"
 	"github.com/sbkit/sbkit/internal/retry"
 	"golang.org/x/sync/semaphore"
 )
@@ -224,13 +225,11 @@ func (s *Sender) admit(ctx context.Context, m *azservicebus.Message, block bool)
 	if s.opts.DefaultTTL > 0 && m.TimeToLive == nil {
 		_ = sbkit.SetTTL(m, s.opts.DefaultTTL)
 	}
-	for _, h := range s.hooks.start {
-		s.safely("SendStartHook", func() {
-			if next := h.OnSendStart(ctx, SendStart{Message: m}); next != nil {
-				ctx = next
-			}
-		})
-	}
+	ihooks.Call(ctx, s.log, "sender", "SendStartHook", s.hooks.start, func(h SendStartHook) {
+		if next := h.OnSendStart(ctx, SendStart{Message: m}); next != nil {
+			ctx = next
+		}
+	})
 	r, err := s.accept(ctx, m, id, block)
 	if err != nil {
 		err = &SendError{MessageID: id, Err: err}
@@ -330,17 +329,5 @@ func (s *Sender) finish(r *Result, err error) {
 
 // reportResult calls the SendResultHooks.
 func (s *Sender) reportResult(ctx context.Context, e SendResult) {
-	for _, h := range s.hooks.result {
-		s.safely("SendResultHook", func() { h.OnSendResult(ctx, e) })
-	}
-}
-
-// safely calls f, recovering and logging a panic.
-func (s *Sender) safely(what string, f func()) {
-	defer func() {
-		if p := recover(); p != nil {
-			s.log.Error("sender: recovered panic in "+what, "panic", fmt.Sprint(p))
-		}
-	}()
-	f()
+	ihooks.Call(ctx, s.log, "sender", "SendResultHook", s.hooks.result, func(h SendResultHook) { h.OnSendResult(ctx, e) })
 }
