@@ -4,10 +4,10 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"maps"
 	"net/http"
 	"os"
 	"slices"
-	"sort"
 	"sync"
 	"testing"
 	"time"
@@ -222,15 +222,6 @@ func drainSubscription(t *testing.T, client *azservicebus.Client, topic, sub str
 	return got
 }
 
-func keys(m map[string]*azservicebus.ReceivedMessage) []string {
-	var out []string
-	for k := range m {
-		out = append(out, k)
-	}
-	sort.Strings(out)
-	return out
-}
-
 // adminFilters: a topic whose subscriptions filter by SQL, by correlation, by nothing and
 // by a false filter, one with an action; every message lands exactly where the filters
 // say and nowhere else ("Topic filters and actions", "SQL filter syntax").
@@ -272,8 +263,8 @@ func adminFilters(t *testing.T, b Backend) {
 	for s, w := range want {
 		wg.Go(func() { // each drain ends with a quiet wait: run them at once
 			got := drainSubscription(t, client, top, s, len(w))
-			if !slices.Equal(keys(got), w) {
-				t.Errorf("subscription %s got %v, want %v", s, keys(got), w)
+			if names := slices.Sorted(maps.Keys(got)); !slices.Equal(names, w) {
+				t.Errorf("subscription %s got %v, want %v", s, names, w)
 			}
 			if s == "action" {
 				if m := got["red-big-eu"]; m == nil || fmt.Sprint(m.ApplicationProperties["doubled"]) != "20" {
