@@ -222,10 +222,7 @@ func (t *Telemetry) entityAttrs(entity, subscription string) []attribute.KeyValu
 
 // set is attribute.NewSet of base followed by more.
 func set(base []attribute.KeyValue, more ...attribute.KeyValue) attribute.Set {
-	kv := make([]attribute.KeyValue, 0, len(base)+len(more))
-	kv = append(kv, base...)
-	kv = append(kv, more...)
-	return attribute.NewSet(kv...)
+	return attribute.NewSet(with(base, more...)...)
 }
 
 // with returns base followed by more, in a new slice.
