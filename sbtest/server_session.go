@@ -324,7 +324,6 @@ func (s *srvSession) disposition(d *amqp.Disposition) error {
 	return nil
 }
 
-// forgetLink drops the unsettled deliveries of a link that went away.
 // responseLinkFor returns an attached response link of this session on the node addr
 // ($cbs or an entity's $management), or nil.
 func (s *srvSession) responseLinkFor(addr string) *srvLink {
@@ -344,6 +343,7 @@ func (s *srvSession) responseLinkFor(addr string) *srvLink {
 	return nil
 }
 
+// forgetLink drops the unsettled deliveries of a link that went away.
 func (s *srvSession) forgetLink(l *srvLink) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
