@@ -37,7 +37,7 @@ type adminError struct {
 func (e *adminError) Error() string { return e.detail }
 
 // adminErr is an *adminError with the status and the formatted detail.
-func adminErr(status int, format string, args ...any) error {
+func adminErr(status int, format string, args ...any) *adminError {
 	return &adminError{status: status, detail: fmt.Sprintf(format, args...)}
 }
 
@@ -54,11 +54,11 @@ func methodNotAllowed(r *http.Request) error {
 // adminStatus maps the model's errors to the service's statuses: 404 not found (the SDK's
 // mapATOMError turns it into nil, nil; SDK live tests TestAdminClient_NotFound and
 // TestAdminClient_UpdateQueue), 409 conflict (already exists), 400 for invalid values.
-func adminStatus(err error) error {
+func adminStatus(err error) *adminError {
 	var ae *adminError
 	switch {
 	case errors.As(err, &ae):
-		return err
+		return ae
 	case errors.Is(err, ErrNotFound):
 		return adminErr(http.StatusNotFound, "%v. TrackingId:sbtest", err)
 	case errors.Is(err, ErrExists):
@@ -82,10 +82,7 @@ func adminStatus(err error) error {
 func (a *adminServer) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	doc, status, err := a.serve(r)
 	if err != nil {
-		var ae *adminError
-		if !errors.As(adminStatus(err), &ae) {
-			ae = &adminError{status: http.StatusInternalServerError, detail: err.Error()}
-		}
+		ae := adminStatus(err)
 		w.Header().Set("Content-Type", "application/xml; charset=utf-8")
 		w.WriteHeader(ae.status)
 		_ = xml.NewEncoder(w).Encode(atom.Error{Code: ae.status, Detail: ae.detail})
