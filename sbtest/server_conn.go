@@ -536,17 +536,10 @@ func (c *srvConn) writeLoop() {
 			wrote = true
 		}
 		spare = buf
+		// Once closed, nothing more is queued (writeFrame and the heartbeat check
+		// wclosed under wmu): what was taken with closed set is the last of it. The
+		// socket closes in serve.
 		if stop || closed {
-			if closed && !stop {
-				// Give the reader's teardown its turn; the socket closes in serve.
-				c.wmu.Lock()
-				empty := len(c.wbuf) == 0
-				c.wmu.Unlock()
-				if empty {
-					return
-				}
-				continue
-			}
 			return
 		}
 	}
