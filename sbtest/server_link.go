@@ -139,17 +139,27 @@ func (s *srvSession) attach(a *amqp.Attach) error {
 		Target:         a.Target,
 		MaxMessageSize: uint64(c.srv.ns.MaxMessageSize()),
 	}
-	if overLimit {
-		s.finishAttach(l, a, reply, protoError(condResourceLimit,
-			"sbtest: server: the session has %d links (ServerOptions.MaxLinksPerSession)", c.srv.limits.links))
-		return nil
+	// The fields set at attach (kind, addr, log) are set here, on the reader goroutine,
+	// which also handles the client's detach, even when accepting a session goes on in
+	// another goroutine.
+	var refusal *amqp.Error
+	id, isSession := sessionFilter(a)
+	switch {
+	case overLimit:
+		refusal = protoError(condResourceLimit,
+			"sbtest: server: the session has %d links (ServerOptions.MaxLinksPerSession)", c.srv.limits.links)
+	case isSession:
+		l.kind, l.addr = linkReceive, linkAddress(a.Source.Address)
+	default:
+		refusal = l.setup(a)
 	}
-	if id, ok := sessionFilter(a); ok {
+	l.log = c.log.With("link", a.Name, "kind", l.kind.String(), "address", l.addr)
+	if isSession && !overLimit {
 		// Accepting a session may wait for one: not on the reader goroutine.
 		c.goWork("accept session", func() { s.finishAttach(l, a, reply, l.setupSession(a, id, reply)) })
 		return nil
 	}
-	s.finishAttach(l, a, reply, l.setup(a))
+	s.finishAttach(l, a, reply, refusal)
 	return nil
 }
 
@@ -157,7 +167,6 @@ func (s *srvSession) attach(a *amqp.Attach) error {
 // it with refusal (an attach without the terminus, then a detach with the error).
 func (s *srvSession) finishAttach(l *srvLink, a *amqp.Attach, reply *amqp.Attach, refusal *amqp.Error) {
 	c := s.c
-	l.log = c.log.With("link", a.Name, "kind", l.kind.String(), "address", l.addr)
 	if l.ctx.Err() != nil {
 		return // the client gave up on the link (or the connection) while it waited
 	}

@@ -51,14 +51,12 @@ func sessionFilter(a *amqp.Attach) (*string, bool) {
 }
 
 // setupSession accepts the session a asks for (waiting for the next available one at
-// most the link's timeout property, else DefaultAcceptNextSessionTimeout) and fills
-// reply's filter and lock expiry. A non-nil result refuses the attach: amqp:not-found,
+// most the link's timeout property, else DefaultAcceptNextSessionTimeout) on the link
+// attach set up (kind and address), and fills reply's filter and lock expiry. A non-nil result refuses the attach: amqp:not-found,
 // amqp:not-allowed, com.microsoft:session-cannot-be-locked or com.microsoft:timeout,
 // which the SDK reports as they are or as CodeTimeout.
 func (l *srvLink) setupSession(a *amqp.Attach, id *string, reply *amqp.Attach) *amqp.Error {
 	ns := l.s.c.srv.ns
-	l.kind = linkReceive
-	l.addr = linkAddress(a.Source.Address)
 	mode := l.receiveMode(a)
 	path, sub := splitSubQueue(l.addr)
 	e, ok := ns.Entity(path)
@@ -88,8 +86,10 @@ func (l *srvLink) setupSession(a *amqp.Attach, id *string, reply *amqp.Attach) *
 		return protoError(condDetachForced, "link closed")
 	}
 	l.sr, l.rcv = sr, sr.r
-	l.mu.Unlock()
+	// Registered before close can see it (close unregisters), so that a link closed
+	// meanwhile is not left registered.
 	l.s.c.registerReceiveLink(l)
+	l.mu.Unlock()
 	src := *a.Source
 	src.Filter = amqp.Map{{Key: sessionFilterName, Value: sessionFilterEcho(a, sr.SessionID())}}
 	reply.Source = &src

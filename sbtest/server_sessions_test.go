@@ -3,12 +3,14 @@ package sbtest
 import (
 	"context"
 	"errors"
+	"fmt"
 	"slices"
 	"testing"
 	"time"
 
 	"github.com/Azure/azure-sdk-for-go/sdk/messaging/azservicebus"
 	goamqp "github.com/Azure/go-amqp"
+	"github.com/sbkit/sbkit/sbtest/internal/amqp"
 )
 
 func sessionWire(t *testing.T) (*wire, *Entity) {
@@ -204,4 +206,33 @@ func TestServerSessionLockLost(t *testing.T) {
 	if got := receiveOneFrom(t, other, 1); string(got[0].Body) != "a1" || got[0].DeliveryCount != 2 {
 		t.Fatalf("the new holder got %q (count %d)", got[0].Body, got[0].DeliveryCount)
 	}
+}
+
+// TestServerSessionDetachWhileAccepting: a client may detach (or end its session) while
+// the server waits for the next available session; the link goes away and the
+// connection keeps working.
+func TestServerSessionDetachWhileAccepting(t *testing.T) {
+	t.Parallel()
+	w, _ := sessionWire(t)
+	c := dialRaw(t, w.srv)
+	c.open()
+	c.beginSession(100)
+	attach := func(handle uint32) {
+		c.writeFrame(amqp.FrameTypeAMQP, 0, &amqp.Attach{Name: fmt.Sprint("waiting", handle), Handle: handle, Role: amqp.RoleReceiver,
+			Source: &amqp.Source{Address: "sq", Filter: amqp.Map{{Key: sessionFilterName,
+				Value: &amqp.Described{Descriptor: sessionFilterName, Value: nil}}}},
+			Target:     &amqp.Target{Address: "raw"},
+			Properties: amqp.Map{{Key: propAcceptTimeout, Value: int64(time.Minute / time.Millisecond)}}}, nil)
+	}
+	attach(1)
+	c.writeFrame(amqp.FrameTypeAMQP, 0, &amqp.Detach{Handle: 1, Closed: true}, nil)
+	if d, ok := c.readFrame().Body.(*amqp.Detach); !ok || d.Handle != 1 || d.Error != nil {
+		t.Fatalf("answer to the detach of a waiting session link: want a detach of handle 1 without error, got %+v", d)
+	}
+	attach(2)
+	c.writeFrame(amqp.FrameTypeAMQP, 0, &amqp.End{}, nil)
+	if _, ok := c.readFrame().Body.(*amqp.End); !ok {
+		t.Fatal("no end after ending a session with a waiting session link")
+	}
+	c.beginSession(100) // the connection still works
 }
