@@ -4,6 +4,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"math"
 	"os"
 	"regexp"
 	"strconv"
@@ -360,7 +361,10 @@ func (p entityProps) options(what string) (*sbtest.EntityOptions, error) {
 // refused.
 var isoDuration = regexp.MustCompile(`^P(?:(\d+)D)?(?:T(?:(\d+)H)?(?:(\d+)M)?(?:(\d+(?:\.\d+)?)S)?)?$`)
 
-// parseISODuration parses "P1D", "PT1H30M", "PT0.5S"; "" is 0.
+// parseISODuration parses "P1D", "PT1H30M", "PT0.5S"; "" is 0. A duration beyond
+// time.Duration's range, such as .NET's TimeSpan.MaxValue
+// (P10675199DT2H48M5.4775807S), which the service reports for an unlimited
+// DefaultMessageTimeToLive, is the longest time.Duration ([sbkit.MaxTTL]).
 func parseISODuration(s string) (time.Duration, error) {
 	if s == "" {
 		return 0, nil
@@ -378,12 +382,18 @@ func parseISODuration(s string) (time.Duration, error) {
 		if err != nil {
 			return 0, fmt.Errorf("%q: %v", s, err)
 		}
+		if time.Duration(n) > (math.MaxInt64-d)/unit {
+			return math.MaxInt64, nil
+		}
 		d += time.Duration(n) * unit
 	}
 	if m[4] != "" {
 		f, err := strconv.ParseFloat(m[4], 64)
 		if err != nil {
 			return 0, fmt.Errorf("%q: %v", s, err)
+		}
+		if f*float64(time.Second) >= float64(math.MaxInt64-d) {
+			return math.MaxInt64, nil
 		}
 		d += time.Duration(f * float64(time.Second))
 	}

@@ -7,6 +7,7 @@ import (
 	"time"
 
 	"github.com/Azure/azure-sdk-for-go/sdk/messaging/azservicebus/admin"
+	"github.com/sbkit/sbkit"
 	"github.com/sbkit/sbkit/sbtest"
 )
 
@@ -24,6 +25,10 @@ func TestParseISODuration(t *testing.T) {
 		{"P1D", 24 * time.Hour},
 		{"P1DT2H3M4S", 26*time.Hour + 3*time.Minute + 4*time.Second},
 		{"pt20s", 20 * time.Second},
+		// Beyond time.Duration's range: the longest one, not an overflowed value.
+		{"P10675199DT2H48M5.4775807S", sbkit.MaxTTL},
+		{"P200000D", sbkit.MaxTTL},
+		{"P106751DT23H47M16.855S", sbkit.MaxTTL},
 	} {
 		got, err := parseISODuration(tt.in)
 		if err != nil || got != tt.want {
