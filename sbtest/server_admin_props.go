@@ -156,16 +156,9 @@ func (a *adminServer) forwardTarget(field string, v *string, self string) error 
 }
 
 // forwardName turns "sb://host/name" (how SDK live test TestAdminClient_Forwarding writes
-// it, and reads it back unchanged) or "name" into the entity name.
-func forwardName(v string) string {
-	if _, rest, ok := strings.Cut(v, "://"); ok {
-		if _, path, ok := strings.Cut(rest, "/"); ok {
-			return strings.Trim(path, "/")
-		}
-		return ""
-	}
-	return strings.Trim(v, "/")
-}
+// it, and reads it back unchanged) or "name" into the entity name: the path a link
+// address names, without surrounding slashes.
+func forwardName(v string) string { return strings.Trim(linkAddress(v), "/") }
 
 // reportDuration writes d into *p unless *p already says the same (so "PT45S" and
 // TimeSpan.MaxValue come back exactly as sent).
