@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"github.com/Azure/azure-sdk-for-go/sdk/messaging/azservicebus"
+	"github.com/cenkalti/backoff/v4"
 
 	"github.com/sbkit/sbkit"
 	"github.com/sbkit/sbkit/locks"
@@ -263,7 +264,12 @@ func (r *sessionRun) slot() {
 			if bo == nil {
 				bo = r.p.base.receiveRetry.BackOff()
 			}
-			if !sleepCtx(r.acceptCtx, bo.NextBackOff()) {
+			wait := bo.NextBackOff()
+			if wait == backoff.Stop { // ReceiveRetry.MaxRetries consecutive failures
+				_ = r.fail(err)
+				return
+			}
+			if !sleepCtx(r.acceptCtx, wait) {
 				return
 			}
 			continue
@@ -310,10 +316,8 @@ func isAcceptTimeout(err error) bool {
 	return errors.As(err, &sbErr) && sbErr.Code == azservicebus.CodeTimeout
 }
 
+// sleepCtx waits d; false when ctx ended first.
 func sleepCtx(ctx context.Context, d time.Duration) bool {
-	if d < 0 {
-		return false
-	}
 	t := time.NewTimer(d)
 	defer t.Stop()
 	select {

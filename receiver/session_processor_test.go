@@ -555,3 +555,27 @@ func TestSessionProcessorReceiveAndDelete(t *testing.T) {
 		})
 	}
 }
+
+// TestSessionProcessorAcceptRetryLimit: a positive ReceiveRetry.MaxRetries ends Run with
+// the last accept error after that many consecutive failed retries, as it ends a
+// Processor's Run (the session processor once returned nil, as if closed).
+func TestSessionProcessorAcceptRetryLimit(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		sq := newSessionQueue(t, nil)
+		sq.q.InjectFault(sbtest.Fault{Op: sbtest.OpAcceptSession}) // every accept, transient
+		h := func(context.Context, *azservicebus.ReceivedMessage) error { return nil }
+		p, err := receiver.NewSessionProcessor(sq.ns.QueueSessionAcceptor("q", nil), h, &receiver.SessionOptions{
+			MaxConcurrentSessions: 1,
+			Options:               receiver.Options{ReceiveRetry: sbkit.RetryOptions{MaxRetries: 2, RetryDelay: time.Second}},
+		})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if err := p.Run(context.Background()); !errors.Is(err, sbtest.TransientError) {
+			t.Fatalf("Run = %v, want the transient accept error", err)
+		}
+		if n := p.Stats().AcceptErrors; n != 3 {
+			t.Fatalf("%d accept errors, want 3 (the first attempt and 2 retries)", n)
+		}
+	})
+}
