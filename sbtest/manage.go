@@ -166,7 +166,7 @@ func (e *Entity) counts() entityCounts {
 	defer e.mu.Unlock()
 	e.tick(time.Now())
 	var c entityCounts
-	c.active = int64(e.main.heaps[hAvail].Len() + len(e.main.byToken))
+	c.active = int64(e.availLen() + len(e.main.byToken))
 	c.scheduled = int64(e.main.heaps[hSched].Len())
 	c.deadLetter = int64(len(e.dlq.bySeq))
 	c.total = int64(len(e.main.bySeq)) + c.deadLetter

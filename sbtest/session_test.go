@@ -410,6 +410,10 @@ func TestSessionDeferPeekAndInspection(t *testing.T) {
 	if f.q.ActiveCount() != 2 || f.q.DeferredCount() != 0 {
 		t.Fatalf("active %d deferred %d", f.q.ActiveCount(), f.q.DeferredCount())
 	}
+	// The administration API's counts see the sessions' available messages too.
+	if c := f.q.counts(); c.active != 2 || c.total != 2 {
+		t.Fatalf("counts %+v, want 2 active of 2", c)
+	}
 }
 
 func TestSessionTTLAndReceiveAndDelete(t *testing.T) {
