@@ -47,12 +47,12 @@ func (t *Topic) NewSubscription(name string, opts *EntityOptions) (*Entity, erro
 	if t.ns.entities[path] != nil {
 		return nil, fmt.Errorf("%w: %q", ErrExists, path)
 	}
+	t.mu.Lock() // t.opts may change (SetOptions): read it and join t.subs in one step
+	defer t.mu.Unlock()
 	e := newEntity(t.ns, path, t, o, sbkit.SubscriptionDefaultTTL(t.opts.DefaultTTL, o.DefaultTTL))
 	e.rules.rules = []*rule{defaultRule()}
 	t.ns.entities[path] = e
-	t.mu.Lock()
 	t.subs = append(t.subs, e)
-	t.mu.Unlock()
 	return e, nil
 }
 

@@ -2,6 +2,7 @@ package sbtest
 
 import (
 	"context"
+	"fmt"
 	"slices"
 	"testing"
 	"testing/synctest"
@@ -111,5 +112,39 @@ func TestSubscriptionCreatedLaterSeesOnlyLaterMessages(t *testing.T) {
 	sendAll(t, s, "after")
 	if got := sub.Active(); len(got) != 1 || string(got[0].Body) != "after" {
 		t.Fatalf("got %v", bodies(got))
+	}
+}
+
+// A topic's options may change while subscriptions are created (the admin API does both):
+// each new subscription takes the topic's DefaultTTL under the topic's lock.
+func TestNewSubscriptionWhileTopicOptionsChange(t *testing.T) {
+	ns := NewNamespace(nil)
+	top, err := ns.NewTopic("t", nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		for i := range 50 {
+			if err := top.SetOptions(&EntityOptions{DefaultTTL: time.Duration(i+1) * time.Minute}); err != nil {
+				t.Error(err)
+				return
+			}
+		}
+	}()
+	for i := range 50 {
+		if _, err := top.NewSubscription(fmt.Sprint("s", i), nil); err != nil {
+			t.Fatal(err)
+		}
+	}
+	<-done
+	for _, s := range top.Subscriptions() {
+		s.mu.Lock()
+		ttl := s.defaultTTL
+		s.mu.Unlock()
+		if ttl != 50*time.Minute {
+			t.Fatalf("%s: default TTL %v, want the topic's last, 50m", s.Name(), ttl)
+		}
 	}
 }
