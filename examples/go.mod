@@ -5,8 +5,8 @@ go 1.26.0
 require (
 	github.com/Azure/azure-sdk-for-go/sdk/messaging/azservicebus v1.11.0
 	github.com/prometheus/client_golang v1.25.0
-	github.com/sbkit/sbkit v0.0.0
-	github.com/sbkit/sbkit/otel v0.0.0
+	github.com/sbkit/sbkit v0.1.0
+	github.com/sbkit/sbkit/otel v0.1.0
 	go.opentelemetry.io/otel v1.47.0
 	go.opentelemetry.io/otel/exporters/prometheus v0.69.0
 	go.opentelemetry.io/otel/exporters/stdout/stdouttrace v1.47.0
@@ -40,6 +40,9 @@ require (
 	google.golang.org/protobuf v1.36.12 // indirect
 )
 
-replace github.com/sbkit/sbkit => ../
-
-replace github.com/sbkit/sbkit/otel => ../otel
+// Builds in this repository use the sibling modules' directories. Go applies replace only
+// in the main module, so a user's build uses the versions required above (RELEASING.md).
+replace (
+	github.com/sbkit/sbkit => ..
+	github.com/sbkit/sbkit/otel => ../otel
+)

@@ -2,13 +2,11 @@ module github.com/sbkit/sbkit/dedupe/pgdedupe
 
 go 1.26.0
 
-replace github.com/sbkit/sbkit => ../..
-
 require (
 	github.com/Azure/azure-sdk-for-go/sdk/messaging/azservicebus v1.11.0
 	github.com/cenkalti/backoff/v4 v4.3.0
 	github.com/jackc/pgx/v5 v5.12.0
-	github.com/sbkit/sbkit v0.0.0
+	github.com/sbkit/sbkit v0.1.0
 )
 
 require (
@@ -23,3 +21,7 @@ require (
 	golang.org/x/text v0.41.0 // indirect
 	google.golang.org/protobuf v1.36.12 // indirect
 )
+
+// Builds in this repository use the sibling modules' directories. Go applies replace only
+// in the main module, so a user's build uses the versions required above (RELEASING.md).
+replace github.com/sbkit/sbkit => ../..

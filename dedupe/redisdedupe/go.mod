@@ -5,7 +5,7 @@ go 1.26.0
 require (
 	github.com/Azure/azure-sdk-for-go/sdk/messaging/azservicebus v1.11.0
 	github.com/redis/go-redis/v9 v9.23.0
-	github.com/sbkit/sbkit v0.0.0
+	github.com/sbkit/sbkit v0.1.0
 )
 
 require (
@@ -20,4 +20,6 @@ require (
 	golang.org/x/text v0.41.0 // indirect
 )
 
+// Builds in this repository use the sibling modules' directories. Go applies replace only
+// in the main module, so a user's build uses the versions required above (RELEASING.md).
 replace github.com/sbkit/sbkit => ../..
