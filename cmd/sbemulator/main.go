@@ -21,6 +21,7 @@ import (
 	"log/slog"
 	"os"
 	"os/signal"
+	"runtime/debug"
 	"strings"
 	"syscall"
 	"time"
@@ -54,6 +55,10 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer, ready cha
 	cfg, err := parseFlags(args, stderr)
 	if err != nil {
 		return err
+	}
+	if cfg.version {
+		fmt.Fprintln(stdout, versionLine(debug.ReadBuildInfo()))
+		return nil
 	}
 	level := slog.LevelWarn
 	if cfg.verbose {
@@ -104,6 +109,7 @@ type config struct {
 	addr           string
 	adminCert      string
 	verbose        bool
+	version        bool
 	maxMessageSize int
 	maxConnections int
 	latency        sbtest.Latency
@@ -139,6 +145,7 @@ func parseFlags(args []string, stderr io.Writer) (*config, error) {
 		return err
 	})
 	fs.BoolVar(&cfg.verbose, "v", false, "log connections, links and errors to stderr")
+	fs.BoolVar(&cfg.version, "version", false, "print the version (the module's, from the build information) and exit")
 	if err := fs.Parse(args); err != nil {
 		return nil, err
 	}
