@@ -30,18 +30,18 @@ type repo struct {
 }
 
 // A mod is one released module: a go.mod whose module path is the root module's path
-// or below it, outside testdata and dot directories.
+// or below it, outside the directories the go command ignores.
 type mod struct {
 	Dir      string // slash-separated, relative to the repository; "" for the root module
 	Path     string // module path
-	GoMod    []byte // go.mod as committed: it is the module's .mod file in the proxy
+	GoMod    []byte // go.mod as in the working tree: the module's .mod file in the proxy
 	File     *modfile.File
 	Packages []string // import paths of the packages another module can import (not main, not internal)
 }
 
 // Tag is the git tag that releases m at version: "v0.1.0" for the root module,
-// "otel/v0.1.0" for the module in directory otel (`go help modules`, "Version control
-// systems": a module in a subdirectory is tagged with the subdirectory as prefix).
+// "otel/v0.1.0" for the module in directory otel (Go Modules Reference, "Mapping versions
+// to commits": a module in a subdirectory is tagged with the subdirectory as prefix).
 func (m *mod) Tag(version string) string {
 	if m.Dir == "" {
 		return version
@@ -229,7 +229,8 @@ func (r *repo) module(p string) *mod {
 	return nil
 }
 
-// goVersion returns the highest go line of the released modules.
+// goVersion returns the highest go line of the released modules (at least 1.21.0, the
+// first with a three-part go line).
 func (r *repo) goVersion() string {
 	v := "1.21.0"
 	for _, m := range r.Modules {
