@@ -5,6 +5,7 @@ import (
 	"bytes"
 	"fmt"
 	"os"
+	"path"
 	"path/filepath"
 	"slices"
 	"strings"
@@ -97,6 +98,9 @@ func (r *repo) checkInstallArg(verb, arg string) string {
 	if verb == "install" && !hasV {
 		return "go install outside a module needs @version (@latest)"
 	}
+	if m := r.moduleProviding(p); verb == "install" && m != nil && (len(m.File.Replace) > 0 || len(m.File.Exclude) > 0) {
+		return fmt.Sprintf("go install %s@version refuses a module whose go.mod has replace or exclude directives (%s has): a command users install belongs in a module without them", p, path.Join(m.Dir, "go.mod"))
+	}
 	if verb == "get" && r.module(p) == nil {
 		return p + " is not a module path of this repository"
 	}
@@ -123,6 +127,18 @@ func (r *repo) installCovers(cmds []installCmd) []string {
 		problems = append(problems, fmt.Sprintf("README.md Install: no `go install %s@latest` line", r.emulator()))
 	}
 	return problems
+}
+
+// moduleProviding returns the released module whose path is the longest prefix of
+// package path p, or nil.
+func (r *repo) moduleProviding(p string) *mod {
+	var best *mod
+	for _, m := range r.Modules {
+		if (p == m.Path || strings.HasPrefix(p, m.Path+"/")) && (best == nil || len(m.Path) > len(best.Path)) {
+			best = m
+		}
+	}
+	return best
 }
 
 // emulator is the import path of the command the release installs with go install.

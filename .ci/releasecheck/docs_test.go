@@ -6,6 +6,9 @@ import (
 	"slices"
 	"strings"
 	"testing"
+
+	"golang.org/x/mod/modfile"
+	"golang.org/x/mod/module"
 )
 
 // docsRepo is a repository of three modules, one of which (examples) has only commands,
@@ -18,10 +21,11 @@ func docsRepo(t *testing.T, readme, changelog string) *repo {
 			t.Fatal(err)
 		}
 	}
+	replaced := &modfile.File{Replace: []*modfile.Replace{{Old: module.Version{Path: "example.com/fix"}, New: module.Version{Path: ".."}}}}
 	return &repo{Dir: dir, Version: "v0.2.0", Root: "example.com/fix", Modules: []*mod{
-		{Path: "example.com/fix", Packages: []string{"example.com/fix"}},
-		{Dir: "otel", Path: "example.com/fix/otel", Packages: []string{"example.com/fix/otel"}},
-		{Dir: "examples", Path: "example.com/fix/examples"},
+		{Path: "example.com/fix", Packages: []string{"example.com/fix"}, File: &modfile.File{}},
+		{Dir: "otel", Path: "example.com/fix/otel", Packages: []string{"example.com/fix/otel"}, File: replaced},
+		{Dir: "examples", Path: "example.com/fix/examples", File: replaced},
 	}}
 }
 
@@ -58,6 +62,8 @@ func TestReadInstall(t *testing.T) {
 		{"package, not module", "go get example.com/fix/otel@v0.2.0", "go get example.com/fix/otel/sub", "example.com/fix/otel/sub is not a module path"},
 		{"install without version", "sbemulator@latest", "sbemulator", "go install outside a module needs @version"},
 		{"flags", "go get example.com/fix ", "go get -u example.com/fix ", "flags are not checked"},
+		{"install from a module with replace lines", "go install example.com/fix/cmd/sbemulator@latest", "go install example.com/fix/examples/loadtest@latest",
+			"go install example.com/fix/examples/loadtest@version refuses a module whose go.mod has replace or exclude directives (examples/go.mod has)"},
 		{"other command", "\n\ngo install", "\ncurl https://example.com | sh\ngo install", `"curl https://example.com | sh": only`},
 		{"no section", "## Install\n", "## Installing\n", "no fenced code block under"},
 	} {
