@@ -144,9 +144,7 @@ func (e *Entity) expire(m *message) {
 // insert stores a new message with sequence number seq, sent at now, scheduled for sched
 // (zero or not after now means at once).
 func (e *Entity) insert(p *payload, seq int64, now, sched time.Time) {
-	if e.forwardOnInsert(p, seq, sched) {
-		return
-	}
+	p.countForwarded()
 	ttl := sbkit.EffectiveTTL(p.ttl, e.defaultTTL)
 	m := &message{p: p, seq: seq, ttl: ttl, expires: ttl < sbkit.MaxTTL, count: 1}
 	for k := range m.idx {
@@ -157,7 +155,7 @@ func (e *Entity) insert(p *payload, seq int64, now, sched time.Time) {
 		m.enqueued, m.scheduledAt = sched, sched
 	}
 	m.expiresAt = sbkit.ExpiresAt(m.enqueued, ttl)
-	if e.forwardHopsExceeded(m) {
+	if e.forwardOnInsert(m, sched) || e.forwardHopsExceeded(m) {
 		return
 	}
 	e.main.bySeq[seq] = m
@@ -256,14 +254,19 @@ func (e *Entity) requeue(sq *subqueue, m *message) {
 // toDLQ puts a message already detached from the main queue into the dead-letter queue.
 // reason and description may be nil (not set).
 func (e *Entity) toDLQ(m *message, reason, desc *string, props map[string]any) {
-	if e.forwardDeadLetter(m, reason, desc, props) {
-		return
+	e.stats.deadLettered.Add(1)
+	if !e.forwardDeadLetter(m, reason, desc, props) {
+		e.deadLetterHere(m, reason, desc, props)
 	}
+}
+
+// deadLetterHere puts a message detached from the main queue into e's own dead-letter
+// queue, with its properties changed by props.
+func (e *Entity) deadLetterHere(m *message, reason, desc *string, props map[string]any) {
 	m.p = m.p.withProps(props)
 	m.dlReason, m.dlDesc = cloneStr(reason), cloneStr(desc)
 	e.dlq.bySeq[m.seq] = m
 	e.makeAvailable(&e.dlq, m)
-	e.stats.deadLettered.Add(1)
 }
 
 // orphanLocks marks every lock r holds as held by a link that is gone, as a closed
