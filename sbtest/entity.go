@@ -141,10 +141,9 @@ func (e *Entity) expire(m *message) {
 	}
 }
 
-// insert stores a new message with sequence number seq, sent at now, scheduled for sched
-// (zero or not after now means at once).
-func (e *Entity) insert(p *payload, seq int64, now, sched time.Time) {
-	p.countForwarded()
+// newMessage makes the message p becomes in e with sequence number seq, sent at now,
+// scheduled for sched (zero or not after now means at once). Called with e.mu held.
+func (e *Entity) newMessage(p *payload, seq int64, now, sched time.Time) *message {
 	ttl := sbkit.EffectiveTTL(p.ttl, e.defaultTTL)
 	m := &message{p: p, seq: seq, ttl: ttl, expires: ttl < sbkit.MaxTTL, count: 1}
 	for k := range m.idx {
@@ -155,6 +154,13 @@ func (e *Entity) insert(p *payload, seq int64, now, sched time.Time) {
 		m.enqueued, m.scheduledAt = sched, sched
 	}
 	m.expiresAt = sbkit.ExpiresAt(m.enqueued, ttl)
+	return m
+}
+
+// insert stores a new message (see newMessage). Called with e.mu held.
+func (e *Entity) insert(p *payload, seq int64, now, sched time.Time) {
+	p.countForwarded()
+	m := e.newMessage(p, seq, now, sched)
 	if e.forwardOnInsert(m, sched) || e.forwardHopsExceeded(m) {
 		return
 	}
