@@ -8,6 +8,7 @@ import (
 
 	"github.com/Azure/azure-sdk-for-go/sdk/messaging/azservicebus"
 	"github.com/sbkit/sbkit"
+	"github.com/sbkit/sbkit/internal/heapq"
 )
 
 // Entity is a queue or a topic subscription: the thing receivers read from. It holds the
@@ -33,8 +34,12 @@ type Entity struct {
 	seqs *atomic.Int64 // the last sequence number: the queue's own, or its topic's
 	dup  dupDetector
 	// sessions groups the main queue's messages by session id when the entity requires
-	// sessions (nil otherwise); see session.go.
-	sessions map[string]*session
+	// sessions (nil otherwise), indexed so that no operation walks them all; see
+	// session.go.
+	sessions     map[string]*session
+	readySess    *heapq.Heap[*session] // unlocked sessions with available messages, oldest first
+	heldSess     *heapq.Heap[*session] // locked sessions, by lock expiry
+	sessAvailLen int                   // available messages over every session
 }
 
 // subqueue is the main queue or the dead-letter queue of an entity, guarded by the
@@ -66,7 +71,7 @@ func newEntity(ns *Namespace, path string, topic *Topic, opts EntityOptions, def
 	e.dlq.init(true)
 	e.dup.window = opts.DuplicateDetectionWindow
 	if opts.RequiresSession {
-		e.sessions = make(map[string]*session)
+		e.initSessions()
 	}
 	return e
 }
@@ -182,7 +187,13 @@ func (e *Entity) insert(p *payload, seq int64, now, sched time.Time) {
 func (e *Entity) makeAvailable(sq *subqueue, m *message) {
 	m.state = stAvailable
 	m.wasDeferred = false
-	e.availHeap(sq, m).add(m)
+	if s := e.sessionFor(sq, m); s != nil {
+		s.avail.add(m)
+		e.sessAvailLen++
+		e.reindexSession(s)
+	} else {
+		sq.heaps[hAvail].add(m)
+	}
 	if m.expires && !sq.dlq {
 		sq.heaps[hExp].add(m)
 	}
