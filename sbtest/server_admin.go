@@ -117,7 +117,7 @@ func (a *adminServer) serveConn(nc net.Conn, deadline time.Time, handshook func(
 	s.mu.Unlock()
 	handshook()
 	if !a.ln.deliver(tc) {
-		a.forget(tc)
+		a.forgetConn(tc)
 		_ = tc.Close()
 	}
 }
@@ -125,11 +125,11 @@ func (a *adminServer) serveConn(nc net.Conn, deadline time.Time, handshook func(
 // connState forgets an administration connection the HTTP server is done with.
 func (a *adminServer) connState(c net.Conn, st http.ConnState) {
 	if st == http.StateClosed || st == http.StateHijacked {
-		a.forget(c)
+		a.forgetConn(c)
 	}
 }
 
-func (a *adminServer) forget(c net.Conn) {
+func (a *adminServer) forgetConn(c net.Conn) {
 	s := a.srv
 	s.mu.Lock()
 	delete(s.adminConns, c)

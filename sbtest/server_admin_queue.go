@@ -23,6 +23,7 @@ func (a *adminServer) queueOrTopic(r *http.Request, name string) (any, int, erro
 		}
 		return nil, 0, notFound(name)
 	case http.MethodDelete:
+		defer a.prune()
 		if _, ok := ns.Topic(name); ok {
 			return nil, http.StatusOK, ns.DeleteTopic(name)
 		}
@@ -56,6 +57,9 @@ func (a *adminServer) putQueue(r *http.Request, name string, d *atom.QueueDescri
 		return nil, 0, err
 	}
 	if err := checkReported(d.Status, d.AutoDeleteOnIdle, d.MaxSizeInMegabytes, d.MaxMessageSizeInKilobytes); err != nil {
+		return nil, 0, err
+	}
+	if err := checkKept(d.UserMetadata, d.AuthorizationRules); err != nil {
 		return nil, 0, err
 	}
 	if err := a.forwardOptions(&o, d.ForwardTo, d.ForwardDeadLetteredMessagesTo, name); err != nil {
@@ -125,6 +129,9 @@ func (a *adminServer) putTopic(r *http.Request, name string, d *atom.TopicDescri
 		return nil, 0, err
 	}
 	if err := checkReported(d.Status, d.AutoDeleteOnIdle, d.MaxSizeInMegabytes, d.MaxMessageSizeInKilobytes); err != nil {
+		return nil, 0, err
+	}
+	if err := checkKept(d.UserMetadata, d.AuthorizationRules); err != nil {
 		return nil, 0, err
 	}
 	ns := a.srv.ns

@@ -45,6 +45,7 @@ func (a *adminServer) subscription(r *http.Request, topic, sub string) (any, int
 		if err != nil {
 			return nil, 0, err
 		}
+		defer a.prune()
 		return nil, http.StatusOK, t.DeleteSubscription(sub)
 	case http.MethodPut:
 		e, err := readEntry(r)
@@ -70,6 +71,9 @@ func (a *adminServer) putSubscription(r *http.Request, topic, sub string, d *ato
 		return nil, 0, err
 	}
 	if err := checkReported(d.Status, d.AutoDeleteOnIdle, nil, nil); err != nil {
+		return nil, 0, err
+	}
+	if err := checkKept(d.UserMetadata, nil); err != nil {
 		return nil, 0, err
 	}
 	path := subscriptionPath(topic, sub)
