@@ -150,6 +150,28 @@ const (
 	adminMaxAuthRights   = 3
 )
 
+// The service's quotas on what the admin API creates (Service Bus quotas): 10,000 queues
+// and topics per namespace (Basic and Standard tiers), 2,000 subscriptions per topic.
+// The model does not enforce them; the admin API, which any client can reach, does.
+const (
+	adminMaxEntities      = 10000
+	adminMaxSubscriptions = 2000
+)
+
+// quotaExceeded refuses a create beyond a quota: 403, as the service refuses an
+// operation on a resource it will not allow.
+func quotaExceeded(format string, args ...any) error {
+	return adminErr(http.StatusForbidden, format, args...)
+}
+
+// entityQuota refuses a new queue or topic once the namespace has adminMaxEntities.
+func entityQuota(ns *Namespace) error {
+	if n := ns.queuesAndTopics(); n >= adminMaxEntities {
+		return quotaExceeded("The namespace already has %d queues and topics, the most a namespace can have.", n)
+	}
+	return nil
+}
+
 // checkKept validates the reported-only properties whose size the admin API keeps.
 func checkKept(userMetadata *string, rules *[]atom.AuthorizationRule) error {
 	if userMetadata != nil && utf8.RuneCountInString(*userMetadata) > adminMaxUserMetadata {

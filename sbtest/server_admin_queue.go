@@ -75,6 +75,9 @@ func (a *adminServer) putQueue(r *http.Request, name string, d *atom.QueueDescri
 			if _, ok := ns.Topic(name); ok {
 				return nil, adminStatus(ErrExists)
 			}
+			if err := entityQuota(ns); err != nil {
+				return nil, err
+			}
 			return ns.NewQueue(name, &o)
 		})
 	if err != nil {
@@ -137,7 +140,12 @@ func (a *adminServer) putTopic(r *http.Request, name string, d *atom.TopicDescri
 	ns := a.srv.ns
 	t, status, err := createOrUpdate(r, "Topic", name, &o, d.Status,
 		func() (*Topic, bool) { return ns.Topic(name) },
-		func() (*Topic, error) { return ns.NewTopic(name, &o) })
+		func() (*Topic, error) {
+			if err := entityQuota(ns); err != nil {
+				return nil, err
+			}
+			return ns.NewTopic(name, &o)
+		})
 	if err != nil {
 		return nil, 0, err
 	}

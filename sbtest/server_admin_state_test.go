@@ -95,3 +95,34 @@ func TestAdminDescriptionLimits(t *testing.T) {
 		t.Fatalf("UserMetadata of 1024 characters and 12 rules: %v", err)
 	}
 }
+
+// The admin API creates at most the service's 10,000 queues and topics per namespace
+// and 2,000 subscriptions per topic (Service Bus quotas), refusing more with 403.
+func TestAdminQuotas(t *testing.T) {
+	w, ac := adminWire(t)
+	ctx := wireCtx(t)
+	ns := w.srv.Namespace()
+	top, _ := ns.NewTopic("t", nil)
+	for i := range adminMaxSubscriptions {
+		if _, err := top.NewSubscription(fmt.Sprint("s", i), nil); err != nil {
+			t.Fatal(err)
+		}
+	}
+	_, err := ac.CreateSubscription(ctx, "t", "one-more", nil)
+	wantStatus(t, "subscription 2,001", err, http.StatusForbidden)
+	for i := range adminMaxEntities - 1 {
+		if _, err := ns.NewQueue(fmt.Sprint("q", i), nil); err != nil {
+			t.Fatal(err)
+		}
+	}
+	_, err = ac.CreateQueue(ctx, "one-more", nil)
+	wantStatus(t, "queue 10,001", err, http.StatusForbidden)
+	_, err = ac.CreateTopic(ctx, "one-more", nil)
+	wantStatus(t, "topic 10,001", err, http.StatusForbidden)
+	if err := ns.DeleteQueue("q0"); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := ac.CreateQueue(ctx, "one-more", nil); err != nil {
+		t.Fatalf("a queue under the quota again: %v", err)
+	}
+}

@@ -97,6 +97,9 @@ func (a *adminServer) putSubscription(r *http.Request, topic, sub string, d *ato
 	e, status, err := createOrUpdate(r, "Subscription", path, &o, d.Status,
 		func() (*Entity, bool) { return t.Subscription(sub) },
 		func() (*Entity, error) {
+			if n := len(t.Subscriptions()); n >= adminMaxSubscriptions {
+				return nil, quotaExceeded("The topic '%s' already has %d subscriptions, the most a topic can have.", topic, n)
+			}
 			s, err := t.NewSubscription(sub, &o)
 			if err == nil && defRule != nil {
 				// "Topic filters and actions": a subscription created with a default rule
