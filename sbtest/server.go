@@ -98,8 +98,9 @@ type ServerOptions struct {
 	MaxSessionsPerConnection int
 	// MaxLinksPerSession bounds the links of one session; default
 	// DefaultServerMaxLinks (32), negative means 65,536. A link beyond it is refused
-	// (attached and detached at once) with amqp:resource-limit-exceeded. The SDK uses at
-	// most two links per session.
+	// (attached and detached at once) with amqp:resource-limit-exceeded. A refused link,
+	// whatever the reason, keeps only its handle number (a bit) until the client detaches
+	// it. The SDK uses at most two links per session.
 	MaxLinksPerSession int
 	// WriteTimeout is how long the server waits for a client that reads nothing while
 	// the server has frames for it before closing the connection; default

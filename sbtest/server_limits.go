@@ -126,3 +126,29 @@ func (s *Server) endHandshake(hs *handshake) {
 		hs.elem = nil
 	}
 }
+
+// handleSet is a set of link handles, one bit each: a client that never detaches its
+// refused links costs at most handle-max bits per session. The zero value is empty.
+type handleSet struct{ words []uint64 }
+
+func (h *handleSet) add(i uint32) {
+	w := int(i / 64)
+	if w >= len(h.words) {
+		h.words = append(h.words, make([]uint64, w+1-len(h.words))...)
+	}
+	h.words[w] |= 1 << (i % 64)
+}
+
+func (h *handleSet) has(i uint32) bool {
+	w := int(i / 64)
+	return w < len(h.words) && h.words[w]&(1<<(i%64)) != 0
+}
+
+// del removes i and reports whether it was there.
+func (h *handleSet) del(i uint32) bool {
+	if !h.has(i) {
+		return false
+	}
+	h.words[i/64] &^= 1 << (i % 64)
+	return true
+}
