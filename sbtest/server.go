@@ -175,16 +175,27 @@ type ServerTopic struct {
 // Entities are looked up when a link attaches, so entities added to the Namespace after
 // NewServer are reachable too.
 //
-// Resources are bounded per client (ServerOptions): 64 connections, 256 sessions per
-// connection and 32 links per session by default, each refused beyond its limit with
-// amqp:resource-limit-exceeded, which the SDK reports without retrying; a receiving link
-// runs a goroutine only while it has credit. A credit of 1000 unanswered deliveries per
-// sending link (the server grants more as it answers, so a slow entity pushes back on
-// the client). At most about 1 MiB of frames is queued per connection: while a client
-// leaves more unread, the server reads nothing more from it and sends it no deliveries,
-// and after WriteTimeout (30 s) it closes the connection; a disposition never costs more
-// answers than the deliveries it settles plus one. An idle timeout of 60 s is announced
-// (a client silent for 120 s is disconnected; the SDK sends heartbeats).
+// Resources are bounded per client (ServerOptions): 64 connections, AMQP and
+// administration alike, 256 sessions per connection and 32 links per session by
+// default, each refused beyond its limit with amqp:resource-limit-exceeded, which the
+// SDK reports without retrying; a refused link keeps only its handle number until the
+// client detaches it; a receiving link runs a goroutine only while it has credit.
+// Connections in their handshake do not count against MaxConnections: at most
+// MaxHandshakes (64) wait at once, each at most HandshakeTimeout (10 s), a new one
+// closing the one that has waited longest. A temporary accept error (EMFILE) is waited
+// out. A credit of 1000 unanswered deliveries per sending link (the server grants more
+// as it answers, so a slow entity pushes back on the client). At most about 1 MiB of
+// frames is queued per connection: while a client leaves more unread, the server reads
+// nothing more from it and sends it no deliveries, and after WriteTimeout (30 s) it
+// closes the connection; a disposition never costs more answers than the deliveries it
+// settles plus one. An idle timeout of 60 s is announced (a client silent for 120 s is
+// disconnected; the SDK sends heartbeats); an administration connection idle for
+// AdminIdleTimeout (60 s) is closed. The administration API keeps nothing of a deleted
+// entity, creates at most 10,000 queues and topics and 2,000 subscriptions per topic,
+// and refuses the descriptions the service refuses (UserMetadata over 1,024
+// characters, more than 12 authorization rules). What one message can cost is bounded
+// in the model: its rules' evaluation (RuleEvaluationFailedReason) and its forwarded
+// copies (NamespaceOptions.MaxForwardCopies).
 //
 // Faults injected into the namespace apply as in memory; the client sees them as the
 // service would send them: CodeLockLost as com.microsoft:message-lock-lost (status 410 on
