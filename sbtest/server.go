@@ -420,15 +420,15 @@ func (s *Server) handle(nc net.Conn, hs *handshake) {
 	case pc == nil:
 		_ = nc.Close()
 	case isTLS:
-		s.admin.serveConn(pc, deadline, func() { s.endHandshake(hs) })
+		s.admin.serveConn(pc, deadline, hs)
 	default:
-		s.serveConn(pc, deadline, func() { s.endHandshake(hs) })
+		s.serveConn(pc, deadline, hs)
 	}
 }
 
-// serveConn runs an AMQP connection: its handshake by deadline (then handshook is
-// called), then, unless MaxConnections are served already, until it ends.
-func (s *Server) serveConn(nc net.Conn, deadline time.Time, handshook func()) {
+// serveConn runs an AMQP connection: its handshake hs by deadline, then, unless
+// MaxConnections are served already, until it ends.
+func (s *Server) serveConn(nc net.Conn, deadline time.Time, hs *handshake) {
 	c := newSrvConn(s, nc)
 	br := bufio.NewReaderSize(nc, 64*1024)
 	admitted := false
@@ -442,11 +442,11 @@ func (s *Server) serveConn(nc net.Conn, deadline time.Time, handshook func()) {
 			return s.refusal()
 		}
 		s.conns[c] = struct{}{}
+		s.endHandshakeLocked(hs) // served: no longer one a new connection may close
 		admitted = true
 		return nil
 	})
 	if err == nil {
-		handshook()
 		c.serve(br)
 	} else {
 		c.log.Debug("handshake failed", "err", err)

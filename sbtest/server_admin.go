@@ -94,10 +94,10 @@ func peekFirst(nc net.Conn, deadline time.Time) (net.Conn, bool) {
 	return &peekedConn{Conn: nc, r: br}, first[0] == tlsHandshakeRecord
 }
 
-// serveConn completes the TLS handshake of an administration connection by deadline
-// (then handshook is called) and, unless MaxConnections are served already, hands it to
-// the HTTP server, which closes it when it is done.
-func (a *adminServer) serveConn(nc net.Conn, deadline time.Time, handshook func()) {
+// serveConn completes the TLS handshake hs of an administration connection by deadline
+// and, unless MaxConnections are served already, hands it to the HTTP server, which
+// closes it when it is done.
+func (a *adminServer) serveConn(nc net.Conn, deadline time.Time, hs *handshake) {
 	tc := tls.Server(nc, a.tls)
 	_ = nc.SetDeadline(deadline)
 	if err := tc.Handshake(); err != nil {
@@ -114,8 +114,8 @@ func (a *adminServer) serveConn(nc net.Conn, deadline time.Time, handshook func(
 		return
 	}
 	s.adminConns[tc] = struct{}{}
+	s.endHandshakeLocked(hs)
 	s.mu.Unlock()
-	handshook()
 	if !a.ln.deliver(tc) {
 		a.forgetConn(tc)
 		_ = tc.Close()

@@ -121,6 +121,11 @@ func (s *Server) startHandshake(nc net.Conn) (*handshake, bool) {
 func (s *Server) endHandshake(hs *handshake) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
+	s.endHandshakeLocked(hs)
+}
+
+// endHandshakeLocked is endHandshake with s.mu held.
+func (s *Server) endHandshakeLocked(hs *handshake) {
 	if hs.elem != nil {
 		s.handshakes.l.Remove(hs.elem)
 		hs.elem = nil
