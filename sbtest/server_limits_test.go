@@ -512,7 +512,7 @@ func (s *Server) linkCount(addr net.Addr, ch uint16) int {
 }
 
 // TestServerRefusedLinksKeepOnlyTheirHandle: a refused link keeps nothing but its handle
-// number until the client detaches it (AMQP 1.0 part 2.6.3: the handle stays in use
+// number until the client detaches it (AMQP 1.0 part 2.6.2, link handles: the handle stays in use
 // until both sides detached), so a client that never detaches refused links costs bits,
 // not links; frames that crossed the refusal are ignored, the handle is refused while in
 // use, and free again after the client's detach.

@@ -180,8 +180,8 @@ func (s *srvSession) finishAttach(l *srvLink, a *amqp.Attach, reply *amqp.Attach
 		l.close()
 		s.mu.Lock()
 		// A refused link keeps only its handle number until the client's detach (AMQP
-		// 1.0 part 2.6.3: a handle is in use until both ends detached), unless the client
-		// detached while it waited for a session.
+		// 1.0 part 2.6.2, link handles: a handle is in use until the link is detached),
+		// unless the client detached while it waited for a session.
 		if s.links[a.Handle] == l && !s.closed {
 			delete(s.links, a.Handle)
 			s.refusedLinks.add(a.Handle)
