@@ -30,10 +30,19 @@ var ErrCostExceeded = errors.New("sqlfilter: the evaluation exceeds its cost bou
 // Budget is the work left for evaluating one message; filters and actions given the
 // same Budget draw from it. Create one with NewBudget; it is not safe for concurrent
 // use.
-type Budget struct{ left int }
+type Budget struct {
+	left int
+	c    evalCtx // the evaluation under way, kept here so that it costs no allocation
+}
 
 // NewBudget returns a budget of MaxEvalCost steps.
 func NewBudget() *Budget { return &Budget{left: MaxEvalCost} }
+
+// ctx returns the context of an evaluation of m drawing from b.
+func (b *Budget) ctx(m Message) *evalCtx {
+	b.c = evalCtx{m: m, b: b}
+	return &b.c
+}
 
 // exceeded returns ErrCostExceeded (wrapped) once the budget is spent, else nil.
 func (b *Budget) exceeded() error {

@@ -31,7 +31,7 @@ func (f *Filter) String() string { return f.text }
 // match. The evaluation draws from b: it returns ErrCostExceeded (wrapped) when b runs
 // out.
 func (f *Filter) Match(m Message, b *Budget) (bool, error) {
-	v, ok := f.root.eval(&evalCtx{m: m, b: b}).(bool)
+	v, ok := f.root.eval(b.ctx(m)).(bool)
 	if err := b.exceeded(); err != nil {
 		return false, err
 	}
@@ -110,7 +110,7 @@ func (a *Action) String() string { return a.text }
 // from b: when b runs out, Apply stops and returns ErrCostExceeded (wrapped), leaving m
 // partly changed (discard it).
 func (a *Action) Apply(m MutableMessage, b *Budget) error {
-	c := &evalCtx{m: m, b: b}
+	c := b.ctx(m)
 	for _, s := range a.stmts {
 		if s.remove {
 			m.RemoveProperty(s.prop.name)
