@@ -52,11 +52,17 @@
 // Subscriptions have rules (Entity.CreateRule and friends, with the SDK's admin types):
 // true, false, correlation and SQL filters, and SQL actions; a message goes to a
 // subscription when any rule matches, once for the rules without actions plus once per
-// matching rule with an action (see rule.go for the sources).
+// matching rule with an action (see rule.go for the sources). Evaluating one message
+// against a subscription's rules costs at most 1,048,576 steps, and an action gives it at
+// most 64 KiB of properties; past either the subscription dead-letters it with
+// RuleEvaluationFailedReason.
 //
 // Auto-forwarding: EntityOptions.ForwardTo and ForwardDeadLetteredMessagesTo, with
-// DeadLetterSource and EnqueuedSequenceNumber set and at most MaxForwardHops hops
-// (forward.go). Entities can be deleted, listed and reconfigured (manage.go).
+// DeadLetterSource and EnqueuedSequenceNumber set and at most MaxForwardHops hops; a
+// message whose target is deleted or disabled stays in the source's dead-letter queue
+// (ForwardTargetUnavailableReason), and one sent message makes at most
+// NamespaceOptions.MaxForwardCopies copies (forward.go). Entities can be deleted, listed
+// and reconfigured (manage.go).
 //
 // Entity status (Entity.SetStatus, Topic.SetStatus): Disabled, SendDisabled and
 // ReceiveDisabled refuse what they say with com.microsoft:entity-disabled (status.go).
@@ -90,6 +96,12 @@
 //     active, and cancelled ones are not either, so numbers have gaps there.
 //   - Partitioned entities, quotas (MaxSizeInMegabytes), the premium tier's large messages
 //     and AutoDeleteOnIdle are not modelled; time is the local clock, with no skew.
+//   - The dead-letter reasons ForwardTargetUnavailableReason, ForwardCopiesExceededReason
+//     and RuleEvaluationFailedReason are sbtest's own: the service documents the
+//     dead-lettering, not the text. DeadLetteringOnFilterEvaluationExceptions is always
+//     on (the service's default); the bounds on rule evaluation and forwarding copies are
+//     sbtest's (the service bounds a filter's text, not its work, and a chain's depth,
+//     not its breadth).
 //
 // Operations are cheap (heaps keyed by sequence number and by deadline, no scans on the
 // hot path) and each sleeps the namespace's Latency without holding any lock, so
@@ -104,11 +116,13 @@
 // entities, faults, latency and inspection are the Namespace's; what the wire does and
 // does not emulate is listed on Server.
 //
-// A Server bounds what a client can make it hold (ServerOptions): by default 64
-// connections, 256 sessions per connection and 32 links per session, each refused beyond
-// with amqp:resource-limit-exceeded (which the SDK reports without retrying); about 1 MiB
-// of unread frames per connection, after which it stops reading from that client and
-// closes the connection after WriteTimeout (30 s).
+// A Server bounds what a client can make it hold (ServerOptions, see Server for the
+// whole list): by default 64 connections (AMQP and administration alike), 256 sessions
+// per connection and 32 links per session, each refused beyond with
+// amqp:resource-limit-exceeded (which the SDK reports without retrying); 64 connections
+// in their handshake, for 10 s each, apart from those; about 1 MiB of unread frames per
+// connection, after which it stops reading from that client and closes the connection
+// after WriteTimeout (30 s).
 //
 //	srv, _ := sbtest.NewServer(&sbtest.ServerOptions{Queues: map[string]*sbtest.EntityOptions{"orders": nil}})
 //	defer srv.Close(context.Background())

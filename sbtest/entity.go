@@ -8,6 +8,7 @@ import (
 
 	"github.com/Azure/azure-sdk-for-go/sdk/messaging/azservicebus"
 	"github.com/sbkit/sbkit"
+	"github.com/sbkit/sbkit/internal/heapq"
 )
 
 // Entity is a queue or a topic subscription: the thing receivers read from. It holds the
@@ -33,8 +34,12 @@ type Entity struct {
 	seqs *atomic.Int64 // the last sequence number: the queue's own, or its topic's
 	dup  dupDetector
 	// sessions groups the main queue's messages by session id when the entity requires
-	// sessions (nil otherwise); see session.go.
-	sessions map[string]*session
+	// sessions (nil otherwise), indexed so that no operation walks them all; see
+	// session.go.
+	sessions     map[string]*session
+	readySess    *heapq.Heap[*session] // unlocked sessions with available messages, oldest first
+	heldSess     *heapq.Heap[*session] // locked sessions, by lock expiry
+	sessAvailLen int                   // available messages over every session
 }
 
 // subqueue is the main queue or the dead-letter queue of an entity, guarded by the
@@ -66,7 +71,7 @@ func newEntity(ns *Namespace, path string, topic *Topic, opts EntityOptions, def
 	e.dlq.init(true)
 	e.dup.window = opts.DuplicateDetectionWindow
 	if opts.RequiresSession {
-		e.sessions = make(map[string]*session)
+		e.initSessions()
 	}
 	return e
 }
@@ -141,12 +146,9 @@ func (e *Entity) expire(m *message) {
 	}
 }
 
-// insert stores a new message with sequence number seq, sent at now, scheduled for sched
-// (zero or not after now means at once).
-func (e *Entity) insert(p *payload, seq int64, now, sched time.Time) {
-	if e.forwardOnInsert(p, seq, sched) {
-		return
-	}
+// newMessage makes the message p becomes in e with sequence number seq, sent at now,
+// scheduled for sched (zero or not after now means at once). Called with e.mu held.
+func (e *Entity) newMessage(p *payload, seq int64, now, sched time.Time) *message {
 	ttl := sbkit.EffectiveTTL(p.ttl, e.defaultTTL)
 	m := &message{p: p, seq: seq, ttl: ttl, expires: ttl < sbkit.MaxTTL, count: 1}
 	for k := range m.idx {
@@ -157,7 +159,14 @@ func (e *Entity) insert(p *payload, seq int64, now, sched time.Time) {
 		m.enqueued, m.scheduledAt = sched, sched
 	}
 	m.expiresAt = sbkit.ExpiresAt(m.enqueued, ttl)
-	if e.forwardHopsExceeded(m) {
+	return m
+}
+
+// insert stores a new message (see newMessage). Called with e.mu held.
+func (e *Entity) insert(p *payload, seq int64, now, sched time.Time) {
+	p.countForwarded()
+	m := e.newMessage(p, seq, now, sched)
+	if e.forwardOnInsert(m, sched) || e.forwardHopsExceeded(m) {
 		return
 	}
 	e.main.bySeq[seq] = m
@@ -178,7 +187,13 @@ func (e *Entity) insert(p *payload, seq int64, now, sched time.Time) {
 func (e *Entity) makeAvailable(sq *subqueue, m *message) {
 	m.state = stAvailable
 	m.wasDeferred = false
-	e.availHeap(sq, m).add(m)
+	if s := e.sessionFor(sq, m); s != nil {
+		s.avail.add(m)
+		e.sessAvailLen++
+		e.reindexSession(s)
+	} else {
+		sq.heaps[hAvail].add(m)
+	}
 	if m.expires && !sq.dlq {
 		sq.heaps[hExp].add(m)
 	}
@@ -256,14 +271,19 @@ func (e *Entity) requeue(sq *subqueue, m *message) {
 // toDLQ puts a message already detached from the main queue into the dead-letter queue.
 // reason and description may be nil (not set).
 func (e *Entity) toDLQ(m *message, reason, desc *string, props map[string]any) {
-	if e.forwardDeadLetter(m, reason, desc, props) {
-		return
+	e.stats.deadLettered.Add(1)
+	if !e.forwardDeadLetter(m, reason, desc, props) {
+		e.deadLetterHere(m, reason, desc, props)
 	}
+}
+
+// deadLetterHere puts a message detached from the main queue into e's own dead-letter
+// queue, with its properties changed by props.
+func (e *Entity) deadLetterHere(m *message, reason, desc *string, props map[string]any) {
 	m.p = m.p.withProps(props)
 	m.dlReason, m.dlDesc = cloneStr(reason), cloneStr(desc)
 	e.dlq.bySeq[m.seq] = m
 	e.makeAvailable(&e.dlq, m)
-	e.stats.deadLettered.Add(1)
 }
 
 // orphanLocks marks every lock r holds as held by a link that is gone, as a closed

@@ -2,6 +2,8 @@ package sbtest
 
 import (
 	"context"
+	"fmt"
+	"strings"
 	"testing"
 	"time"
 
@@ -119,5 +121,176 @@ func TestForwardHopLimit(t *testing.T) {
 	sendAll(t, sa, "loop")
 	if n := a.ActiveCount() + b.ActiveCount() + a.DeadLetterCount() + b.DeadLetterCount(); n != 1 || a.DeadLetterCount()+b.DeadLetterCount() != 1 {
 		t.Fatalf("cycle: a %d+%d b %d+%d", a.ActiveCount(), a.DeadLetterCount(), b.ActiveCount(), b.DeadLetterCount())
+	}
+}
+
+// A message whose forwarding target is gone or refuses sends stays in its source's
+// dead-letter queue ("Service Bus dead-letter queues", dead-lettering in auto forward
+// scenarios: the destination queue or topic is disabled or deleted), with
+// ForwardTargetUnavailableReason; a dead-lettered message whose
+// ForwardDeadLetteredMessagesTo target cannot take it stays in the source's dead-letter
+// queue with its own reason. Nothing vanishes and the target receives nothing.
+func TestForwardTargetUnavailable(t *testing.T) {
+	for _, tc := range []struct {
+		name  string
+		topic bool // the target is a topic (with one subscription), else a queue
+		spoil func(t *testing.T, ns *Namespace)
+		desc  string // in the dead-letter description
+	}{
+		{"deleted queue", false, func(t *testing.T, ns *Namespace) {
+			if err := ns.DeleteQueue("dst"); err != nil {
+				t.Fatal(err)
+			}
+		}, "does not exist"},
+		{"deleted topic", true, func(t *testing.T, ns *Namespace) {
+			if err := ns.DeleteTopic("dst"); err != nil {
+				t.Fatal(err)
+			}
+		}, "does not exist"},
+		{"disabled queue", false, func(t *testing.T, ns *Namespace) {
+			e, _ := ns.Entity("dst")
+			_ = e.SetStatus(StatusDisabled)
+		}, "Disabled"},
+		{"send-disabled queue", false, func(t *testing.T, ns *Namespace) {
+			e, _ := ns.Entity("dst")
+			_ = e.SetStatus(StatusSendDisabled)
+		}, "SendDisabled"},
+		{"send-disabled topic", true, func(t *testing.T, ns *Namespace) {
+			tp, _ := ns.Topic("dst")
+			_ = tp.SetStatus(StatusSendDisabled)
+		}, "SendDisabled"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			ctx := context.Background()
+			ns := NewNamespace(nil)
+			held := func() int { // what the target holds
+				if tc.topic {
+					tp, ok := ns.Topic("dst")
+					if !ok {
+						return 0
+					}
+					s, _ := tp.Subscription("all")
+					return s.ActiveCount() + s.DeadLetterCount()
+				}
+				e, ok := ns.Entity("dst")
+				if !ok {
+					return 0
+				}
+				return e.ActiveCount() + e.DeadLetterCount()
+			}
+			if tc.topic {
+				tp, _ := ns.NewTopic("dst", nil)
+				if _, err := tp.NewSubscription("all", nil); err != nil {
+					t.Fatal(err)
+				}
+			} else if _, err := ns.NewQueue("dst", nil); err != nil {
+				t.Fatal(err)
+			}
+			src, _ := ns.NewQueue("src", &EntityOptions{ForwardTo: "dst"})
+			dls, _ := ns.NewQueue("dls", &EntityOptions{ForwardDeadLetteredMessagesTo: "dst"})
+			tc.spoil(t, ns)
+
+			s, _ := ns.NewSender("src", nil)
+			sendAll(t, s, "fwd")
+			dl := src.DeadLetters()
+			if len(dl) != 1 || string(dl[0].Body) != "fwd" || src.ActiveCount() != 0 {
+				t.Fatalf("source holds %d active and dead letters %v, want the message dead-lettered", src.ActiveCount(), bodies(dl))
+			}
+			if r := dl[0].DeadLetterReason; r == nil || *r != ForwardTargetUnavailableReason {
+				t.Errorf("reason %v, want %s", r, ForwardTargetUnavailableReason)
+			}
+			if d := dl[0].DeadLetterErrorDescription; d == nil || !strings.Contains(*d, tc.desc) || !strings.Contains(*d, "dst") {
+				t.Errorf("description %v, want one naming dst and %q", d, tc.desc)
+			}
+			if dl[0].DeadLetterSource != nil {
+				t.Errorf("DeadLetterSource %q on a message dead-lettered where it is", *dl[0].DeadLetterSource)
+			}
+			if st := src.Stats(); st.DeadLettered != 1 {
+				t.Errorf("source stats %+v, want one dead-lettered", st)
+			}
+
+			ds, _ := ns.NewSender("dls", nil)
+			sendAll(t, ds, "bad")
+			r, _ := ns.NewReceiverForQueue("dls", nil)
+			m := receive(t, r, 1, time.Second)[0]
+			if err := r.DeadLetterMessage(ctx, m, &azservicebus.DeadLetterOptions{Reason: sp("mine"), ErrorDescription: sp("why")}); err != nil {
+				t.Fatal(err)
+			}
+			dl = dls.DeadLetters()
+			if len(dl) != 1 || *dl[0].DeadLetterReason != "mine" || *dl[0].DeadLetterErrorDescription != "why" {
+				t.Fatalf("dead-lettering source's DLQ %v, want the message with its own reason", bodies(dl))
+			}
+			if n := held(); n != 0 {
+				t.Fatalf("the unavailable target received %d messages", n)
+			}
+		})
+	}
+}
+
+// A target that comes back (enabled again, or created again under its name) takes
+// forwarded messages again: nothing about the failure sticks to the source.
+func TestForwardTargetBack(t *testing.T) {
+	ns := NewNamespace(nil)
+	dst, _ := ns.NewQueue("dst", nil)
+	src, _ := ns.NewQueue("src", &EntityOptions{ForwardTo: "dst"})
+	s, _ := ns.NewSender("src", nil)
+	_ = dst.SetStatus(StatusDisabled)
+	sendAll(t, s, "a")
+	_ = dst.SetStatus(StatusActive)
+	sendAll(t, s, "b")
+	if err := ns.DeleteQueue("dst"); err != nil {
+		t.Fatal(err)
+	}
+	again, _ := ns.NewQueue("dst", nil)
+	sendAll(t, s, "c")
+	if got := bodies(src.DeadLetters()); len(got) != 1 || got[0] != "a" {
+		t.Errorf("source dead letters %v, want [a]", got)
+	}
+	if got := bodies(dst.Active()); len(got) != 1 || got[0] != "b" {
+		t.Errorf("re-enabled target holds %v, want [b]", got)
+	}
+	if got := bodies(again.Active()); len(got) != 1 || got[0] != "c" {
+		t.Errorf("re-created target holds %v, want [c]", got)
+	}
+}
+
+// Forwarding fans out at most the namespace's MaxForwardCopies copies of one message
+// (sbtest's own bound: the hop limit bounds depth, not breadth). Subscriptions forwarding
+// back to their own topic would otherwise multiply one send by 14^5; the copies beyond
+// the bound stay in the dead-letter queue of the entity that would have forwarded them,
+// with ForwardCopiesExceededReason, and every copy is accounted for.
+func TestForwardFanOutBounded(t *testing.T) {
+	const subs, limit = 14, 500
+	ns := NewNamespace(&NamespaceOptions{MaxForwardCopies: limit})
+	top, _ := ns.NewTopic("t", nil)
+	for i := range subs {
+		if _, err := top.NewSubscription(fmt.Sprint("s", i), &EntityOptions{ForwardTo: "t"}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	s, _ := ns.NewSender("t", nil)
+	start := time.Now()
+	sendAll(t, s, "x")
+	t.Logf("one send took %v", time.Since(start))
+	var active, dead, exceeded, hops int
+	for _, sub := range top.Subscriptions() {
+		active += sub.ActiveCount()
+		for _, m := range sub.DeadLetters() {
+			dead++
+			switch *m.DeadLetterReason {
+			case ForwardCopiesExceededReason:
+				exceeded++
+			case ForwardHopsExceededReason:
+				hops++
+			default:
+				t.Fatalf("dead-letter reason %q", *m.DeadLetterReason)
+			}
+		}
+	}
+	// Each forwarded message stored in the topic makes 14 copies: the bound can be
+	// passed by one topic's fan-out, and every copy that is not forwarded is dead-lettered.
+	if total := active + dead; total > 2*(limit+subs) || exceeded == 0 {
+		t.Fatalf("one send left %d messages (%d active, %d dead-lettered: %d over the copy bound, %d over the hop limit), want at most %d and some over the bound",
+			total, active, dead, exceeded, hops, 2*(limit+subs))
 	}
 }

@@ -13,6 +13,13 @@ type NamespaceOptions struct {
 	// MaxMessageSize is the largest message (sbkit.MessageSize) and the largest batch a send
 	// accepts, in bytes; default DefaultMaxMessageSize (256 KiB).
 	MaxMessageSize int
+	// MaxForwardCopies bounds the copies auto-forwarding stores of one sent message, in
+	// every queue and subscription it reaches; default DefaultMaxForwardCopies (10,000),
+	// negative means unlimited. A copy past the bound is dead-lettered where it would have
+	// been forwarded from, with ForwardCopiesExceededReason (forward.go). The bound is
+	// sbtest's own: the service limits the depth of a chain (MaxForwardHops), not its
+	// breadth, and a topic whose subscriptions forward back to it multiplies every send.
+	MaxForwardCopies int
 }
 
 // Namespace is an in-memory Service Bus namespace: a set of queues and topics with their
@@ -20,8 +27,9 @@ type NamespaceOptions struct {
 // *azservicebus.Client. The zero value is not usable; call NewNamespace. Safe for
 // concurrent use. A Namespace owns no goroutines and needs no Close.
 type Namespace struct {
-	latency latencyModel
-	maxSize int
+	latency          latencyModel
+	maxSize          int
+	maxForwardCopies int
 
 	mu       sync.Mutex
 	entities map[string]*Entity // queues and subscriptions by path
@@ -40,10 +48,14 @@ func NewNamespace(opts *NamespaceOptions) *Namespace {
 	if o.MaxMessageSize <= 0 {
 		o.MaxMessageSize = DefaultMaxMessageSize
 	}
+	if o.MaxForwardCopies == 0 {
+		o.MaxForwardCopies = DefaultMaxForwardCopies
+	}
 	ns := &Namespace{
-		maxSize:  o.MaxMessageSize,
-		entities: make(map[string]*Entity),
-		topics:   make(map[string]*Topic),
+		maxSize:          o.MaxMessageSize,
+		maxForwardCopies: o.MaxForwardCopies,
+		entities:         make(map[string]*Entity),
+		topics:           make(map[string]*Topic),
 	}
 	ns.SetLatency(o.Latency)
 	return ns

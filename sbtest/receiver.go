@@ -272,6 +272,9 @@ func (r *Receiver) take(now time.Time, max int) []*azservicebus.ReceivedMessage 
 		sq.heaps[hExp].del(m)
 		out = append(out, r.deliver(now, m))
 	}
+	if r.sess != nil {
+		r.e.sessAvailLen -= n // a locked session is in no index but the lock expiries'
+	}
 	return out
 }
 

@@ -7,6 +7,7 @@ import (
 	"reflect"
 	"slices"
 	"sync"
+	"time"
 
 	"github.com/Azure/azure-sdk-for-go/sdk/messaging/azservicebus/admin"
 	"github.com/sbkit/sbkit/sbtest/internal/sqlfilter"
@@ -29,6 +30,23 @@ const ruleNameMaxLen = 50
 // copy it produces, with the rule's name as value ("Topic filters and actions").
 const RuleNameProperty = "RuleName"
 
+// RuleEvaluationFailedReason is the dead-letter reason of a message whose evaluation
+// against a subscription's rules failed: it needed more than sqlfilter.MaxEvalCost steps
+// (1,048,576: a byte of a string built, compared or matched with LIKE), or an action gave
+// it more than maxActionProperties bytes of properties. The subscription keeps the
+// message, unchanged, in its dead-letter queue, and the description names the rule
+// ("Service Bus dead-letter queues": errors while a subscription's rule runs are
+// captured in the dead-letter queue with the offending message; the service names the
+// exception, this reason is sbtest's own, and DeadLetteringOnFilterEvaluationExceptions
+// is not modelled: it is always on, the service's default).
+const RuleEvaluationFailedReason = "RuleEvaluationFailed"
+
+// maxActionProperties bounds the properties a rule's action may give a message, in
+// bytes (names, string and binary values; 8 for other values): the service's limit on
+// the properties of a message (Service Bus quotas, message property size: 64 KB), or the
+// message's own when it came with more.
+const maxActionProperties = 64 << 10
+
 var (
 	// ErrNotFound is returned for an operation on a rule (or entity) that does not exist.
 	ErrNotFound = errors.New("sbtest: not found")
@@ -39,7 +57,7 @@ var (
 // rule is a compiled subscription rule.
 type rule struct {
 	props  admin.RuleProperties // as given, deep-copied
-	match  func(p *payload, seq int64) bool
+	match  func(p *payload, seq int64, b *sqlfilter.Budget) (bool, error)
 	action *sqlfilter.Action // nil: no action
 }
 
@@ -59,20 +77,22 @@ func compileRule(r admin.RuleProperties) (*rule, error) {
 	c := &rule{props: cloneRule(r)}
 	switch f := r.Filter.(type) {
 	case nil, *admin.TrueFilter:
-		c.match = func(*payload, int64) bool { return true }
+		c.match = func(*payload, int64, *sqlfilter.Budget) (bool, error) { return true, nil }
 	case *admin.FalseFilter:
-		c.match = func(*payload, int64) bool { return false }
+		c.match = func(*payload, int64, *sqlfilter.Budget) (bool, error) { return false, nil }
 	case *admin.SQLFilter:
 		sf, err := sqlfilter.ParseFilter(f.Expression, f.Parameters)
 		if err != nil {
 			return nil, fmt.Errorf("%w: rule %q: %w", ErrInvalidOptions, r.Name, err)
 		}
-		c.match = func(p *payload, seq int64) bool { return sf.Match(payloadView{p, seq}) }
+		c.match = func(p *payload, seq int64, b *sqlfilter.Budget) (bool, error) {
+			return sf.Match(payloadView{p, seq}, b)
+		}
 	case *admin.CorrelationFilter:
 		if !hasCondition(f) {
 			return nil, fmt.Errorf("%w: rule %q: a correlation filter needs at least one condition", ErrInvalidOptions, r.Name)
 		}
-		c.match = func(p *payload, _ int64) bool { return correlationMatch(f, p) }
+		c.match = func(p *payload, _ int64, _ *sqlfilter.Budget) (bool, error) { return correlationMatch(f, p), nil }
 	default:
 		return nil, fmt.Errorf("%w: rule %q: unsupported filter %T", ErrInvalidOptions, r.Name, r.Filter)
 	}
@@ -163,14 +183,20 @@ func number(v any) (float64, bool) {
 // matches; one, unchanged, when any rule without an action matches; plus one per
 // matching rule with an action, with the action applied and RuleNameProperty set
 // ("Topic filters and actions": five matching rules, two with actions, give three
-// messages).
-func (rs *ruleSet) route(p *payload, seq int64) []*payload {
+// messages). Its rules share one sqlfilter budget; an error (the budget ran out, or an
+// action made properties too large) names the rule, and no copy is kept.
+func (rs *ruleSet) route(p *payload, seq int64) ([]*payload, error) {
 	rs.mu.RLock()
 	defer rs.mu.RUnlock()
 	var out []*payload
 	plain := false
+	budget := sqlfilter.NewBudget()
 	for _, r := range rs.rules {
-		if !r.match(p, seq) {
+		ok, err := r.match(p, seq, budget)
+		if err != nil {
+			return nil, fmt.Errorf("rule '%s': %w", r.props.Name, err)
+		}
+		if !ok {
 			continue
 		}
 		if r.action == nil {
@@ -178,14 +204,53 @@ func (rs *ruleSet) route(p *payload, seq int64) []*payload {
 			continue
 		}
 		fp := p.filterProps(seq)
-		r.action.Apply(fp)
+		before := propertyBytes(fp)
+		if err := r.action.Apply(fp, budget); err != nil {
+			return nil, fmt.Errorf("rule '%s': %w", r.props.Name, err)
+		}
 		fp.SetProperty(false, RuleNameProperty, r.props.Name)
-		out = append(out, p.withFilterProps(fp))
+		after := propertyBytes(fp)
+		if after > max(maxActionProperties, before) {
+			return nil, fmt.Errorf("rule '%s': the action gives the message %d bytes of properties, more than the %d the service allows", r.props.Name, after, maxActionProperties)
+		}
+		c := p.withFilterProps(fp)
+		c.size = max(0, c.size+after-before) // what the copy costs in the entity's size
+		out = append(out, c)
 	}
 	if plain {
 		out = append([]*payload{p}, out...)
 	}
-	return out
+	return out, nil
+}
+
+// ruleFailed dead-letters p, which the subscription e's rules failed to evaluate (err
+// says why), with RuleEvaluationFailedReason. Called with e.mu held.
+func (e *Entity) ruleFailed(p *payload, seq int64, now time.Time, err error) {
+	p.countForwarded()
+	e.stats.sent.Add(1)
+	e.toDLQ(e.newMessage(p, seq, now, time.Time{}), ptr(RuleEvaluationFailedReason), ptr(fmt.Sprintf("Subscription '%s', %v.", e.path, err)), nil)
+}
+
+// propertyBytes is the size of the properties in fp, as maxActionProperties counts them.
+func propertyBytes(fp *sqlfilter.Properties) int {
+	n := 0
+	for k, v := range fp.User {
+		n += len(k)
+		switch v := v.(type) {
+		case string:
+			n += len(v)
+		case []byte:
+			n += len(v)
+		default:
+			n += 8
+		}
+	}
+	for _, v := range fp.Sys {
+		if s, ok := v.(string); ok {
+			n += len(s)
+		}
+	}
+	return n
 }
 
 // payloadView lets a SQL filter read a payload without copying it.

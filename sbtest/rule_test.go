@@ -3,7 +3,9 @@ package sbtest
 import (
 	"context"
 	"errors"
+	"fmt"
 	"slices"
+	"strings"
 	"testing"
 	"time"
 
@@ -229,5 +231,81 @@ func TestCancelScheduledCancelsActionCopies(t *testing.T) {
 	}
 	if c := top.Stats().Cancelled; c != 1 {
 		t.Fatalf("topic counted %d cancelled", c)
+	}
+}
+
+// hostileFilter is a 997-character filter that, on a message whose property p holds 4 KiB
+// of "a", builds a 1 MiB string and matches it against a LIKE pattern that backtracks at
+// every position: about 500 million steps.
+func hostileFilter() string {
+	return "p" + strings.Repeat("+p", 249) + " LIKE '%" + strings.Repeat("a", 480) + "b'"
+}
+
+// The evaluation of a message against a subscription's rules is bounded
+// (sqlfilter.MaxEvalCost steps): a filter that would build megabytes and match them
+// quadratically is stopped, and the message is dead-lettered in that subscription with
+// RuleEvaluationFailedReason ("Service Bus dead-letter queues": errors while processing
+// subscription rules are captured in the DLQ with the offending message), while other
+// subscriptions route it as usual.
+func TestRuleEvaluationCostBounded(t *testing.T) {
+	ns, _, subs := ruleTopic(t, "hostile", "plain")
+	if n := len(hostileFilter()); n > sqlfilter.MaxLength {
+		t.Fatalf("the filter has %d characters", n)
+	}
+	for i := range 4 {
+		mustRule(t, subs["hostile"], admin.RuleProperties{Name: fmt.Sprint("r", i), Filter: &admin.SQLFilter{Expression: hostileFilter()}})
+	}
+	if err := subs["hostile"].DeleteRule(DefaultRuleName); err != nil {
+		t.Fatal(err)
+	}
+	s, _ := ns.NewSender("t", nil)
+	msg := &azservicebus.Message{Body: []byte("m"), ApplicationProperties: map[string]any{"p": strings.Repeat("a", 4096)}}
+	if err := s.SendMessage(context.Background(), msg, nil); err != nil {
+		t.Fatal(err)
+	}
+	if n := subs["plain"].ActiveCount(); n != 1 {
+		t.Fatalf("the plain subscription holds %d messages, want 1", n)
+	}
+	dl := subs["hostile"].DeadLetters()
+	if len(dl) != 1 || subs["hostile"].ActiveCount() != 0 {
+		t.Fatalf("the hostile subscription holds %d active and %d dead-lettered, want the message dead-lettered once", subs["hostile"].ActiveCount(), len(dl))
+	}
+	if r := dl[0].DeadLetterReason; r == nil || *r != RuleEvaluationFailedReason {
+		t.Fatalf("reason %v, want %s", r, RuleEvaluationFailedReason)
+	}
+	if d := dl[0].DeadLetterErrorDescription; d == nil || !strings.Contains(*d, "r0") {
+		t.Fatalf("description %v, want one naming the rule r0", d)
+	}
+}
+
+// An action cannot give a message properties of more than the service's 64 KiB
+// ("Service Bus quotas", message property size), or than it had: a 478-character action
+// that would give each one-byte message 16 MiB of properties dead-letters it with
+// RuleEvaluationFailedReason instead, and the subscription retains kilobytes.
+// Not parallel: it measures the process's heap.
+func TestRuleActionPropertiesBounded(t *testing.T) {
+	ns, _, subs := ruleTopic(t, "s")
+	action := "SET a = 'xxxxxxxxxxxxxxx'" + strings.Repeat("; SET a = a+a", 16) // 960 KiB
+	for i := range 15 {
+		action += fmt.Sprintf("; SET b%d = a+'y'", i) // a copy each
+	}
+	onlyRule(t, subs["s"], admin.RuleProperties{Name: "grow", Filter: &admin.TrueFilter{}, Action: &admin.SQLAction{Expression: action}})
+	s, _ := ns.NewSender("t", nil)
+	base := liveHeap()
+	for range 10 {
+		if err := s.SendMessage(context.Background(), &azservicebus.Message{Body: []byte("m")}, nil); err != nil {
+			t.Fatal(err)
+		}
+	}
+	grown := int64(liveHeap()) - int64(base)
+	dl := subs["s"].DeadLetters()
+	if len(dl) != 10 || subs["s"].ActiveCount() != 0 {
+		t.Fatalf("%d active, %d dead-lettered (heap %+d MiB), want all 10 dead-lettered", subs["s"].ActiveCount(), len(dl), grown>>20)
+	}
+	if r := dl[0].DeadLetterReason; r == nil || *r != RuleEvaluationFailedReason {
+		t.Fatalf("reason %v, want %s", r, RuleEvaluationFailedReason)
+	}
+	if grown > 8<<20 {
+		t.Fatalf("ten one-byte sends grew the live heap by %d MiB", grown>>20)
 	}
 }

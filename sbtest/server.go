@@ -1,6 +1,7 @@
 package sbtest
 
 import (
+	"bufio"
 	"context"
 	"errors"
 	"fmt"
@@ -10,6 +11,8 @@ import (
 	"sync"
 	"sync/atomic"
 	"time"
+
+	"github.com/sbkit/sbkit/sbtest/internal/amqp"
 )
 
 // DefaultServerMaxFrameSize is the largest AMQP frame a Server accepts unless
@@ -29,6 +32,16 @@ const (
 	// DefaultServerWriteTimeout is how long a client may leave the server's frames
 	// unread before its connection is closed.
 	DefaultServerWriteTimeout = 30 * time.Second
+	// DefaultServerMaxHandshakes is how many connections may be in their handshake at
+	// once; DefaultServerHandshakeTimeout how long one may take. Both are sbtest's own
+	// choices: a client on loopback completes the handshake in milliseconds, 10 s leaves
+	// room for a loaded CI machine.
+	DefaultServerMaxHandshakes    = 64
+	DefaultServerHandshakeTimeout = 10 * time.Second
+	// DefaultServerAdminIdleTimeout is how long an administration (HTTPS) connection may
+	// stay idle between requests: as long as the idle timeout the server announces on
+	// AMQP.
+	DefaultServerAdminIdleTimeout = 60 * time.Second
 )
 
 // maxWriteBuffer bounds the frames queued for one connection: beyond it the server stops
@@ -56,12 +69,28 @@ type ServerOptions struct {
 	// frame; default DefaultServerMaxFrameSize (64 KiB), minimum 512. The SDK announces
 	// 64 KiB for the frames it accepts, and the server never sends larger ones.
 	MaxFrameSize uint32
-	// MaxConnections bounds the connections served at once; default
-	// DefaultServerMaxConnections (64), negative means unlimited. A connection beyond it
-	// is opened and closed at once with amqp:resource-limit-exceeded, which the SDK
-	// reports without retrying (the service rejects connections beyond its quota the
-	// same way).
+	// MaxConnections bounds the connections served at once, AMQP and administration
+	// (HTTPS) alike, once their handshake is done; default DefaultServerMaxConnections
+	// (64), negative means unlimited. An AMQP connection beyond it is opened and closed
+	// at once with amqp:resource-limit-exceeded, which the SDK reports without retrying
+	// (the service rejects connections beyond its quota the same way); an HTTPS one is
+	// closed after its TLS handshake.
 	MaxConnections int
+	// MaxHandshakes bounds the connections in their handshake (the first byte, TLS, or
+	// the AMQP protocol header, SASL and open exchange), which do not count against
+	// MaxConnections; default DefaultServerMaxHandshakes (64), negative means unlimited.
+	// A connection beyond it closes the one that has waited longest, so sockets that
+	// never finish their handshake cannot lock a healthy client out.
+	MaxHandshakes int
+	// HandshakeTimeout bounds a connection's handshake, after which it is closed; default
+	// DefaultServerHandshakeTimeout (10 s). An administration connection must also send
+	// each request's header within it.
+	HandshakeTimeout time.Duration
+	// AdminIdleTimeout is how long an administration (HTTPS) connection may stay idle
+	// between requests before the server closes it; default
+	// DefaultServerAdminIdleTimeout (60 s). A request must arrive whole within
+	// WriteTimeout, and its answer leave within WriteTimeout.
+	AdminIdleTimeout time.Duration
 	// MaxSessionsPerConnection bounds the sessions of one connection; default
 	// DefaultServerMaxSessions (256), negative means the protocol's 65,536. A session
 	// beyond it is begun and ended at once with amqp:resource-limit-exceeded. The SDK
@@ -69,8 +98,9 @@ type ServerOptions struct {
 	MaxSessionsPerConnection int
 	// MaxLinksPerSession bounds the links of one session; default
 	// DefaultServerMaxLinks (32), negative means 65,536. A link beyond it is refused
-	// (attached and detached at once) with amqp:resource-limit-exceeded. The SDK uses at
-	// most two links per session.
+	// (attached and detached at once) with amqp:resource-limit-exceeded. A refused link,
+	// whatever the reason, keeps only its handle number (a bit) until the client detaches
+	// it. The SDK uses at most two links per session.
 	MaxLinksPerSession int
 	// WriteTimeout is how long the server waits for a client that reads nothing while
 	// the server has frames for it before closing the connection; default
@@ -145,16 +175,27 @@ type ServerTopic struct {
 // Entities are looked up when a link attaches, so entities added to the Namespace after
 // NewServer are reachable too.
 //
-// Resources are bounded per client (ServerOptions): 64 connections, 256 sessions per
-// connection and 32 links per session by default, each refused beyond its limit with
-// amqp:resource-limit-exceeded, which the SDK reports without retrying; a receiving link
-// runs a goroutine only while it has credit. A credit of 1000 unanswered deliveries per
-// sending link (the server grants more as it answers, so a slow entity pushes back on
-// the client). At most about 1 MiB of frames is queued per connection: while a client
-// leaves more unread, the server reads nothing more from it and sends it no deliveries,
-// and after WriteTimeout (30 s) it closes the connection; a disposition never costs more
-// answers than the deliveries it settles plus one. An idle timeout of 60 s is announced
-// (a client silent for 120 s is disconnected; the SDK sends heartbeats).
+// Resources are bounded per client (ServerOptions): 64 connections, AMQP and
+// administration alike, 256 sessions per connection and 32 links per session by
+// default, each refused beyond its limit with amqp:resource-limit-exceeded, which the
+// SDK reports without retrying; a refused link keeps only its handle number until the
+// client detaches it; a receiving link runs a goroutine only while it has credit.
+// Connections in their handshake do not count against MaxConnections: at most
+// MaxHandshakes (64) wait at once, each at most HandshakeTimeout (10 s), a new one
+// closing the one that has waited longest. A temporary accept error (EMFILE) is waited
+// out. A credit of 1000 unanswered deliveries per sending link (the server grants more
+// as it answers, so a slow entity pushes back on the client). At most about 1 MiB of
+// frames is queued per connection: while a client leaves more unread, the server reads
+// nothing more from it and sends it no deliveries, and after WriteTimeout (30 s) it
+// closes the connection; a disposition never costs more answers than the deliveries it
+// settles plus one. An idle timeout of 60 s is announced (a client silent for 120 s is
+// disconnected; the SDK sends heartbeats); an administration connection idle for
+// AdminIdleTimeout (60 s) is closed. The administration API keeps nothing of a deleted
+// entity, creates at most 10,000 queues and topics and 2,000 subscriptions per topic,
+// and refuses the descriptions the service refuses (UserMetadata over 1,024
+// characters, more than 12 authorization rules). What one message can cost is bounded
+// in the model: its rules' evaluation (RuleEvaluationFailedReason) and its forwarded
+// copies (NamespaceOptions.MaxForwardCopies).
 //
 // Faults injected into the namespace apply as in memory; the client sees them as the
 // service would send them: CodeLockLost as com.microsoft:message-lock-lost (status 410 on
@@ -183,17 +224,21 @@ type Server struct {
 	wg     sync.WaitGroup
 	connID atomic.Uint64
 
-	mu       sync.Mutex
-	conns    map[*srvConn]struct{}
-	refusing int // connections being refused (MaxConnections)
-	closed   bool
+	mu         sync.Mutex
+	conns      map[*srvConn]struct{}
+	adminConns map[net.Conn]struct{} // administration connections served (server_admin.go)
+	handshakes handshakes            // connections in their handshake (server_limits.go)
+	closed     bool
 }
 
 // NewServer creates the entities of opts in the namespace, listens on opts.Addr and
 // starts serving. nil options mean defaults. It returns ErrInvalidOptions (wrapped) for a
 // MaxFrameSize below 512, the namespace's error for an entity it cannot create
 // (ErrExists, ErrInvalidOptions), or the listener's error. Stop the server with Close.
-func NewServer(opts *ServerOptions) (*Server, error) {
+func NewServer(opts *ServerOptions) (*Server, error) { return newServer(opts, nil) }
+
+// newServer is NewServer serving on ln when it is not nil (a test's listener).
+func newServer(opts *ServerOptions, ln net.Listener) (*Server, error) {
 	var o ServerOptions
 	if opts != nil {
 		o = *opts
@@ -218,17 +263,20 @@ func NewServer(opts *ServerOptions) (*Server, error) {
 	if err := declareEntities(ns, o.Queues, o.Topics); err != nil {
 		return nil, err
 	}
-	ln, err := net.Listen("tcp", o.Addr)
-	if err != nil {
-		return nil, fmt.Errorf("sbtest: server: %w", err)
+	var err error
+	if ln == nil {
+		if ln, err = net.Listen("tcp", o.Addr); err != nil {
+			return nil, fmt.Errorf("sbtest: server: %w", err)
+		}
 	}
 	s := &Server{
-		ns:       ns,
-		ln:       ln,
-		log:      o.Logger,
-		maxFrame: o.MaxFrameSize,
-		limits:   limits,
-		conns:    make(map[*srvConn]struct{}),
+		ns:         ns,
+		ln:         ln,
+		log:        o.Logger,
+		maxFrame:   o.MaxFrameSize,
+		limits:     limits,
+		conns:      make(map[*srvConn]struct{}),
+		adminConns: make(map[net.Conn]struct{}),
 	}
 	s.ctx, s.cancel = context.WithCancel(context.Background())
 	if s.admin, err = newAdminServer(s); err != nil {
@@ -289,6 +337,7 @@ func (s *Server) Close(ctx context.Context) error {
 	for c := range s.conns {
 		conns = append(conns, c)
 	}
+	pending := s.handshakes.conns()
 	s.mu.Unlock()
 
 	var err error
@@ -298,6 +347,9 @@ func (s *Server) Close(ctx context.Context) error {
 		s.admin.close()
 		for _, c := range conns {
 			c.abort()
+		}
+		for _, nc := range pending {
+			_ = nc.Close()
 		}
 		if errors.Is(err, net.ErrClosed) {
 			err = nil
@@ -319,43 +371,90 @@ func (s *Server) Close(ctx context.Context) error {
 	return err
 }
 
+// acceptLoop accepts connections until the listener closes. A temporary error (out of
+// file descriptors, a connection aborted before it was accepted) is waited out, 5 ms
+// doubling to 1 s, as net/http's Server.Serve does; any other error ends the loop.
 func (s *Server) acceptLoop() {
 	defer s.wg.Done()
+	var delay time.Duration
 	for {
 		nc, err := s.ln.Accept()
 		if err != nil {
-			if s.ctx.Err() == nil && !errors.Is(err, net.ErrClosed) {
-				s.log.Error("sbtest server accept failed", "err", err)
+			if s.ctx.Err() != nil || errors.Is(err, net.ErrClosed) {
+				return
 			}
+			var te interface{ Temporary() bool }
+			if !errors.As(err, &te) || !te.Temporary() {
+				s.log.Error("sbtest server accept failed, no longer accepting", "err", err)
+				return
+			}
+			delay = min(max(2*delay, 5*time.Millisecond), time.Second)
+			s.log.Warn("sbtest server accept failed, retrying", "err", err, "delay", delay)
+			select {
+			case <-time.After(delay):
+			case <-s.ctx.Done():
+				return
+			}
+			continue
+		}
+		delay = 0
+		hs, ok := s.startHandshake(nc)
+		if !ok {
+			_ = nc.Close()
 			return
 		}
 		s.wg.Add(1)
-		go func() { // the first byte tells TLS (the admin API) from AMQP
-			defer s.wg.Done()
-			if nc = s.admin.route(nc); nc != nil {
-				s.serveConn(nc)
-			}
-		}()
+		go s.handle(nc, hs)
 	}
 }
 
-func (s *Server) serveConn(nc net.Conn) {
-	c := newSrvConn(s, nc)
-	s.mu.Lock()
-	if s.closed {
-		s.mu.Unlock()
+// handle serves a new connection: the first byte tells TLS (the administration API)
+// from AMQP; the handshake of either must end by HandshakeTimeout, and counts against
+// MaxHandshakes until then.
+func (s *Server) handle(nc net.Conn, hs *handshake) {
+	defer s.wg.Done()
+	defer s.endHandshake(hs)
+	deadline := time.Now().Add(s.limits.handshakeTimeout)
+	pc, isTLS := peekFirst(nc, deadline)
+	switch {
+	case pc == nil:
 		_ = nc.Close()
-		return
+	case isTLS:
+		s.admin.serveConn(pc, deadline, hs)
+	default:
+		s.serveConn(pc, deadline, hs)
 	}
-	if len(s.conns) >= s.limits.conns {
-		s.refuseLocked(c)
+}
+
+// serveConn runs an AMQP connection: its handshake hs by deadline, then, unless
+// MaxConnections are served already, until it ends.
+func (s *Server) serveConn(nc net.Conn, deadline time.Time, hs *handshake) {
+	c := newSrvConn(s, nc)
+	br := bufio.NewReaderSize(nc, 64*1024)
+	admitted := false
+	err := c.handshake(br, deadline, func() *amqp.Error {
+		s.mu.Lock()
+		defer s.mu.Unlock()
+		switch {
+		case s.closed:
+			return protoError(condConnectionForced, "sbtest: server: closing")
+		case !s.admitLocked():
+			return s.refusal()
+		}
+		s.conns[c] = struct{}{}
+		s.endHandshakeLocked(hs) // served: no longer one a new connection may close
+		admitted = true
+		return nil
+	})
+	if err == nil {
+		c.serve(br)
+	} else {
+		c.log.Debug("handshake failed", "err", err)
+		c.abort()
+	}
+	if admitted {
+		s.mu.Lock()
+		delete(s.conns, c)
 		s.mu.Unlock()
-		return
 	}
-	s.conns[c] = struct{}{}
-	s.mu.Unlock()
-	c.serve()
-	s.mu.Lock()
-	delete(s.conns, c)
-	s.mu.Unlock()
 }

@@ -2,7 +2,6 @@ package sbtest
 
 import (
 	"bufio"
-	"context"
 	"crypto/ecdsa"
 	"crypto/elliptic"
 	"crypto/rand"
@@ -27,7 +26,7 @@ import (
 // the host and port of the connection string's Endpoint (its entity manager builds
 // https://<namespace>/), and a TLS connection starts with a handshake record (first byte
 // 0x16) where an AMQP connection starts with "AMQP". So one connection string serves
-// both clients.
+// both clients, and the same limits (ServerOptions) apply to both.
 const tlsHandshakeRecord = 0x16
 
 // adminServer serves the administration API over TLS for a Server.
@@ -35,6 +34,7 @@ type adminServer struct {
 	srv  *Server
 	pool *x509.CertPool
 	cert []byte // the certificate, DER
+	tls  *tls.Config
 	http *http.Server
 	ln   *connListener
 
@@ -51,45 +51,89 @@ func newAdminServer(s *Server) (*adminServer, error) {
 		srv:  s,
 		pool: pool,
 		cert: cert.Certificate[0],
+		tls:  &tls.Config{Certificates: []tls.Certificate{cert}, MinVersion: tls.VersionTLS12},
 		ln:   newConnListener(s.ln.Addr()),
 		meta: make(map[string]*adminMeta),
 	}
+	// A request's header must come within the handshake timeout, the whole request and
+	// its answer within the write timeout; an idle keep-alive connection is closed after
+	// AdminIdleTimeout (net/http keeps it forever without IdleTimeout and ReadTimeout).
 	a.http = &http.Server{
 		Handler:           a,
-		ReadHeaderTimeout: 30 * time.Second,
+		ReadHeaderTimeout: s.limits.handshakeTimeout,
+		ReadTimeout:       s.limits.writeTimeout,
+		WriteTimeout:      s.limits.writeTimeout,
+		IdleTimeout:       s.limits.adminIdle,
+		MaxHeaderBytes:    maxAdminHeader,
+		ConnState:         a.connState,
 		ErrorLog:          log.New(io.Discard, "", 0),
 	}
-	tl := tls.NewListener(a.ln, &tls.Config{Certificates: []tls.Certificate{cert}, MinVersion: tls.VersionTLS12})
 	s.wg.Add(1)
 	go func() {
 		defer s.wg.Done()
-		_ = a.http.Serve(tl)
+		_ = a.http.Serve(a.ln)
 	}()
 	return a, nil
 }
 
-// route reads the first byte of a new connection: a TLS handshake goes to the admin
-// API (route returns nil), anything else is returned, byte included, for AMQP (where
-// the connection limits apply). A connection that closes, or sends nothing within the
-// handshake timeout or before the server closes, is dropped.
-func (a *adminServer) route(nc net.Conn) net.Conn {
-	_ = nc.SetReadDeadline(time.Now().Add(handshakeTimeout)) // a silent connection does not wait forever
-	stop := context.AfterFunc(a.srv.ctx, func() { _ = nc.SetReadDeadline(time.Unix(1, 0)) })
+// maxAdminHeader bounds a request's header; the SDK sends about 1 KiB.
+const maxAdminHeader = 64 << 10
+
+// peekFirst reads the first byte of a new connection by deadline and returns the
+// connection, byte included, and whether it starts a TLS handshake (the administration
+// API) rather than AMQP. It returns nil when the connection closes or sends nothing by
+// deadline.
+func peekFirst(nc net.Conn, deadline time.Time) (net.Conn, bool) {
+	_ = nc.SetReadDeadline(deadline)
 	br := bufio.NewReaderSize(nc, 1)
 	first, err := br.Peek(1)
-	if !stop() || err != nil {
-		_ = nc.Close()
-		return nil
+	if err != nil {
+		return nil, false
 	}
 	_ = nc.SetReadDeadline(time.Time{})
-	pc := &peekedConn{Conn: nc, r: br}
-	if first[0] != tlsHandshakeRecord {
-		return pc
-	}
-	if !a.ln.deliver(pc) {
+	return &peekedConn{Conn: nc, r: br}, first[0] == tlsHandshakeRecord
+}
+
+// serveConn completes the TLS handshake hs of an administration connection by deadline
+// and, unless MaxConnections are served already, hands it to the HTTP server, which
+// closes it when it is done.
+func (a *adminServer) serveConn(nc net.Conn, deadline time.Time, hs *handshake) {
+	tc := tls.Server(nc, a.tls)
+	_ = nc.SetDeadline(deadline)
+	if err := tc.Handshake(); err != nil {
 		_ = nc.Close()
+		return
 	}
-	return nil
+	_ = nc.SetDeadline(time.Time{})
+	s := a.srv
+	s.mu.Lock()
+	if s.closed || !s.admitLocked() {
+		s.mu.Unlock()
+		s.log.Info("administration connection refused", "limit", s.limits.conns)
+		_ = tc.Close()
+		return
+	}
+	s.adminConns[tc] = struct{}{}
+	s.endHandshakeLocked(hs)
+	s.mu.Unlock()
+	if !a.ln.deliver(tc) {
+		a.forgetConn(tc)
+		_ = tc.Close()
+	}
+}
+
+// connState forgets an administration connection the HTTP server is done with.
+func (a *adminServer) connState(c net.Conn, st http.ConnState) {
+	if st == http.StateClosed || st == http.StateHijacked {
+		a.forgetConn(c)
+	}
+}
+
+func (a *adminServer) forgetConn(c net.Conn) {
+	s := a.srv
+	s.mu.Lock()
+	delete(s.adminConns, c)
+	s.mu.Unlock()
 }
 
 // close stops the HTTP server and closes its connections; Serve returns soon after (the
@@ -104,7 +148,7 @@ type peekedConn struct {
 
 func (c *peekedConn) Read(p []byte) (int, error) { return c.r.Read(p) }
 
-// connListener is a net.Listener fed by route.
+// connListener is a net.Listener fed by adminServer.serveConn.
 type connListener struct {
 	addr   net.Addr
 	conns  chan net.Conn

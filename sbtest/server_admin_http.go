@@ -296,13 +296,44 @@ func (a *adminServer) metaLocked(path string, obj any) *adminMeta {
 	return m
 }
 
-// remember records desc, a copy of the description a PUT gave obj at path.
+// remember records desc, a copy of the description a PUT gave obj at path, and forgets
+// the entities deleted since.
 func (a *adminServer) remember(path string, obj, desc any) {
 	a.mu.Lock()
 	defer a.mu.Unlock()
+	a.pruneLocked()
 	m := a.metaLocked(path, obj)
 	m.desc = desc
 	m.updated = time.Now()
+}
+
+// prune forgets what the admin API kept about entities deleted since (through it or in
+// the model), so that what it keeps is bounded by the entities that exist.
+func (a *adminServer) prune() {
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	a.pruneLocked()
+}
+
+// pruneLocked is prune with a.mu held.
+func (a *adminServer) pruneLocked() {
+	ns := a.srv.ns
+	for path, m := range a.meta {
+		var live any
+		switch m.obj.(type) {
+		case *Topic:
+			if t, ok := ns.Topic(path); ok {
+				live = t
+			}
+		case *Entity:
+			if e, ok := ns.Entity(path); ok {
+				live = e
+			}
+		}
+		if live != m.obj {
+			delete(a.meta, path)
+		}
+	}
 }
 
 // lastPut returns a copy of the description of obj at path that remember recorded (the

@@ -6,6 +6,7 @@ import (
 	"slices"
 	"strings"
 	"time"
+	"unicode/utf8"
 
 	"github.com/sbkit/sbkit"
 	"github.com/sbkit/sbkit/sbtest/internal/atom"
@@ -131,6 +132,66 @@ func checkReported(status, autoDelete *string, maxSizeMB *int32, maxMsgKB *int64
 	}
 	if maxMsgKB != nil && (*maxMsgKB < 1 || *maxMsgKB > adminMaxMsgKB) {
 		return bad("The value %d of property MaxMessageSizeInKilobytes is out of range [1, %d].", *maxMsgKB, adminMaxMsgKB)
+	}
+	return nil
+}
+
+// Limits on what the admin API keeps of a description it only reports back:
+// UserMetadata of at most 1,024 characters (the .NET SDK's administration client,
+// QueueProperties.UserMetadata: "Max length is 1024 chars"; the same for topics and
+// subscriptions), at most 12 authorization rules per entity (Service Bus quotas, shared
+// access authorization rules), each with a key name, keys and claim of at most 256
+// characters (the .NET SDK's SharedAccessSignature: MaximumKeyNameLength and
+// MaximumKeyLength, 256) and at most the three rights.
+const (
+	adminMaxUserMetadata = 1024
+	adminMaxAuthRules    = 12
+	adminMaxAuthField    = 256
+	adminMaxAuthRights   = 3
+)
+
+// The service's quotas on what the admin API creates (Service Bus quotas): 10,000 queues
+// and topics per namespace (Basic and Standard tiers), 2,000 subscriptions per topic.
+// The model does not enforce them; the admin API, which any client can reach, does.
+const (
+	adminMaxEntities      = 10000
+	adminMaxSubscriptions = 2000
+)
+
+// quotaExceeded refuses a create beyond a quota: 403, as the service refuses an
+// operation on a resource it will not allow.
+func quotaExceeded(format string, args ...any) error {
+	return adminErr(http.StatusForbidden, format, args...)
+}
+
+// entityQuota refuses a new queue or topic once the namespace has adminMaxEntities.
+func entityQuota(ns *Namespace) error {
+	if n := ns.queuesAndTopics(); n >= adminMaxEntities {
+		return quotaExceeded("The namespace already has %d queues and topics, the most a namespace can have.", n)
+	}
+	return nil
+}
+
+// checkKept validates the reported-only properties whose size the admin API keeps.
+func checkKept(userMetadata *string, rules *[]atom.AuthorizationRule) error {
+	if userMetadata != nil && utf8.RuneCountInString(*userMetadata) > adminMaxUserMetadata {
+		return bad("The value of property UserMetadata is longer than %d characters.", adminMaxUserMetadata)
+	}
+	if rules == nil {
+		return nil
+	}
+	if len(*rules) > adminMaxAuthRules {
+		return bad("An entity can have at most %d authorization rules, not %d.", adminMaxAuthRules, len(*rules))
+	}
+	for _, r := range *rules {
+		if len(r.Rights) > adminMaxAuthRights {
+			return bad("An authorization rule has at most %d rights, not %d.", adminMaxAuthRights, len(r.Rights))
+		}
+		for _, f := range []*string{&r.ClaimType, &r.ClaimValue, r.KeyName, r.PrimaryKey, r.SecondaryKey} {
+			if f != nil && utf8.RuneCountInString(*f) > adminMaxAuthField {
+				return bad("An authorization rule's key name, keys and claim have at most %d characters.", adminMaxAuthField)
+			}
+		}
 	}
 	return nil
 }

@@ -23,6 +23,7 @@ func (a *adminServer) queueOrTopic(r *http.Request, name string) (any, int, erro
 		}
 		return nil, 0, notFound(name)
 	case http.MethodDelete:
+		defer a.prune()
 		if _, ok := ns.Topic(name); ok {
 			return nil, http.StatusOK, ns.DeleteTopic(name)
 		}
@@ -58,6 +59,9 @@ func (a *adminServer) putQueue(r *http.Request, name string, d *atom.QueueDescri
 	if err := checkReported(d.Status, d.AutoDeleteOnIdle, d.MaxSizeInMegabytes, d.MaxMessageSizeInKilobytes); err != nil {
 		return nil, 0, err
 	}
+	if err := checkKept(d.UserMetadata, d.AuthorizationRules); err != nil {
+		return nil, 0, err
+	}
 	if err := a.forwardOptions(&o, d.ForwardTo, d.ForwardDeadLetteredMessagesTo, name); err != nil {
 		return nil, 0, err
 	}
@@ -70,6 +74,9 @@ func (a *adminServer) putQueue(r *http.Request, name string, d *atom.QueueDescri
 		func() (*Entity, error) {
 			if _, ok := ns.Topic(name); ok {
 				return nil, adminStatus(ErrExists)
+			}
+			if err := entityQuota(ns); err != nil {
+				return nil, err
 			}
 			return ns.NewQueue(name, &o)
 		})
@@ -127,10 +134,18 @@ func (a *adminServer) putTopic(r *http.Request, name string, d *atom.TopicDescri
 	if err := checkReported(d.Status, d.AutoDeleteOnIdle, d.MaxSizeInMegabytes, d.MaxMessageSizeInKilobytes); err != nil {
 		return nil, 0, err
 	}
+	if err := checkKept(d.UserMetadata, d.AuthorizationRules); err != nil {
+		return nil, 0, err
+	}
 	ns := a.srv.ns
 	t, status, err := createOrUpdate(r, "Topic", name, &o, d.Status,
 		func() (*Topic, bool) { return ns.Topic(name) },
-		func() (*Topic, error) { return ns.NewTopic(name, &o) })
+		func() (*Topic, error) {
+			if err := entityQuota(ns); err != nil {
+				return nil, err
+			}
+			return ns.NewTopic(name, &o)
+		})
 	if err != nil {
 		return nil, 0, err
 	}

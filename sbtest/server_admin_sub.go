@@ -45,6 +45,7 @@ func (a *adminServer) subscription(r *http.Request, topic, sub string) (any, int
 		if err != nil {
 			return nil, 0, err
 		}
+		defer a.prune()
 		return nil, http.StatusOK, t.DeleteSubscription(sub)
 	case http.MethodPut:
 		e, err := readEntry(r)
@@ -72,6 +73,9 @@ func (a *adminServer) putSubscription(r *http.Request, topic, sub string, d *ato
 	if err := checkReported(d.Status, d.AutoDeleteOnIdle, nil, nil); err != nil {
 		return nil, 0, err
 	}
+	if err := checkKept(d.UserMetadata, nil); err != nil {
+		return nil, 0, err
+	}
 	path := subscriptionPath(topic, sub)
 	if err := a.forwardOptions(&o, d.ForwardTo, d.ForwardDeadLetteredMessagesTo, path); err != nil {
 		return nil, 0, err
@@ -93,6 +97,9 @@ func (a *adminServer) putSubscription(r *http.Request, topic, sub string, d *ato
 	e, status, err := createOrUpdate(r, "Subscription", path, &o, d.Status,
 		func() (*Entity, bool) { return t.Subscription(sub) },
 		func() (*Entity, error) {
+			if n := len(t.Subscriptions()); n >= adminMaxSubscriptions {
+				return nil, quotaExceeded("The topic '%s' already has %d subscriptions, the most a topic can have.", topic, n)
+			}
 			s, err := t.NewSubscription(sub, &o)
 			if err == nil && defRule != nil {
 				// "Topic filters and actions": a subscription created with a default rule

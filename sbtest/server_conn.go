@@ -19,6 +19,7 @@ import (
 const (
 	condDecodeError      amqp.Symbol = "amqp:decode-error"
 	condFramingError     amqp.Symbol = "amqp:connection:framing-error"
+	condConnectionForced amqp.Symbol = "amqp:connection:forced"
 	condNotAllowed       amqp.Symbol = "amqp:not-allowed"
 	condNotFound         amqp.Symbol = "amqp:not-found"
 	condNotImplemented   amqp.Symbol = "amqp:not-implemented"
@@ -37,8 +38,6 @@ const (
 )
 
 const (
-	// handshakeTimeout bounds the protocol header, SASL and open exchange.
-	handshakeTimeout = 30 * time.Second
 	// maxHeartbeat is the longest the server stays silent on a connection whose peer
 	// announced no idle timeout.
 	maxHeartbeat = 15 * time.Second
@@ -110,17 +109,13 @@ func (c *srvConn) abort() {
 	_ = c.nc.Close()
 }
 
-// serve runs the connection until it ends, then releases everything it holds and waits
-// for its goroutines.
-func (c *srvConn) serve() {
+// serve runs the connection, its handshake done (br holds what the client sent after
+// it), until it ends, then releases everything it holds and waits for its goroutines.
+func (c *srvConn) serve(br *bufio.Reader) {
 	c.log.Debug("connection accepted", "remote", c.nc.RemoteAddr().String())
-	br := bufio.NewReaderSize(c.nc, 64*1024)
-	err := c.handshake(br, handshakeTimeout)
-	if err == nil {
-		c.wg.Add(1)
-		go c.writeLoop()
-		err = c.readLoop(br)
-	}
+	c.wg.Add(1)
+	go c.writeLoop()
+	err := c.readLoop(br)
 	var amqpErr *amqp.Error
 	switch {
 	case err == nil, errors.Is(err, errConnClosedByPeer):
@@ -160,9 +155,11 @@ func (c *srvConn) goWork(what string, fn func()) {
 // errConnClosedByPeer ends the read loop after the client's close frame was answered.
 var errConnClosedByPeer = errors.New("sbtest: server: connection closed by the client")
 
-// handshake performs the protocol header exchange, SASL ANONYMOUS and the open exchange.
-func (c *srvConn) handshake(br *bufio.Reader, timeout time.Duration) error {
-	_ = c.nc.SetDeadline(time.Now().Add(timeout))
+// handshake performs the protocol header exchange, SASL ANONYMOUS and the open exchange
+// by deadline. Between the client's open and the answer it asks admit, whose error (a
+// limit) follows the answer in a close frame and is returned.
+func (c *srvConn) handshake(br *bufio.Reader, deadline time.Time, admit func() *amqp.Error) error {
+	_ = c.nc.SetDeadline(deadline)
 	defer func() { _ = c.nc.SetDeadline(time.Time{}) }()
 
 	hdr, err := amqp.ReadProtoHeader(br)
@@ -209,8 +206,19 @@ func (c *srvConn) handshake(br *bufio.Reader, timeout time.Duration) error {
 	if err != nil {
 		return err
 	}
-	_, err = c.nc.Write(b)
-	return err
+	refusal := admit()
+	if refusal != nil {
+		if b, err = amqp.AppendFrame(b, amqp.Frame{Type: amqp.FrameTypeAMQP, Body: &amqp.Close{Error: refusal}}); err != nil {
+			return err
+		}
+	}
+	if _, err = c.nc.Write(b); err != nil {
+		return err
+	}
+	if refusal != nil {
+		return refusal
+	}
+	return nil
 }
 
 // sasl answers the SASL header and accepts whatever mechanism the client picks among the

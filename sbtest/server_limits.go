@@ -1,8 +1,8 @@
 package sbtest
 
 import (
-	"bufio"
-	"context"
+	"container/list"
+	"net"
 	"time"
 
 	"github.com/sbkit/sbkit/sbtest/internal/amqp"
@@ -10,14 +10,17 @@ import (
 
 // serverLimits are the resolved resource limits of a Server (ServerOptions).
 type serverLimits struct {
-	conns        int
-	sessions     int
-	links        int
-	writeTimeout time.Duration
+	conns            int
+	sessions         int
+	links            int
+	writeTimeout     time.Duration
+	handshakes       int
+	handshakeTimeout time.Duration
+	adminIdle        time.Duration
 }
 
 // resolveLimits applies the defaults of ServerOptions' limits: zero means the default,
-// negative the protocol's maximum (no limit for connections).
+// negative the protocol's maximum (no limit for connections and handshakes).
 func resolveLimits(o *ServerOptions) serverLimits {
 	pick := func(v, def, unlimited int) int {
 		switch {
@@ -28,16 +31,21 @@ func resolveLimits(o *ServerOptions) serverLimits {
 		}
 		return v
 	}
-	l := serverLimits{
-		conns:        pick(o.MaxConnections, DefaultServerMaxConnections, 1<<62),
-		sessions:     pick(o.MaxSessionsPerConnection, DefaultServerMaxSessions, 1<<16),
-		links:        pick(o.MaxLinksPerSession, DefaultServerMaxLinks, 1<<16),
-		writeTimeout: o.WriteTimeout,
+	positive := func(d, def time.Duration) time.Duration {
+		if d <= 0 {
+			return def
+		}
+		return d
 	}
-	if l.writeTimeout <= 0 {
-		l.writeTimeout = DefaultServerWriteTimeout
+	return serverLimits{
+		conns:            pick(o.MaxConnections, DefaultServerMaxConnections, 1<<62),
+		sessions:         pick(o.MaxSessionsPerConnection, DefaultServerMaxSessions, 1<<16),
+		links:            pick(o.MaxLinksPerSession, DefaultServerMaxLinks, 1<<16),
+		writeTimeout:     positive(o.WriteTimeout, DefaultServerWriteTimeout),
+		handshakes:       pick(o.MaxHandshakes, DefaultServerMaxHandshakes, 1<<62),
+		handshakeTimeout: positive(o.HandshakeTimeout, DefaultServerHandshakeTimeout),
+		adminIdle:        positive(o.AdminIdleTimeout, DefaultServerAdminIdleTimeout),
 	}
-	return l
 }
 
 // channelMax and handleMax are the channel-max and handle-max the server announces
@@ -49,44 +57,103 @@ func resolveLimits(o *ServerOptions) serverLimits {
 func (l serverLimits) channelMax() uint16 { return uint16(max(l.sessions, 4096) - 1) }
 func (l serverLimits) handleMax() uint32  { return uint32(max(l.links, 1024) - 1) }
 
-// maxRefusing bounds the connections being refused at once; more are closed without an
-// AMQP answer.
-const maxRefusing = 8
+// admitLocked reports whether one more connection may be served (MaxConnections counts
+// AMQP and administration connections). Called with s.mu held.
+func (s *Server) admitLocked() bool {
+	return len(s.conns)+len(s.adminConns) < s.limits.conns
+}
 
-// refusalTimeout bounds the handshake of a refused connection.
-const refusalTimeout = 5 * time.Second
+// refusal is how an AMQP connection beyond MaxConnections is refused, the way the
+// service rejects connections beyond its quota ("subsequent requests for additional
+// connections are rejected", Service Bus quotas): the open exchange completes, then a
+// close with amqp:resource-limit-exceeded, which the SDK reports without retrying.
+func (s *Server) refusal() *amqp.Error {
+	s.log.Info("connection refused", "limit", s.limits.conns)
+	return protoError(condResourceLimit, "sbtest: server: %d connections already open (ServerOptions.MaxConnections)", s.limits.conns)
+}
 
-// refuseLocked refuses a connection beyond MaxConnections the way the service rejects
-// connections beyond its quota ("subsequent requests for additional connections are
-// rejected", Service Bus quotas): the open exchange completes, then a close with
-// amqp:resource-limit-exceeded, which the SDK reports without retrying. Called with
-// s.mu held.
-func (s *Server) refuseLocked(c *srvConn) {
-	if s.refusing >= maxRefusing {
-		_ = c.nc.Close()
-		return
+// handshakes are the connections in their handshake, oldest first. Guarded by Server.mu.
+type handshakes struct {
+	l list.List // of *handshake
+}
+
+// handshake is one connection in its handshake.
+type handshake struct {
+	nc   net.Conn
+	elem *list.Element // nil once it left the list
+}
+
+// conns returns the connections in their handshake.
+func (h *handshakes) conns() []net.Conn {
+	var out []net.Conn
+	for e := h.l.Front(); e != nil; e = e.Next() {
+		out = append(out, e.Value.(*handshake).nc)
 	}
-	s.refusing++
-	s.wg.Add(1)
-	go func() {
-		defer s.wg.Done()
-		defer func() {
-			s.mu.Lock()
-			s.refusing--
-			s.mu.Unlock()
-		}()
-		defer c.abort()
-		stop := context.AfterFunc(c.ctx, func() { _ = c.nc.Close() })
-		defer stop()
-		c.log.Info("connection refused", "limit", s.limits.conns)
-		if err := c.handshake(bufio.NewReaderSize(c.nc, 4096), refusalTimeout); err != nil {
-			return
-		}
-		_ = c.nc.SetWriteDeadline(time.Now().Add(refusalTimeout))
-		b, err := amqp.AppendFrame(nil, amqp.Frame{Type: amqp.FrameTypeAMQP, Body: &amqp.Close{Error: protoError(condResourceLimit,
-			"sbtest: server: %d connections already open (ServerOptions.MaxConnections)", s.limits.conns)}})
-		if err == nil {
-			_, _ = c.nc.Write(b)
-		}
-	}()
+	return out
+}
+
+// startHandshake records that nc starts its handshake; at MaxHandshakes, the connection
+// that has been in its handshake longest is closed to make room. It reports false when
+// the server is closed.
+func (s *Server) startHandshake(nc net.Conn) (*handshake, bool) {
+	s.mu.Lock()
+	if s.closed {
+		s.mu.Unlock()
+		return nil, false
+	}
+	var evict net.Conn
+	if s.handshakes.l.Len() >= s.limits.handshakes {
+		old := s.handshakes.l.Remove(s.handshakes.l.Front()).(*handshake)
+		old.elem = nil
+		evict = old.nc
+	}
+	hs := &handshake{nc: nc}
+	hs.elem = s.handshakes.l.PushBack(hs)
+	s.mu.Unlock()
+	if evict != nil {
+		s.log.Info("connection closed in its handshake to make room (ServerOptions.MaxHandshakes)", "limit", s.limits.handshakes)
+		_ = evict.Close()
+	}
+	return hs, true
+}
+
+// endHandshake records that hs's handshake ended. Safe to call twice.
+func (s *Server) endHandshake(hs *handshake) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.endHandshakeLocked(hs)
+}
+
+// endHandshakeLocked is endHandshake with s.mu held.
+func (s *Server) endHandshakeLocked(hs *handshake) {
+	if hs.elem != nil {
+		s.handshakes.l.Remove(hs.elem)
+		hs.elem = nil
+	}
+}
+
+// handleSet is a set of link handles, one bit each: a client that never detaches its
+// refused links costs at most handle-max bits per session. The zero value is empty.
+type handleSet struct{ words []uint64 }
+
+func (h *handleSet) add(i uint32) {
+	w := int(i / 64)
+	if w >= len(h.words) {
+		h.words = append(h.words, make([]uint64, w+1-len(h.words))...)
+	}
+	h.words[w] |= 1 << (i % 64)
+}
+
+func (h *handleSet) has(i uint32) bool {
+	w := int(i / 64)
+	return w < len(h.words) && h.words[w]&(1<<(i%64)) != 0
+}
+
+// del removes i and reports whether it was there.
+func (h *handleSet) del(i uint32) bool {
+	if !h.has(i) {
+		return false
+	}
+	h.words[i/64] &^= 1 << (i % 64)
+	return true
 }

@@ -501,3 +501,78 @@ func TestServerLimits(t *testing.T) {
 func isResourceLimit(err error) bool {
 	return err != nil && strings.Contains(err.Error(), string(condResourceLimit))
 }
+
+// linkCount returns how many links the server's session on channel ch of the
+// connection to the client at addr holds.
+func (s *Server) linkCount(addr net.Addr, ch uint16) int {
+	ss := s.connFor(addr).session(ch)
+	ss.mu.Lock()
+	defer ss.mu.Unlock()
+	return len(ss.links)
+}
+
+// TestServerRefusedLinksKeepOnlyTheirHandle: a refused link keeps nothing but its handle
+// number until the client detaches it (AMQP 1.0 part 2.6.2, link handles: the handle stays in use
+// until both sides detached), so a client that never detaches refused links costs bits,
+// not links; frames that crossed the refusal are ignored, the handle is refused while in
+// use, and free again after the client's detach.
+func TestServerRefusedLinksKeepOnlyTheirHandle(t *testing.T) {
+	t.Parallel()
+	w := newWire(t, &ServerOptions{Queues: map[string]*EntityOptions{"q": nil}, MaxLinksPerSession: 2})
+	c := dialRaw(t, w.srv)
+	c.open()
+	c.beginSession(100)
+	attach := func(h uint32, addr string) {
+		c.writeFrame(amqp.FrameTypeAMQP, 0, &amqp.Attach{Name: fmt.Sprint("l", h), Handle: h, Role: amqp.RoleReceiver,
+			Source: &amqp.Source{Address: addr}, Target: &amqp.Target{Address: "raw"}}, nil)
+	}
+	refused := func(h uint32) {
+		t.Helper()
+		a, ok := c.readFrame().Body.(*amqp.Attach)
+		d, dok := c.readFrame().Body.(*amqp.Detach)
+		if !ok || a.Handle != h || a.Source != nil || !dok || d.Handle != h || d.Error == nil {
+			t.Fatalf("handle %d: %+v then %+v, want a refusal", h, a, d)
+		}
+	}
+	for h := range uint32(2) {
+		attach(h, "q")
+		if a, ok := c.readFrame().Body.(*amqp.Attach); !ok || a.Source == nil {
+			t.Fatalf("link %d refused", h)
+		}
+	}
+	var burst []byte
+	for h := uint32(2); h < 1000; h++ {
+		addr := "q"
+		if h%2 == 1 {
+			addr = "missing" // refused for another reason: not found
+		}
+		b, err := amqp.AppendFrame(nil, amqp.Frame{Type: amqp.FrameTypeAMQP, Body: &amqp.Attach{Name: fmt.Sprint("l", h), Handle: h,
+			Role: amqp.RoleReceiver, Source: &amqp.Source{Address: addr}, Target: &amqp.Target{Address: "raw"}}})
+		if err != nil {
+			t.Fatal(err)
+		}
+		burst = append(burst, b...)
+	}
+	c.write(burst)
+	for h := uint32(2); h < 1000; h++ {
+		refused(h)
+	}
+	if n := w.srv.linkCount(c.nc.LocalAddr(), 0); n != 2 {
+		t.Fatalf("the session holds %d links after 998 refusals, want the 2 attached", n)
+	}
+	// A flow the client sent before it saw the refusal is ignored.
+	c.writeFrame(amqp.FrameTypeAMQP, 0, &amqp.Flow{NextIncomingID: amqp.Ptr(uint32(0)), IncomingWindow: 100, OutgoingWindow: 100,
+		Handle: amqp.Ptr(uint32(5)), DeliveryCount: amqp.Ptr(uint32(0)), LinkCredit: amqp.Ptr(uint32(10))}, nil)
+	// The client's detach frees a refused handle: attached again (over the limit), it
+	// is refused again rather than "in use".
+	c.writeFrame(amqp.FrameTypeAMQP, 0, &amqp.Detach{Handle: 7, Closed: true}, nil)
+	attach(7, "q")
+	refused(7)
+	// Still in use until the client's detach: the connection is closed with
+	// amqp:session:handle-in-use.
+	attach(9, "q")
+	if cond := c.expectClose(); cond != condHandleInUse {
+		t.Fatalf("attach on a refused handle not detached: %s, want %s", cond, condHandleInUse)
+	}
+	w.healthyClient(t, "q")(t)
+}

@@ -118,13 +118,12 @@ func (s *srvSession) attach(a *amqp.Attach) error {
 		return protoError(condInvalidField, "handle %d above handle-max %d", a.Handle, hMax)
 	}
 	s.mu.Lock()
-	if _, inUse := s.links[a.Handle]; inUse {
+	if _, inUse := s.links[a.Handle]; inUse || s.refusedLinks.has(a.Handle) {
 		s.mu.Unlock()
 		return protoError(condHandleInUse, "handle %d is already attached", a.Handle)
 	}
 	l := &srvLink{s: s, name: a.Name, handle: a.Handle, wake: make(chan struct{})}
 	l.ctx, l.cancel = context.WithCancel(c.ctx)
-	// A refused link keeps its handle until the client's detach, so it counts too.
 	overLimit := len(s.links) >= c.srv.limits.links
 	s.links[a.Handle] = l
 	s.mu.Unlock()
@@ -180,7 +179,12 @@ func (s *srvSession) finishAttach(l *srvLink, a *amqp.Attach, reply *amqp.Attach
 		l.markDetached()
 		l.close()
 		s.mu.Lock()
-		if !s.closed {
+		// A refused link keeps only its handle number until the client's detach (AMQP
+		// 1.0 part 2.6.2, link handles: a handle is in use until the link is detached),
+		// unless the client detached while it waited for a session.
+		if s.links[a.Handle] == l && !s.closed {
+			delete(s.links, a.Handle)
+			s.refusedLinks.add(a.Handle)
 			c.writeFrame(s.ch, reply, nil)
 			c.writeFrame(s.ch, &amqp.Detach{Handle: a.Handle, Closed: true, Error: refusal}, nil)
 		}
@@ -323,7 +327,11 @@ func (s *srvSession) detach(d *amqp.Detach) error {
 	s.mu.Lock()
 	l := s.links[d.Handle]
 	delete(s.links, d.Handle)
+	refused := l == nil && s.refusedLinks.del(d.Handle)
 	s.mu.Unlock()
+	if refused {
+		return nil // the client's answer to a refusal: the handle is free
+	}
 	if l == nil {
 		return protoError(condUnattachedHandle, "detach of handle %d, which is not attached", d.Handle)
 	}

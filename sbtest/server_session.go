@@ -21,9 +21,10 @@ type srvSession struct {
 	ch      uint16
 	refused bool // beyond MaxSessionsPerConnection: ended at once, set before use
 
-	mu     sync.Mutex
-	closed bool
-	links  map[uint32]*srvLink // by the client's handle, which the server also uses
+	mu           sync.Mutex
+	closed       bool
+	links        map[uint32]*srvLink // by the client's handle, which the server also uses
+	refusedLinks handleSet           // handles of refused links the client has yet to detach
 
 	// incoming transfers (client to server)
 	nextIncomingID uint32
@@ -134,7 +135,11 @@ func (s *srvSession) flow(f *amqp.Flow) error {
 	if f.Handle != nil {
 		l = s.links[*f.Handle]
 		if l == nil {
+			refused := s.refusedLinks.has(*f.Handle)
 			s.mu.Unlock()
+			if refused {
+				return nil // sent before the client saw the refusal
+			}
 			return protoError(condUnattachedHandle, "flow for handle %d, which is not attached", *f.Handle)
 		}
 	}
@@ -156,12 +161,16 @@ func (s *srvSession) transfer(t *amqp.Transfer, payload []byte) error {
 	s.nextIncomingID++
 	s.unflowed++
 	l := s.links[t.Handle]
+	refused := l == nil && s.refusedLinks.has(t.Handle)
 	if s.unflowed >= sessionWindow/2 {
 		f := &amqp.Flow{}
 		s.sessionFlowLocked(f)
 		s.c.writeFrame(s.ch, f, nil)
 	}
 	s.mu.Unlock()
+	if refused {
+		return nil // sent before the client saw the refusal
+	}
 	if l == nil {
 		return protoError(condUnattachedHandle, "transfer on handle %d, which is not attached", t.Handle)
 	}

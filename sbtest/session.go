@@ -6,6 +6,7 @@ import (
 	"time"
 
 	goamqp "github.com/Azure/go-amqp"
+	"github.com/sbkit/sbkit/internal/heapq"
 )
 
 // session is one session of an entity that requires sessions, guarded by the entity's
@@ -17,6 +18,40 @@ type session struct {
 	state       []byte
 	holder      *Receiver // the session receiver holding the lock, nil when unlocked
 	lockedUntil time.Time
+	readyIdx    int // its place in Entity.readySess, -1 when not there
+	heldIdx     int // its place in Entity.heldSess, -1 when not there
+}
+
+// initSessions makes e group its messages by session. Every session operation costs
+// O(log sessions): the unlocked sessions with available messages wait in a heap by their
+// oldest message (AcceptNextSession takes the top), the locked ones in a heap by lock
+// expiry (the expiries due are popped), and the available messages are counted.
+func (e *Entity) initSessions() {
+	e.sessions = make(map[string]*session)
+	e.readySess = heapq.New(func(a, b *session) bool { return a.avail.top().seq < b.avail.top().seq },
+		func(s *session, i int) { s.readyIdx = i })
+	e.heldSess = heapq.New(func(a, b *session) bool { return a.lockedUntil.Before(b.lockedUntil) },
+		func(s *session, i int) { s.heldIdx = i })
+}
+
+// reindexSession puts s where it belongs in the session indexes after its available
+// messages, its lock or its lock expiry changed.
+func (e *Entity) reindexSession(s *session) {
+	place(e.readySess, s.readyIdx, s, s.holder == nil && s.avail.Len() > 0)
+	place(e.heldSess, s.heldIdx, s, s.holder != nil)
+}
+
+// place puts s (at index i, -1 when absent) in h when in, else takes it out; a session
+// that stays is fixed, since its key may have changed.
+func place(h *heapq.Heap[*session], i int, s *session, in bool) {
+	switch {
+	case in && i < 0:
+		h.Push(s)
+	case in:
+		h.Fix(i)
+	case i >= 0:
+		h.Remove(i)
+	}
 }
 
 // The errors the service returns for session misuse: the SDK passes them through as
@@ -64,24 +99,20 @@ func (e *Entity) sessionFor(sq *subqueue, m *message) *session {
 func (e *Entity) session(id string) *session {
 	s := e.sessions[id]
 	if s == nil {
-		s = &session{id: id, avail: newMsgHeap(hAvail)}
+		s = &session{id: id, avail: newMsgHeap(hAvail), readyIdx: -1, heldIdx: -1}
 		e.sessions[id] = s
 	}
 	return s
 }
 
-// availHeap is the heap m waits in when it is available in sq.
-func (e *Entity) availHeap(sq *subqueue, m *message) *msgHeap {
-	if s := e.sessionFor(sq, m); s != nil {
-		return &s.avail
-	}
-	return &sq.heaps[hAvail]
-}
-
 // sessionGone records that m left the main queue for good.
 func (e *Entity) sessionGone(sq *subqueue, m *message) {
 	if s := e.sessionFor(sq, m); s != nil {
-		s.avail.del(m)
+		if s.avail.has(m) {
+			s.avail.del(m)
+			e.sessAvailLen--
+			e.reindexSession(s)
+		}
 		s.count--
 		e.gcSession(s)
 	}
@@ -95,19 +126,14 @@ func (e *Entity) gcSession(s *session) {
 }
 
 // availLen counts the available messages of the main queue, in every session.
-func (e *Entity) availLen() int {
-	n := e.main.heaps[hAvail].Len()
-	for _, s := range e.sessions {
-		n += s.avail.Len()
-	}
-	return n
-}
+func (e *Entity) availLen() int { return e.main.heaps[hAvail].Len() + e.sessAvailLen }
 
 // lockSession gives s to r until now + LockDuration.
 func (e *Entity) lockSession(s *session, r *Receiver, now time.Time) {
 	s.holder = r
 	s.lockedUntil = now.Add(e.opts.LockDuration)
 	r.sess = s
+	e.reindexSession(s)
 }
 
 // unlockSession ends r's hold on its session: the messages it locked come back, with
@@ -136,46 +162,33 @@ func (e *Entity) unlockSession(r *Receiver, expired bool) {
 	}
 	s.holder = nil
 	r.sessLost = true
+	e.reindexSession(s)
 	e.main.signal()
 	e.gcSession(s)
 }
 
-// tickSessions expires the session locks that ran out by now. It costs O(sessions) and
-// runs only on entities that require sessions.
+// tickSessions expires the session locks that ran out by now: O(1) when none did.
 func (e *Entity) tickSessions(now time.Time) {
-	for _, s := range e.sessions {
-		if s.holder != nil && !now.Before(s.lockedUntil) {
-			e.stats.sessionLocksExpired.Add(1)
-			e.unlockSession(s.holder, true)
-		}
+	for s, ok := e.heldSess.Peek(); ok && !now.Before(s.lockedUntil); s, ok = e.heldSess.Peek() {
+		e.stats.sessionLocksExpired.Add(1)
+		e.unlockSession(s.holder, true) // takes s out of heldSess
 	}
 }
 
 // nextSession returns the unlocked session with available messages whose first message
-// is the oldest, or nil. O(sessions).
+// is the oldest, or nil.
 func (e *Entity) nextSession() *session {
-	var best *session
-	for _, s := range e.sessions {
-		if s.holder != nil || s.avail.Len() == 0 {
-			continue
-		}
-		if best == nil || s.avail.top().seq < best.avail.top().seq {
-			best = s
-		}
-	}
-	return best
+	s, _ := e.readySess.Peek()
+	return s
 }
 
 // nextSessionLockDue returns the earliest session lock expiry.
 func (e *Entity) nextSessionLockDue() (time.Time, bool) {
-	var due time.Time
-	ok := false
-	for _, s := range e.sessions {
-		if s.holder != nil && (!ok || s.lockedUntil.Before(due)) {
-			due, ok = s.lockedUntil, true
-		}
+	s, ok := e.heldSess.Peek()
+	if !ok {
+		return time.Time{}, false
 	}
-	return due, ok
+	return s.lockedUntil, true
 }
 
 // SessionInfo describes a session of an entity that requires sessions.

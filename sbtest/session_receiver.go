@@ -237,6 +237,7 @@ func (sr *SessionReceiver) sessionOp(ctx context.Context, op Op, apply func(s *s
 func (sr *SessionReceiver) RenewSessionLock(ctx context.Context, options *azservicebus.RenewSessionLockOptions) error {
 	return sr.sessionOp(ctx, OpRenewSessionLock, func(s *session, now time.Time) {
 		s.lockedUntil = now.Add(sr.r.e.opts.LockDuration)
+		sr.r.e.reindexSession(s)
 		sr.r.e.stats.sessionLocksRenewed.Add(1)
 	})
 }

@@ -477,3 +477,52 @@ func TestSessionFaults(t *testing.T) {
 	requireCode(t, err, azservicebus.CodeLockLost)
 	f.accept(t, "a")
 }
+
+// The session indexes (available sessions by their oldest message, locked sessions by
+// lock expiry) hand sessions out as a walk over every session did: oldest first, never a
+// locked one, each back when its own lock expires (a renewed one later), with the
+// available count kept over every session.
+func TestSessionIndexOrder(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		ctx := context.Background()
+		f := newSessionFixture(t, &EntityOptions{LockDuration: 30 * time.Second})
+		for i := range 10 {
+			f.send(t, fmt.Sprint("s", i), fmt.Sprint("m", i))
+		}
+		next := func(want string) *SessionReceiver {
+			t.Helper()
+			sr, err := f.ns.AcceptNextSessionForQueue(ctx, "q", nil)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if sr.SessionID() != want {
+				t.Fatalf("next session %q, want %q", sr.SessionID(), want)
+			}
+			return sr
+		}
+		s0, _, _ := next("s0"), next("s1"), next("s2")
+		f.send(t, "s0", "late") // a locked session with a new message stays locked
+		receiveOneFrom(t, s0, 1)
+		if n := f.q.ActiveCount(); n != 10 { // messages of locked sessions wait available
+			t.Fatalf("%d active, want 10", n)
+		}
+		time.Sleep(20 * time.Second)
+		if err := s0.RenewSessionLock(ctx, nil); err != nil {
+			t.Fatal(err)
+		}
+		time.Sleep(10 * time.Second) // s1 and s2 expire, s0 does not
+		next("s1")
+		next("s2")
+		next("s3")
+		_, err := f.ns.AcceptSessionForQueue(ctx, "q", "s0", nil)
+		requireCondition(t, err, condSessionCannotBeLocked)
+		time.Sleep(20 * time.Second) // s0's renewed lock expires; s1-s3's, taken at 30 s, not yet
+		next("s0")
+		if st := f.q.Stats(); st.SessionLocksExpired != 3 {
+			t.Fatalf("%d session locks expired, want 3", st.SessionLocksExpired)
+		}
+		if n := f.q.ActiveCount(); n != 11 {
+			t.Fatalf("%d active, want 11", n)
+		}
+	})
+}

@@ -102,7 +102,12 @@ func (t *Topic) store(now time.Time, out []outgoing) []int64 {
 		s.mu.Lock()
 		s.tick(now)
 		for _, o := range kept {
-			for i, p := range s.rules.route(o.p, o.seq) {
+			copies, err := s.rules.route(o.p, o.seq)
+			if err != nil {
+				s.ruleFailed(o.p, o.seq, now, err)
+				continue
+			}
+			for i, p := range copies {
 				seq := o.seq
 				if i > 0 { // each further copy an action rule makes is a message of its own
 					seq = t.seqs.Add(1)

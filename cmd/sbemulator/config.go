@@ -216,9 +216,13 @@ func loadConfigFile(path string, e *entities) error {
 	return nil
 }
 
-// parseConfig adds the entities of a configuration file's content to e. Unknown fields
-// are ignored (the file may carry settings for Microsoft's emulator, such as Logging).
+// parseConfig adds the entities of a configuration file's content to e. A key the
+// schema of Microsoft's emulator does not have is an error naming it (checkKeys); the
+// ones this emulator does not use (the namespace's Name, Logging) are read and ignored.
 func parseConfig(b []byte, e *entities) error {
+	if err := checkKeys(b); err != nil {
+		return err
+	}
 	var c emulatorConfig
 	if err := json.Unmarshal(b, &c); err != nil {
 		return fmt.Errorf("%w: %v", errConfig, err)

@@ -194,3 +194,46 @@ func TestParseConfigErrors(t *testing.T) {
 		t.Errorf("create with a bad SQL filter: %v, want an error naming the rule", err)
 	}
 }
+
+// An unknown key is refused, naming its path: a misspelt property would otherwise start
+// an entity without it ("RequireSession" a plain queue, "LockDuraton" the default lock).
+// Keys are those of Microsoft's emulator schema (Config-schema.json) for each level, so a
+// property of another kind of entity is unknown too.
+func TestParseConfigRefusesUnknownKeys(t *testing.T) {
+	t.Parallel()
+	for _, tt := range []struct{ config, path, key string }{
+		{`{"UserConfig": {"Namespaces": [{"Name": "n", "Queues": [{"Name": "q", "Properties": {"RequireSession": true}}]}]}}`,
+			"UserConfig.Namespaces[0].Queues[0].Properties", "RequireSession"},
+		{`{"UserConfig": {"Namespaces": [{"Name": "n", "Queues": [{"Name": "a"}, {"Name": "q", "Properties": {"LockDuraton": "PT5M"}}]}]}}`,
+			"UserConfig.Namespaces[0].Queues[1].Properties", "LockDuraton"},
+		{`{"UserConfig": {"Namespaces": [{"Name": "n", "Topics": [{"Name": "t", "Properties": {"RequiresSession": true}, "Subscriptions": []}]}]}}`,
+			"UserConfig.Namespaces[0].Topics[0].Properties", "RequiresSession"},
+		{`{"UserConfig": {"Namespaces": [{"Name": "n", "Topics": [{"Name": "t", "Subscriptions": [{"Name": "s", "Rules": [{"Name": "r", "Properties": {"FilterType": "Sql", "SqlFilter": {"SqlExpresion": "1=1"}}}]}]}]}]}}`,
+			"UserConfig.Namespaces[0].Topics[0].Subscriptions[0].Rules[0].Properties.SqlFilter", "SqlExpresion"},
+		{`{"UserConfig": {"Namespaces": [{"Name": "n", "Queue": [{"Name": "q"}]}]}}`,
+			"UserConfig.Namespaces[0]", "Queue"},
+		{`{"UserConfig": {"Namespaces": [{"Name": "n"}], "Loging": {"Type": "File"}}}`,
+			"UserConfig", "Loging"},
+		{`{"UserConfig": {"Namespaces": [{"Name": "n"}]}, "Extra": 1}`, "the top level", "Extra"},
+	} {
+		err := parseConfig([]byte(tt.config), newEntities())
+		if !errors.Is(err, errConfig) || !strings.Contains(err.Error(), tt.path) || !strings.Contains(err.Error(), `"`+tt.key+`"`) {
+			t.Errorf("%s: %v, want an error naming %q at %s", tt.config, err, tt.key, tt.path)
+		}
+	}
+	// Every key of the schema is known, at every level (the sample has them all but a
+	// few correlation fields, checked here), and values of user properties are free.
+	if err := parseConfig([]byte(sampleConfig), newEntities()); err != nil {
+		t.Fatal(err)
+	}
+	all := `{"UserConfig": {"Namespaces": [{"Name": "n", "Topics": [{"Name": "t", "Properties": {"DefaultMessageTimeToLive": "PT1H",
+	  "DuplicateDetectionHistoryTimeWindow": "PT1M", "RequiresDuplicateDetection": true}, "Subscriptions": [{"Name": "s",
+	  "Properties": {"DeadLetteringOnMessageExpiration": true, "DefaultMessageTimeToLive": "PT1H", "LockDuration": "PT1M",
+	  "MaxDeliveryCount": 3, "ForwardDeadLetteredMessagesTo": "", "ForwardTo": "", "RequiresSession": false},
+	  "Rules": [{"Name": "r", "Properties": {"FilterType": "Correlation", "CorrelationFilter": {"ContentType": "a",
+	  "CorrelationId": "b", "Label": "c", "MessageId": "d", "ReplyTo": "e", "ReplyToSessionId": "f", "SessionId": "g",
+	  "To": "h", "Properties": {"any key": {"nested": 1}}}}}]}]}]}], "Logging": {"Type": "Console"}}}`
+	if err := parseConfig([]byte(all), newEntities()); err != nil {
+		t.Fatalf("every key of the schema: %v", err)
+	}
+}

@@ -12,7 +12,9 @@ func BenchmarkMatch(b *testing.B) {
 	m := msg()
 	b.ReportAllocs()
 	for b.Loop() {
-		f.Match(m)
+		if _, err := f.Match(m, NewBudget()); err != nil {
+			b.Fatal(err)
+		}
 	}
 }
 

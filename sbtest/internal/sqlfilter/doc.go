@@ -23,7 +23,9 @@
 //
 // Hostile input is bounded: expressions longer than [MaxLength] characters, nesting
 // deeper than [MaxDepth], and actions with more than [MaxActionStatements] statements
-// are refused at parse time; LIKE runs in O(len(value) × len(pattern)).
+// are refused at parse time; the work of evaluating one message is bounded by a
+// [Budget] of [MaxEvalCost] steps (bytes of strings built, compared or matched), beyond
+// which [Filter.Match] and [Action.Apply] return [ErrCostExceeded] instead of a result.
 //
 // Parsed filters and actions are immutable and safe for concurrent use.
 package sqlfilter

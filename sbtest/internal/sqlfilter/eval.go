@@ -1,6 +1,8 @@
 package sqlfilter
 
 import (
+	"errors"
+	"fmt"
 	"math"
 	"math/rand/v2"
 	"strings"
@@ -9,19 +11,79 @@ import (
 	"github.com/sbkit/sbkit/internal/guid"
 )
 
-// maxString bounds the strings that + builds, so that a short expression cannot
-// allocate without limit.
+// maxString bounds the strings that + builds: a longer result is unknown.
 const maxString = 1 << 20
+
+// MaxEvalCost bounds the work of evaluating one message (every filter and action that
+// share a [Budget]), in steps: a byte of a string that + builds, compares or that
+// property() reads as a name, a character LIKE examines. The service bounds the text
+// of a filter (MaxLength) and the size of a message's properties, not the work; this
+// bound is sbtest's own. 1,048,576 steps take a few milliseconds: a LIKE or a
+// comparison over a 256 KiB property fits, a filter that concatenates a property into
+// a megabyte and matches it with a backtracking pattern does not.
+const MaxEvalCost = 1 << 20
+
+// ErrCostExceeded is returned by [Filter.Match] and [Action.Apply] when the evaluation
+// needs more than its [Budget]: its result is unknown and must be discarded.
+var ErrCostExceeded = errors.New("sqlfilter: the evaluation exceeds its cost bound")
+
+// Budget is the work left for evaluating one message; filters and actions given the
+// same Budget draw from it. Create one with NewBudget; it is not safe for concurrent
+// use.
+type Budget struct {
+	left int
+	c    evalCtx // the evaluation under way, kept here so that it costs no allocation
+}
+
+// NewBudget returns a budget of MaxEvalCost steps.
+func NewBudget() *Budget { return &Budget{left: MaxEvalCost} }
+
+// ctx returns the context of an evaluation of m drawing from b.
+func (b *Budget) ctx(m Message) *evalCtx {
+	b.c = evalCtx{m: m, b: b}
+	return &b.c
+}
+
+// exceeded returns ErrCostExceeded (wrapped) once the budget is spent, else nil.
+func (b *Budget) exceeded() error {
+	if b.left < 0 {
+		return fmt.Errorf("%w: more than %d steps", ErrCostExceeded, MaxEvalCost)
+	}
+	return nil
+}
+
+// evalCtx is one evaluation: the message and the budget it draws from.
+type evalCtx struct {
+	m Message
+	b *Budget
+}
+
+// spend charges n steps and reports whether the budget still holds them; once it does
+// not, every operation that costs steps is unknown, so the evaluation ends quickly.
+func (c *evalCtx) spend(n int) bool {
+	c.b.left -= n
+	return c.b.left >= 0
+}
+
+// compare is compare that charges a string comparison its length.
+func (c *evalCtx) compare(a, b any) (int, bool) {
+	if x, ok := a.(string); ok {
+		if y, ok := b.(string); ok && !c.spend(min(len(x), len(y))) {
+			return 0, false
+		}
+	}
+	return compare(a, b)
+}
 
 // node is a parsed expression. eval returns nil for unknown, or a bool, int64,
 // float64, string, [time.Time], or another normalized property value.
 type node interface {
-	eval(m Message) any
+	eval(c *evalCtx) any
 }
 
 type constNode struct{ v any }
 
-func (n constNode) eval(Message) any { return n.v }
+func (n constNode) eval(*evalCtx) any { return n.v }
 
 type propNode struct {
 	sys      bool
@@ -30,15 +92,15 @@ type propNode struct {
 	pos      int
 }
 
-func (n propNode) eval(m Message) any {
-	v, _ := m.Property(n.sys, n.name)
+func (n propNode) eval(c *evalCtx) any {
+	v, _ := c.m.Property(n.sys, n.name)
 	return normalize(v)
 }
 
 type existsNode struct{ p propNode }
 
-func (n existsNode) eval(m Message) any {
-	_, ok := m.Property(n.p.sys, n.p.name)
+func (n existsNode) eval(c *evalCtx) any {
+	_, ok := c.m.Property(n.p.sys, n.p.name)
 	return ok
 }
 
@@ -47,12 +109,12 @@ type isNullNode struct {
 	neg bool
 }
 
-func (n isNullNode) eval(m Message) any { return (n.x.eval(m) == nil) != n.neg }
+func (n isNullNode) eval(c *evalCtx) any { return (n.x.eval(c) == nil) != n.neg }
 
 type notNode struct{ x node }
 
-func (n notNode) eval(m Message) any {
-	if b, ok := n.x.eval(m).(bool); ok {
+func (n notNode) eval(c *evalCtx) any {
+	if b, ok := n.x.eval(c).(bool); ok {
 		return !b
 	}
 	return nil
@@ -61,12 +123,12 @@ func (n notNode) eval(m Message) any {
 type andNode struct{ l, r node }
 
 // eval is three-valued: false wins over unknown.
-func (n andNode) eval(m Message) any {
-	l, lok := n.l.eval(m).(bool)
+func (n andNode) eval(c *evalCtx) any {
+	l, lok := n.l.eval(c).(bool)
 	if lok && !l {
 		return false
 	}
-	r, rok := n.r.eval(m).(bool)
+	r, rok := n.r.eval(c).(bool)
 	switch {
 	case rok && !r:
 		return false
@@ -79,12 +141,12 @@ func (n andNode) eval(m Message) any {
 type orNode struct{ l, r node }
 
 // eval is three-valued: true wins over unknown.
-func (n orNode) eval(m Message) any {
-	l, lok := n.l.eval(m).(bool)
+func (n orNode) eval(c *evalCtx) any {
+	l, lok := n.l.eval(c).(bool)
 	if lok && l {
 		return true
 	}
-	r, rok := n.r.eval(m).(bool)
+	r, rok := n.r.eval(c).(bool)
 	switch {
 	case rok && r:
 		return true
@@ -99,29 +161,29 @@ type cmpNode struct {
 	l, r node
 }
 
-func (n cmpNode) eval(m Message) any {
-	c, ok := compare(n.l.eval(m), n.r.eval(m))
+func (n cmpNode) eval(c *evalCtx) any {
+	r, ok := c.compare(n.l.eval(c), n.r.eval(c))
 	if !ok {
 		return nil
 	}
 	switch n.op {
 	case "=":
-		return c == 0
+		return r == 0
 	case "<>":
-		return c != 0
+		return r != 0
 	}
-	if c == cmpUnordered {
+	if r == cmpUnordered {
 		return nil
 	}
 	switch n.op {
 	case "<":
-		return c < 0
+		return r < 0
 	case "<=":
-		return c <= 0
+		return r <= 0
 	case ">":
-		return c > 0
+		return r > 0
 	default:
-		return c >= 0
+		return r >= 0
 	}
 }
 
@@ -199,19 +261,19 @@ type inNode struct {
 
 // eval follows SQL: true if any item equals x, else unknown if x or any item is
 // unknown, else false.
-func (n inNode) eval(m Message) any {
-	x := n.x.eval(m)
+func (n inNode) eval(c *evalCtx) any {
+	x := n.x.eval(c)
 	if x == nil {
 		return nil
 	}
 	unknown := false
 	for _, it := range n.items {
-		c, ok := compare(x, it.eval(m))
+		r, ok := c.compare(x, it.eval(c))
 		if !ok {
 			unknown = true
 			continue
 		}
-		if c == 0 {
+		if r == 0 {
 			return true
 		}
 	}
@@ -226,12 +288,16 @@ type likeNode struct {
 	m likeMatcher
 }
 
-func (n likeNode) eval(m Message) any {
-	s, ok := n.x.eval(m).(string)
+func (n likeNode) eval(c *evalCtx) any {
+	s, ok := n.x.eval(c).(string)
 	if !ok {
 		return nil
 	}
-	return n.m.match(s)
+	ok, steps := n.m.match(s, c.b.left)
+	if !c.spend(steps) {
+		return nil
+	}
+	return ok
 }
 
 type negNode struct {
@@ -239,7 +305,7 @@ type negNode struct {
 	x  node
 }
 
-func (n negNode) eval(m Message) any { return negate(n.op, n.x.eval(m)) }
+func (n negNode) eval(c *evalCtx) any { return negate(n.op, n.x.eval(c)) }
 
 func negate(op byte, v any) any {
 	switch x := v.(type) {
@@ -262,13 +328,14 @@ type arithNode struct {
 	l, r node
 }
 
-func (n arithNode) eval(m Message) any { return arith(n.op, n.l.eval(m), n.r.eval(m)) }
+func (n arithNode) eval(c *evalCtx) any { return c.arith(n.op, n.l.eval(c), n.r.eval(c)) }
 
 // arith applies op with C#'s promotions: int64 op int64 stays int64 (wrapping, a zero
-// divisor is unknown), a float64 on either side makes float64, + joins two strings.
-func arith(op byte, a, b any) any {
+// divisor is unknown), a float64 on either side makes float64, + joins two strings
+// (charged the bytes it copies).
+func (c *evalCtx) arith(op byte, a, b any) any {
 	if x, ok := a.(string); ok {
-		if y, ok := b.(string); ok && op == '+' && len(x)+len(y) <= maxString {
+		if y, ok := b.(string); ok && op == '+' && len(x)+len(y) <= maxString && c.spend(len(x)+len(y)) {
 			return x + y
 		}
 		return nil
@@ -319,7 +386,7 @@ func toFloat(v any) (float64, bool) {
 
 type newIDNode struct{}
 
-func (newIDNode) eval(Message) any {
+func (newIDNode) eval(*evalCtx) any {
 	var u [16]byte
 	a, b := rand.Uint64(), rand.Uint64()
 	for i := range 8 {
@@ -334,9 +401,9 @@ func (newIDNode) eval(Message) any {
 // to; "sys." and "user." prefixes choose the scope.
 type propertyFuncNode struct{ x node }
 
-func (n propertyFuncNode) eval(m Message) any {
-	s, ok := n.x.eval(m).(string)
-	if !ok {
+func (n propertyFuncNode) eval(c *evalCtx) any {
+	s, ok := n.x.eval(c).(string)
+	if !ok || !c.spend(len(s)) {
 		return nil
 	}
 	sys := false
@@ -350,7 +417,7 @@ func (n propertyFuncNode) eval(m Message) any {
 	case strings.HasPrefix(l, "user."):
 		s = s[5:]
 	}
-	v, _ := m.Property(sys, s)
+	v, _ := c.m.Property(sys, s)
 	return normalize(v)
 }
 

@@ -28,10 +28,14 @@ func ParseFilter(text string, params map[string]any) (*Filter, error) {
 func (f *Filter) String() string { return f.text }
 
 // Match reports whether the filter is true for m; unknown and non-boolean results do not
-// match.
-func (f *Filter) Match(m Message) bool {
-	b, ok := f.root.eval(m).(bool)
-	return ok && b
+// match. The evaluation draws from b: it returns ErrCostExceeded (wrapped) when b runs
+// out.
+func (f *Filter) Match(m Message, b *Budget) (bool, error) {
+	v, ok := f.root.eval(b.ctx(m)).(bool)
+	if err := b.exceeded(); err != nil {
+		return false, err
+	}
+	return ok && v, nil
 }
 
 // Action is a parsed SQL rule action: SET and REMOVE statements applied in order. It is
@@ -102,14 +106,20 @@ func (a *Action) String() string { return a.text }
 
 // Apply runs the statements on m in order; each SET sees the effect of the ones before
 // it. A system property is set to its value only when that value is a string (or
-// unknown, which unsets it); otherwise the statement does nothing.
-func (a *Action) Apply(m MutableMessage) {
+// unknown, which unsets it); otherwise the statement does nothing. The evaluation draws
+// from b: when b runs out, Apply stops and returns ErrCostExceeded (wrapped), leaving m
+// partly changed (discard it).
+func (a *Action) Apply(m MutableMessage, b *Budget) error {
+	c := b.ctx(m)
 	for _, s := range a.stmts {
 		if s.remove {
 			m.RemoveProperty(s.prop.name)
 			continue
 		}
-		v := s.value.eval(m)
+		v := s.value.eval(c)
+		if err := b.exceeded(); err != nil {
+			return err
+		}
 		if s.prop.sys {
 			if _, ok := v.(string); !ok && v != nil {
 				continue
@@ -117,4 +127,5 @@ func (a *Action) Apply(m MutableMessage) {
 		}
 		m.SetProperty(s.prop.sys, s.prop.name, v)
 	}
+	return nil
 }

@@ -130,8 +130,8 @@ func TestFilterMatches(t *testing.T) {
 			t.Errorf("ParseFilter(%q): %v", tt.expr, err)
 			continue
 		}
-		if got := f.Match(msg()); got != tt.want {
-			t.Errorf("%q matched %v, want %v", tt.expr, got, tt.want)
+		if got, err := f.Match(msg(), NewBudget()); got != tt.want || err != nil {
+			t.Errorf("%q matched %v (%v), want %v", tt.expr, got, err, tt.want)
 		}
 	}
 }
@@ -186,7 +186,9 @@ func TestActionApply(t *testing.T) {
 			continue
 		}
 		p := msg()
-		a.Apply(p)
+		if err := a.Apply(p, NewBudget()); err != nil {
+			t.Errorf("%q: %v", tt.action, err)
+		}
 		if !tt.check(p) {
 			t.Errorf("%q gave user %v sys %v", tt.action, p.User, p.Sys)
 		}
@@ -215,8 +217,8 @@ func TestLikeWorstCaseIsBounded(t *testing.T) {
 		t.Fatal(err)
 	}
 	p := &Properties{User: map[string]any{"v": strings.Repeat("a", 5000)}}
-	if f.Match(p) {
-		t.Fatal("matched")
+	if ok, err := f.Match(p, NewBudget()); ok || err != nil {
+		t.Fatalf("matched %v, %v", ok, err)
 	}
 }
 
@@ -226,8 +228,51 @@ func TestStringConcatenationIsBounded(t *testing.T) {
 		t.Fatal(err)
 	}
 	p := &Properties{User: map[string]any{"v": strings.Repeat("a", maxString/16)}}
-	if f.Match(p) {
-		t.Fatal("matched")
+	if ok, err := f.Match(p, NewBudget()); ok || !errors.Is(err, ErrCostExceeded) {
+		t.Fatalf("matched %v, %v; want ErrCostExceeded", ok, err)
+	}
+}
+
+// The work of one message is bounded (MaxEvalCost), whatever its filters do: string
+// building, comparisons, LIKE and property() names are charged, filters and actions given
+// one Budget share it, and what runs out is ErrCostExceeded rather than a result.
+func TestEvaluationCostIsBounded(t *testing.T) {
+	big := strings.Repeat("a", 64<<10)
+	p := &Properties{User: map[string]any{"v": big, "w": big + "b"}}
+	for _, tt := range []struct {
+		expr string
+		over bool
+	}{
+		{"v LIKE '%" + strings.Repeat("a", 400) + "b'", true}, // backtracks at every position: O(n·m)
+		{"v LIKE '%b'", false},                                // one pass over 64 KiB
+		{"v+v+v+v+v+v+v+v = w", true},                         // 35 × 64 KiB copied
+		{"v+v = w", false},
+		{"v = w AND v = w AND v = w", false},
+		{"v IN (w, w, w, w, w, w, w, w, w, w, w, w, w, w, w, w, w)", true},
+		{"property(v) IS NULL", false},
+	} {
+		f, err := ParseFilter(tt.expr, nil)
+		if err != nil {
+			t.Fatal(err)
+		}
+		_, err = f.Match(p, NewBudget())
+		if got := errors.Is(err, ErrCostExceeded); got != tt.over {
+			t.Errorf("%q: %v, want over the bound %v", tt.expr, err, tt.over)
+		}
+	}
+	// A budget is shared: cheap filters that fit one by one do not fit together.
+	f, _ := ParseFilter("v LIKE '%b'", nil)
+	b := NewBudget()
+	var err error
+	for i := 0; i < 100 && err == nil; i++ {
+		_, err = f.Match(p, b)
+	}
+	if !errors.Is(err, ErrCostExceeded) {
+		t.Fatalf("100 evaluations from one budget: %v, want ErrCostExceeded", err)
+	}
+	a, _ := ParseAction("SET x = v; SET y = x + x; SET z = y + y; SET q = z + z + z + z", nil)
+	if err := a.Apply(p, NewBudget()); !errors.Is(err, ErrCostExceeded) {
+		t.Fatalf("an action copying megabytes: %v, want ErrCostExceeded", err)
 	}
 }
 

@@ -18,11 +18,12 @@ func FuzzFilter(f *testing.F) {
 	f.Fuzz(func(t *testing.T, s string) {
 		start := time.Now()
 		m := msg()
+		b := NewBudget()
 		if flt, err := ParseFilter(s, map[string]any{"p": 1}); err == nil {
-			flt.Match(m)
+			_, _ = flt.Match(m, b)
 		}
 		if a, err := ParseAction(s, map[string]any{"p": 1}); err == nil {
-			a.Apply(m)
+			_ = a.Apply(m, b)
 		}
 		if d := time.Since(start); d > time.Second {
 			t.Fatalf("%q took %v", s, d)

@@ -39,13 +39,22 @@ func compileLike(pattern string, esc rune) (likeMatcher, error) {
 	return m, nil
 }
 
-// match reports whether s matches, case-sensitively. It backtracks only to the last %
-// seen, so it runs in O(len(s) × len(pattern)) at worst.
-func (m likeMatcher) match(s string) bool {
+// match reports whether s matches, case-sensitively, and the steps it took: one per
+// character of s, one per character examined. It backtracks only to the last % seen, so
+// it takes O(len(s) × len(pattern)) steps at worst; it gives up (not matching) once it
+// took more than limit.
+func (m likeMatcher) match(s string, limit int) (bool, int) {
+	steps := len(s)
+	if steps > limit {
+		return false, steps
+	}
 	rs := []rune(s)
 	p, i := 0, 0
 	star, mark := -1, 0
 	for i < len(rs) {
+		if steps++; steps > limit {
+			return false, steps
+		}
 		switch {
 		case p < len(m.elems) && m.elems[p].kind == '%':
 			star, mark = p, i
@@ -58,11 +67,11 @@ func (m likeMatcher) match(s string) bool {
 			mark++
 			i = mark
 		default:
-			return false
+			return false, steps
 		}
 	}
 	for p < len(m.elems) && m.elems[p].kind == '%' {
 		p++
 	}
-	return p == len(m.elems)
+	return p == len(m.elems), steps
 }
