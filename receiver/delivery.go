@@ -84,14 +84,19 @@ func (d *delivery) lost(cause error) {
 // finishLost accounts for a claimed delivery whose message could not be settled.
 func (r *run) finishLost(d *delivery, source ErrorSource, action sbkit.Action, err error) {
 	r.p.counters.locksLost.Add(1)
-	r.forget(d)
+	r.end(d, err)
 	r.report(d.hookContext(), &Error{Source: source, Action: action, Message: d.msg, Err: err})
 }
 
-func (r *run) forget(d *delivery) {
+// end records that the processor is done with d's lock, once it is accounted for:
+// settled (err nil), or not (err says why).
+func (r *run) end(d *delivery, err error) {
 	r.mu.Lock()
 	delete(r.live, d)
 	r.mu.Unlock()
+	if r.p.settled != nil {
+		r.p.settled(d.msg, err)
+	}
 }
 
 // handlerWorker runs handlers on messages from buf until it is closed.

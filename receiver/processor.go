@@ -4,6 +4,8 @@ import (
 	"context"
 	"fmt"
 
+	"github.com/Azure/azure-sdk-for-go/sdk/messaging/azservicebus"
+
 	"github.com/sbkit/sbkit"
 )
 
@@ -16,6 +18,11 @@ type Processor struct {
 	handler sbkit.Handler
 	cfg     config
 	est     *estimates // the adaptive prefetch's measurements; shared by a SessionProcessor's sessions
+	// settled, when set, is told once of each peek-lock message when the processor is
+	// done with its lock: err is nil when the broker settled the message, else why it was
+	// not (lock lost, settlement failed for good, shutdown deadline). A SessionProcessor
+	// sets it: a session's next message waits for the previous one's settlement.
+	settled func(m *azservicebus.ReceivedMessage, err error)
 
 	runs runGuard[run]
 

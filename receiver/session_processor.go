@@ -23,8 +23,10 @@ import (
 // MaxConcurrentCallsPerSession handlers (default 1: strictly in order). The session lock
 // is renewed by a [locks.Engine]; when it is lost, every running handler of the session
 // is cancelled with a cause for which [sbkit.IsLockLost] is true, and the session is
-// given up. A session is released when idle for SessionIdleTimeout or after
-// MaxMessagesPerSession messages, and the slot accepts the next one. Handlers reach the
+// given up. A session is released when idle for SessionIdleTimeout, after
+// MaxMessagesPerSession messages, or at once when one of its messages could not be
+// settled (see [SessionOptions.MaxConcurrentCallsPerSession]), and the slot accepts the
+// next one. Handlers reach the
 // session (id, state) through [SessionFrom]. Make one with NewSessionProcessor, start it
 // with Run, stop it with Close. Its methods are safe for concurrent use.
 type SessionProcessor struct {
@@ -346,7 +348,7 @@ func (r *sessionRun) process(sr sbkit.SessionReceiver) {
 	handler := func(ctx context.Context, m *azservicebus.ReceivedMessage) error {
 		if !p.base.peekLock {
 			// ReceiveAndDelete: nothing is settled, so the handler's end frees the window.
-			defer src.settledOne(m)
+			defer src.ended(m, nil)
 		}
 		ctx, done := running.start(ctx)
 		defer done()
@@ -359,6 +361,7 @@ func (r *sessionRun) process(sr sbkit.SessionReceiver) {
 		return
 	}
 	proc.est = p.est
+	proc.settled = src.ended
 	var lostOnce atomic.Bool
 	onLost := func(cause error) {
 		if lostOnce.CompareAndSwap(false, true) {

@@ -93,7 +93,7 @@ func (r *run) settle(ctx context.Context, job settleJob) error {
 	case err == nil:
 		r.p.est.settle.add(time.Since(start))
 		r.count(job)
-		r.forget(d)
+		r.end(d, nil)
 		r.cfg.Logger.Debug("receiver: settled", "messageID", d.msg.MessageID, "action", job.action.String())
 		return nil
 	case r.settleBase.Err() != nil:
@@ -124,8 +124,8 @@ func (job settleJob) deadLetterReason() string {
 func (r *run) finishLeft(d *delivery, action sbkit.Action, err error) error {
 	r.p.counters.leftLocked.Add(1)
 	r.leftLocked.Add(1)
-	r.forget(d)
 	err = fmt.Errorf("%w: %w", ErrLeftLocked, err)
+	r.end(d, err)
 	r.report(d.hookContext(), &Error{Source: SourceSettle, Action: action, Message: d.msg, Err: err})
 	return err
 }
