@@ -134,8 +134,10 @@ const maxSettleReserve = time.Second
 // calledFromHandler reports whether the calling goroutine is one of r's handler
 // goroutines. Go has no goroutine identity in its API; the id is read from the stack
 // header, once per handler goroutine and once per Close.
-func (r *run) calledFromHandler() bool {
-	id := goroutineID()
+func (r *run) calledFromHandler() bool { return r.isWorker(goroutineID()) }
+
+// isWorker reports whether the goroutine id is one of r's handler goroutines.
+func (r *run) isWorker(id uint64) bool {
 	r.mu.Lock()
 	defer r.mu.Unlock()
 	_, ok := r.workerIDs[id]
