@@ -7,7 +7,9 @@
 // for as many messages as there are free places (MaxConcurrency handlers plus the
 // prefetch: messages waiting for a handler, or asked for by the call in flight).
 // Handlers run on at most MaxConcurrency goroutines. Settlement happens on a separate
-// bounded pool, so a handler goroutine is free as soon as its handler returns.
+// bounded pool, so a handler goroutine is free as soon as its handler returns; its
+// message keeps its place until the settlement is over, so that a broker slow to
+// answer settlements cannot make the processor lock more messages than it has places.
 //
 // The prefetch sizes itself unless [Options.PrefetchCount] fixes it: the processor
 // measures the receive round trip R, the handler time and the settlement time (moving

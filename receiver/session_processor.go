@@ -411,7 +411,7 @@ func (r *sessionRun) process(sr sbkit.SessionReceiver) {
 	session := Session(sr)
 	handler := func(ctx context.Context, m *azservicebus.ReceivedMessage) error {
 		if !p.base.peekLock {
-			// ReceiveAndDelete: nothing is settled, so the handler's end frees the window.
+			// ReceiveAndDelete: nothing is settled, so the message ends with its handler.
 			defer src.ended(m, nil)
 		}
 		ctx, done := running.start(ctx)

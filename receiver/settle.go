@@ -184,9 +184,9 @@ func (r *run) count(job settleJob) {
 
 // hold keeps job's message locked (its lock still renewed) for delay, then queues its
 // abandonment. The message keeps its place (one of MaxConcurrency + PrefetchCount, or of
-// the adaptive prefetch's ceiling) until then, so that held messages cannot grow past the
-// processor's capacity. It returns
-// false during a shutdown, when the caller must queue it now.
+// the adaptive prefetch's ceiling) until its settlement is over, so that held messages
+// cannot grow past the processor's capacity. It returns false during a shutdown, when
+// the caller must queue it now.
 func (r *run) hold(job settleJob, delay time.Duration) bool {
 	r.mu.Lock()
 	defer r.mu.Unlock()
@@ -198,10 +198,9 @@ func (r *run) hold(job settleJob, delay time.Duration) bool {
 	r.holds[job.d] = time.AfterFunc(delay, func() {
 		r.mu.Lock()
 		delete(r.holds, job.d)
-		r.held.Add(-1)
+		r.held.Add(-1) // before queue counts it settling: the adaptive limit never overshoots
 		r.mu.Unlock()
-		r.settles <- job
-		r.release(1)
+		r.queue(job)
 		r.holdWG.Done()
 	})
 	return true
@@ -220,10 +219,19 @@ func (r *run) flushHolds() {
 	}
 	r.mu.Unlock()
 	for _, job := range jobs {
-		r.settles <- job
-		r.release(1)
+		r.queue(job)
 		r.holdWG.Done()
 	}
+}
+
+// queue hands job to the settle goroutines, blocking while they are all busy and the
+// queue is full. Its message counts among the settlements in flight (run.settling) from
+// now until its end.
+func (r *run) queue(job settleJob) {
+	job.d.queued.Store(true)
+	r.settling.Add(1)
+	r.places.wake() // the adaptive limit counts settlements: it may have grown
+	r.settles <- job
 }
 
 func stack() []byte { return debug.Stack() }
