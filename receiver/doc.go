@@ -80,7 +80,10 @@
 //
 // [SessionProcessor] processes session-enabled queues and subscriptions: it holds up to
 // [SessionOptions.MaxConcurrentSessions] sessions and runs each one's messages through a
-// Processor of its own, one at a time and in order by default, renews session locks with
-// the same lock engine, cancels a session's handlers when its lock is lost, releases idle
+// Processor of its own, one at a time and in order by default (the next message only once
+// the previous one is settled at the broker; a session whose message cannot be settled
+// is given up at once, so that the message comes back first: see
+// [SessionOptions.MaxConcurrentCallsPerSession]), renews session locks with the same
+// lock engine, cancels a session's handlers when its lock is lost, releases idle
 // sessions, and gives handlers the session (id, state) through [SessionFrom].
 package receiver
