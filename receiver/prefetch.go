@@ -133,6 +133,9 @@ func newPlaces() *places { return &places{freed: make(chan struct{}, 1)} }
 // again after every release and wake.
 func (p *places) acquire(ctx context.Context, limit func() int, maxBatch int) (int, bool) {
 	for {
+		if ctx.Err() != nil { // stopped while a place was freed: take none
+			return 0, false
+		}
 		p.mu.Lock()
 		free := limit() - p.used
 		if free > 0 {

@@ -279,18 +279,22 @@ func (r *sessionRun) stop(ctx context.Context, reason error) {
 	r.whenOver(func() { stopEnd() })
 	r.stopAccept()
 	for _, proc := range held {
-		go r.closeSession(ctx, proc)
+		r.closeSession(ctx, proc)
 	}
 }
 
-// closeSession shuts a held session down for stop, recording whether handlers had to be
-// cancelled. The caller has added it to closers.
+// closeSession starts shutting a held session down for stop (its receiving stops now)
+// and records, once it is over, whether handlers had to be cancelled. The caller has
+// added it to closers.
 func (r *sessionRun) closeSession(ctx context.Context, proc *Processor) {
-	defer r.closers.Done()
-	err := proc.Close(ctx)
-	if _, hasDeadline := ctx.Deadline(); err != nil && (hasDeadline || ctx.Err() != nil) {
-		r.cancels.Store(true) // (a ctx that cannot end cancelled nothing: the session's lock loss did)
-	}
+	_, wait := proc.shut(ctx)
+	go func() {
+		defer r.closers.Done()
+		err := wait()
+		if _, hasDeadline := ctx.Deadline(); err != nil && (hasDeadline || ctx.Err() != nil) {
+			r.cancels.Store(true) // (a ctx that cannot end cancelled nothing: the session's lock loss did)
+		}
+	}()
 }
 
 // calledFromHandler reports whether the calling goroutine runs a handler of one of the
@@ -461,7 +465,7 @@ func (r *sessionRun) process(sr sbkit.SessionReceiver) {
 	p.live[proc] = struct{}{}
 	p.mu.Unlock()
 	if closing != nil { // Run is stopping: this session was accepted too late
-		go r.closeSession(closing, proc)
+		r.closeSession(closing, proc)
 	}
 
 	runErr := proc.Run(r.handlerBase)
