@@ -27,7 +27,9 @@ type delivery struct {
 	expires time.Time   // lock expiry when not renewed; zero if unknown
 	claimed atomic.Bool
 	refs    atomic.Int32 // what still holds d's place: see above
-	queued  atomic.Bool  // its settlement was queued: it counts in run.settling until its end
+	// settling: a settle goroutine took its settlement; it counts in run.settling until
+	// its end.
+	settling atomic.Bool
 
 	mu        sync.Mutex
 	ctx       context.Context         // for hooks: Run's values, then the start hooks' context
@@ -103,7 +105,7 @@ func (r *run) end(d *delivery, err error) {
 	r.mu.Lock()
 	delete(r.live, d)
 	r.mu.Unlock()
-	if d.queued.Load() {
+	if d.settling.Load() {
 		r.settling.Add(-1) // before the place is freed: the adaptive limit never overshoots
 	}
 	if r.p.settled != nil {

@@ -55,7 +55,7 @@ type run struct {
 	live        map[*delivery]struct{}    // peek-lock deliveries not yet claimed
 	holds       map[*delivery]*time.Timer // deliveries held before abandoning
 	held        atomic.Int64              // len(holds), read without mu by limit
-	settling    atomic.Int64              // deliveries whose queued settlement is not over
+	settling    atomic.Int64              // deliveries a settle goroutine is settling
 
 	cancelledHandlers atomic.Bool
 	leftLocked        atomic.Int64 // messages this run left to lock expiry

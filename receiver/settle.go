@@ -30,8 +30,19 @@ type settleJob struct {
 func (r *run) settleWorker() {
 	defer r.settler.Done()
 	for job := range r.settles {
+		r.startSettling(job.d)
 		_ = r.settle(context.Background(), job)
 	}
+}
+
+// startSettling counts d among the settlements in flight (run.settling, which the
+// adaptive limit makes room for) from now until its end. A settlement still waiting in
+// the queue is not counted: its handler goroutine or hold keeps the room it had, so
+// that settlements slower than the handlers do not let the buffer grow.
+func (r *run) startSettling(d *delivery) {
+	d.settling.Store(true)
+	r.settling.Add(1)
+	r.places.wake()
 }
 
 // settle stops the renewal of job's message and settles it, retrying transient failures
@@ -198,7 +209,7 @@ func (r *run) hold(job settleJob, delay time.Duration) bool {
 	r.holds[job.d] = time.AfterFunc(delay, func() {
 		r.mu.Lock()
 		delete(r.holds, job.d)
-		r.held.Add(-1) // before queue counts it settling: the adaptive limit never overshoots
+		r.held.Add(-1)
 		r.mu.Unlock()
 		r.queue(job)
 		r.holdWG.Done()
@@ -225,13 +236,7 @@ func (r *run) flushHolds() {
 }
 
 // queue hands job to the settle goroutines, blocking while they are all busy and the
-// queue is full. Its message counts among the settlements in flight (run.settling) from
-// now until its end.
-func (r *run) queue(job settleJob) {
-	job.d.queued.Store(true)
-	r.settling.Add(1)
-	r.places.wake() // the adaptive limit counts settlements: it may have grown
-	r.settles <- job
-}
+// queue is full. Its message keeps its place until the settlement is over.
+func (r *run) queue(job settleJob) { r.settles <- job }
 
 func stack() []byte { return debug.Stack() }

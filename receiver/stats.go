@@ -31,10 +31,11 @@ type Stats struct {
 	InFlight int64 // gauge: handlers running now
 	Buffered int64 // gauge: received messages waiting for a handler now
 	Held     int64 // gauge: failed messages held locked before abandoning (AbandonDelay)
-	// Settling is a gauge: messages whose settlement the processor queued and has not
-	// finished (retries included). Each keeps its place until then, so InFlight +
-	// Buffered + Held + Settling stays within the processor's bound (MaxConcurrency +
-	// PrefetchCount; with the adaptive prefetch, at most 5 × MaxConcurrency).
+	// Settling is a gauge: messages whose settlement is under way now (retries
+	// included). Each keeps its place until its settlement is over, as a running,
+	// buffered or held message does: together they stay within the processor's bound
+	// (MaxConcurrency + PrefetchCount; with the adaptive prefetch, at most 5 ×
+	// MaxConcurrency + SettleConcurrency).
 	Settling int64
 	// Prefetch is a gauge: how many received messages may wait for a handler now, the
 	// adaptive prefetch's current size or PrefetchCount (0 with DisablePrefetch, and
