@@ -4,7 +4,9 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"maps"
 	"reflect"
+	"slices"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -267,10 +269,7 @@ func (r *sessionRun) stop(ctx context.Context, reason error) {
 	if r.closing == nil {
 		r.closing, r.reason = ctx, reason
 	}
-	held := make([]*Processor, 0, len(r.held))
-	for proc := range r.held {
-		held = append(held, proc)
-	}
+	held := slices.Collect(maps.Keys(r.held))
 	if len(held) > 0 { // never once the slots are over: nothing is held then
 		r.closers.Add(len(held))
 	}
@@ -302,10 +301,7 @@ func (r *sessionRun) closeSession(ctx context.Context, proc *Processor) {
 func (r *sessionRun) calledFromHandler() bool {
 	id := goroutineID()
 	r.mu.Lock()
-	held := make([]*Processor, 0, len(r.held))
-	for proc := range r.held {
-		held = append(held, proc)
-	}
+	held := slices.Collect(maps.Keys(r.held))
 	r.mu.Unlock()
 	for _, proc := range held {
 		if pr := proc.runs.current(); pr != nil && pr.isWorker(id) {
