@@ -5,7 +5,6 @@ import (
 	"errors"
 	"flag"
 	"fmt"
-	"hash/fnv"
 	"math/rand/v2"
 	"sync"
 	"testing"
@@ -31,54 +30,7 @@ var sessionChaosSeeds = flag.Int("chaos.sessionseeds", 20, "number of seeds Test
 // or message is left locked at the broker, and no goroutine is left. Each seed is
 // deterministic in what it injects; a failure names its seed (rerun it with
 // -run 'TestSessionProcessorChaos/seed=N').
-func TestSessionProcessorChaos(t *testing.T) {
-	for seed := range uint64(*sessionChaosSeeds) {
-		t.Run(fmt.Sprintf("seed=%d", seed), func(t *testing.T) {
-			synctest.Test(t, func(t *testing.T) { sessionChaosRun(t, seed) })
-		})
-	}
-}
-
-// messageEnds is a hook that records, per received message, how it ended. A session's
-// messages share their session's lock, so deliveries are told apart by the
-// *ReceivedMessage each receive call returns.
-type messageEnds struct {
-	mu       sync.Mutex
-	settled  map[*azservicebus.ReceivedMessage]sbkit.Action
-	reported map[*azservicebus.ReceivedMessage]error
-	twice    []string
-}
-
-func (o *messageEnds) OnSettle(_ context.Context, e receiver.Settlement) {
-	if e.Err != nil {
-		return // reported as an error too
-	}
-	o.mu.Lock()
-	defer o.mu.Unlock()
-	o.end(e.Message, "settled "+e.Action.String())
-	o.settled[e.Message] = e.Action
-}
-
-func (o *messageEnds) OnError(_ context.Context, err *receiver.Error) {
-	final := errors.Is(err, receiver.ErrSettleFailed) || errors.Is(err, receiver.ErrLeftLocked) ||
-		(err.Source == receiver.SourceRenew && sbkit.IsLockLost(err))
-	if err.Message == nil || !final {
-		return // a session's, not a message's; or not its end
-	}
-	o.mu.Lock()
-	defer o.mu.Unlock()
-	o.end(err.Message, err.Error())
-	o.reported[err.Message] = err
-}
-
-func (o *messageEnds) end(m *azservicebus.ReceivedMessage, what string) {
-	if _, ok := o.settled[m]; ok {
-		o.twice = append(o.twice, fmt.Sprintf("%s: %s after a settlement", m.MessageID, what))
-	}
-	if _, ok := o.reported[m]; ok {
-		o.twice = append(o.twice, fmt.Sprintf("%s: %s after a report", m.MessageID, what))
-	}
-}
+func TestSessionProcessorChaos(t *testing.T) { runSeeds(t, *sessionChaosSeeds, sessionChaosRun) }
 
 func sessionChaosRun(t *testing.T, seed uint64) {
 	rng := rand.New(rand.NewPCG(seed, 17))
@@ -94,34 +46,13 @@ func sessionChaosRun(t *testing.T, seed uint64) {
 		}
 	}
 
-	lockLost := &azservicebus.Error{Code: azservicebus.CodeLockLost}
 	ops := []sbtest.Op{sbtest.OpAcceptSession, sbtest.OpReceive, sbtest.OpComplete, sbtest.OpAbandon,
 		sbtest.OpDeadLetter, sbtest.OpDefer, sbtest.OpRenewSessionLock}
-	for range rng.IntN(8) {
-		f := sbtest.Fault{Op: ops[rng.IntN(len(ops))], Count: 1 + rng.IntN(4)}
-		kind := rng.IntN(5)
-		switch {
-		case f.Op == sbtest.OpReceive && kind != 2 && kind != 4:
-			// A receive whose reply is lost after the broker locked messages hides them
-			// from the processor; the SDK releases such messages itself.
-			kind = 2
-		case f.Op == sbtest.OpAcceptSession && kind != 2 && kind != 4:
-			// A permanent accept error ends Run (TestSessionProcessorAcceptErrors covers
-			// it); an accept whose reply is lost leaves a session locked by nobody.
-			kind = 4
-		}
-		switch kind {
-		case 0:
-			f.Err = sbtest.PermanentError
-		case 1:
-			f.Err = lockLost
-		case 2:
-			f.Hang = true
-		case 3:
-			f.After = true // applied, but the client sees an error
-		}
-		sq.q.InjectFault(f)
-	}
+	// A receive whose reply is lost after the broker locked messages hides them from the
+	// processor (the SDK releases such messages itself); a permanent accept error ends
+	// Run (TestSessionProcessorAcceptErrors covers it), and an accept whose reply is lost
+	// leaves a session locked by nobody.
+	injectChaos(rng, sq.q, ops, func(op sbtest.Op) bool { return op == sbtest.OpReceive || op == sbtest.OpAcceptSession })
 
 	opts := &receiver.SessionOptions{
 		MaxConcurrentSessions: 1 + rng.IntN(4),
@@ -133,7 +64,7 @@ func sessionChaosRun(t *testing.T, seed uint64) {
 	if rng.IntN(3) == 0 {
 		opts.MaxMessagesPerSession = 1 + rng.IntN(5)
 	}
-	ends := &messageEnds{settled: map[*azservicebus.ReceivedMessage]sbkit.Action{}, reported: map[*azservicebus.ReceivedMessage]error{}}
+	ends := newOutcomes(func(m *azservicebus.ReceivedMessage) *azservicebus.ReceivedMessage { return m })
 	opts.Hooks = []receiver.Hook{ends}
 
 	var mu sync.Mutex
@@ -149,13 +80,7 @@ func sessionChaosRun(t *testing.T, seed uint64) {
 		handled[session] = append(seen, m.MessageID)
 		mu.Unlock()
 
-		h := fnv.New64a()
-		fmt.Fprintf(h, "%s/%d", m.MessageID, m.DeliveryCount)
-		r := rand.New(rand.NewPCG(seed, h.Sum64()))
-		d := time.Duration(r.IntN(int(lockDuration/time.Millisecond)/4)) * time.Millisecond
-		if r.IntN(10) == 0 {
-			d = 2 * lockDuration // outlives the session lock: its renewal (or loss) is exercised
-		}
+		d, r := chaosHandling(seed, m, lockDuration/4, lockDuration)
 		if r.IntN(40) == 0 {
 			sq.q.ExpireSessionLock(session) // the broker lets the session go meanwhile
 		}
@@ -164,19 +89,7 @@ func sessionChaosRun(t *testing.T, seed uint64) {
 		case <-ctx.Done():
 			return context.Cause(ctx)
 		}
-		switch r.IntN(8) {
-		case 0:
-			panic("chaos")
-		case 1:
-			return errors.New("chaos")
-		case 2:
-			return sbkit.DeadLetter("Chaos", "", nil)
-		case 3:
-			return sbkit.Defer(nil)
-		case 4:
-			return sbkit.Skip("chaos")
-		}
-		return nil
+		return chaosResult(r)
 	}
 	p, err := receiver.NewSessionProcessor(sq.ns.QueueSessionAcceptor("q", nil), handler, opts)
 	if err != nil {
@@ -213,14 +126,7 @@ func sessionChaosRun(t *testing.T, seed uint64) {
 		t.Errorf("out of order: %s", msg)
 	}
 	mu.Unlock()
-	ends.mu.Lock()
-	for _, msg := range ends.twice {
-		t.Errorf("accounted twice: %s", msg)
-	}
-	if n := int64(len(ends.settled) + len(ends.reported)); n != s.Received {
-		t.Errorf("hooks saw %d ends (%d settled, %d reported) for %d received", n, len(ends.settled), len(ends.reported), s.Received)
-	}
-	ends.mu.Unlock()
+	ends.check(t, s.Received)
 	if n := sq.q.LockedCount(); n != 0 {
 		t.Errorf("%d messages still locked at the broker", n)
 	}
