@@ -113,7 +113,6 @@ func NewRequester(sender sbkit.MessageSender, replies sbkit.SessionAcceptor, rep
 // errors (CompleteRetry); if it still fails, the failure is logged and reported to the
 // [ReplyNotCompletedHook]s, and the reply stays behind in its reply session until it
 // expires.
-
 func (r *Requester) Request(ctx context.Context, req *azservicebus.Message) (*azservicebus.ReceivedMessage, error) {
 	id, err := sbkit.EnsureMessageID(req)
 	if err != nil {
