@@ -96,7 +96,7 @@ var processCases = []processCase{
 // processSpare is how many messages beyond b.N the queue holds for a processor with
 // concurrency handlers: more than it may ever hold, so that it runs in steady state
 // until the b.N-th completion, where it is stopped.
-func processSpare(concurrency int) int { return 6*concurrency + 16 }
+func processSpare(concurrency int) int { return 7*concurrency + 16 }
 
 // benchProcessor processes b.N messages of q through src with a processor configured
 // by c and a handler that works processWork, then stops it (gracefully: running

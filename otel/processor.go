@@ -178,23 +178,27 @@ func messageAttrs(m *azservicebus.ReceivedMessage) []attribute.KeyValue {
 }
 
 // OnHandlerEnd ends the process span and records messaging.process.duration; a handler
-// error (or panic) that abandons the message sets error.type and the span's status.
+// error (or panic) that abandons the message sets error.type and the span's status. The
+// span leaves the hook and ends first, whatever happens to the recording (a meter that
+// panics must not keep spans, and their messages, in the hook).
 func (h *ProcessorHook) OnHandlerEnd(ctx context.Context, e receiver.HandlerEnd) {
 	failed := e.Err != nil && e.Action == sbkit.ActionAbandon
+	if v, ok := h.spans.LoadAndDelete(e.Message); ok {
+		defer endProcessSpan(v.(trace.Span), failed, e.Err)
+	}
 	if failed {
 		h.t.processDu.RecordSet(ctx, e.Duration.Seconds(), set(h.startAttrs, errorAttr(e.Err)))
 	} else {
 		h.t.processDu.Float64Histogram.Record(ctx, e.Duration.Seconds(), h.processOK...)
 	}
-	v, ok := h.spans.LoadAndDelete(e.Message)
-	if !ok {
-		return
-	}
-	span := v.(trace.Span)
+}
+
+// endProcessSpan ends a process span, with the handler's error when it failed.
+func endProcessSpan(span trace.Span, failed bool, err error) {
 	if failed {
-		span.SetAttributes(errorAttr(e.Err))
-		span.RecordError(e.Err)
-		span.SetStatus(codes.Error, e.Err.Error())
+		span.SetAttributes(errorAttr(err))
+		span.RecordError(err)
+		span.SetStatus(codes.Error, err.Error())
 	}
 	span.End()
 }

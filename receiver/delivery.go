@@ -15,12 +15,21 @@ import (
 // delivery is one received message on its way through the processor. Exactly one party
 // claims it (the handler's own settlement, the processor after the handler, a shutdown, or
 // the lock's loss) and that party accounts for its end.
+//
+// A delivery holds one of the run's places from its receipt until both its way through
+// the buffer and a handler goroutine and (in peek-lock mode) its settlement are over:
+// refs counts which of the two are not. So running, buffered, held and settling
+// messages all count against the limit, whatever the number of settle goroutines.
 type delivery struct {
 	r       *run
 	msg     *azservicebus.ReceivedMessage
 	lock    *locks.Lock // nil without renewal
 	expires time.Time   // lock expiry when not renewed; zero if unknown
 	claimed atomic.Bool
+	refs    atomic.Int32 // what still holds d's place: see above
+	// settling: a settle goroutine took its settlement; it counts in run.settling until
+	// its end.
+	settling atomic.Bool
 
 	mu        sync.Mutex
 	ctx       context.Context         // for hooks: Run's values, then the start hooks' context
@@ -45,8 +54,10 @@ func (r *run) newDelivery(m *azservicebus.ReceivedMessage) *delivery {
 	d := &delivery{r: r, msg: m}
 	d.ctx = context.WithValue(r.values, deliveryKey{}, d)
 	if !r.cfg.peekLock {
+		d.refs.Store(1) // its way through a handler; nothing is settled
 		return d
 	}
+	d.refs.Store(2) // its way through a handler, and its settlement
 	r.mu.Lock()
 	r.live[d] = struct{}{}
 	r.mu.Unlock()
@@ -84,14 +95,30 @@ func (d *delivery) lost(cause error) {
 // finishLost accounts for a claimed delivery whose message could not be settled.
 func (r *run) finishLost(d *delivery, source ErrorSource, action sbkit.Action, err error) {
 	r.p.counters.locksLost.Add(1)
-	r.forget(d)
+	r.end(d, err)
 	r.report(d.hookContext(), &Error{Source: source, Action: action, Message: d.msg, Err: err})
 }
 
-func (r *run) forget(d *delivery) {
+// end records that the processor is done with d's lock, once it is accounted for:
+// settled (err nil), or not (err says why). d's settlement no longer holds its place.
+func (r *run) end(d *delivery, err error) {
 	r.mu.Lock()
 	delete(r.live, d)
 	r.mu.Unlock()
+	if d.settling.Load() {
+		r.settling.Add(-1) // before the place is freed: the adaptive limit never overshoots
+	}
+	if r.p.settled != nil {
+		r.p.settled(d.msg, err) // before the place is freed: it may stop the next receive
+	}
+	r.unref(d)
+}
+
+// unref records that one of what holds d's place is over; the last one frees the place.
+func (r *run) unref(d *delivery) {
+	if d.refs.Add(-1) == 0 {
+		r.release(1)
+	}
 }
 
 // handlerWorker runs handlers on messages from buf until it is closed.
@@ -102,37 +129,35 @@ func (r *run) handlerWorker() {
 	r.workerIDs[id] = struct{}{}
 	r.mu.Unlock()
 	for d := range r.buf {
-		if !r.process(d) {
-			r.release(1)
-		}
+		r.process(d)
+		r.unref(d)
 	}
 }
 
-// process runs the handler on d and queues its settlement. It returns true when d's
-// place passed to a hold (AbandonDelay), which releases it when the hold ends.
-func (r *run) process(d *delivery) (held bool) {
+// process runs the handler on d and queues (or holds) its settlement.
+func (r *run) process(d *delivery) {
 	r.mu.Lock()
 	draining := r.draining
 	r.mu.Unlock()
 	if draining {
 		if r.cfg.peekLock {
 			r.abandonNow(d)
-			return false
+			return
 		}
 		if r.handlerBase.Err() != nil {
 			r.p.counters.dropped.Add(1)
 			r.report(d.hookContext(), &Error{Source: SourceHandler, Message: d.msg, Err: ErrDropped})
-			return false
+			return
 		}
 	}
 	if d.claimed.Load() {
-		return false // lock lost while waiting
+		return // lock lost while waiting
 	}
 	if !d.expires.IsZero() && !time.Now().Before(d.expires) && d.claim() {
 		// Not renewed, and its lock ran out while it waited: the handler would work on a
 		// message that is no longer ours.
 		r.finishLost(d, SourceRenew, 0, &locks.LostError{Reason: locks.ReasonLimit, LockedUntil: d.expires})
-		return false
+		return
 	}
 
 	ctx, cancel := context.WithCancelCause(r.handlerBase)
@@ -149,7 +174,7 @@ func (r *run) process(d *delivery) (held bool) {
 	lost := d.lostCause
 	d.mu.Unlock()
 	if lost != nil {
-		return false // lost between the check and now; accounted for by lost
+		return // lost between the check and now; accounted for by lost
 	}
 	ctx = r.cfg.hooks.onHandlerStart(ctx, HandlerStart{Message: d.msg})
 	d.mu.Lock()
@@ -165,7 +190,7 @@ func (r *run) process(d *delivery) (held bool) {
 	r.p.counters.handled.Add(1)
 	action, _ := sbkit.SettlementOf(err)
 	r.cfg.hooks.onHandlerEnd(ctx, HandlerEnd{Message: d.msg, Err: err, Action: action, Duration: took})
-	return r.afterHandler(d, err)
+	r.afterHandler(d, err)
 }
 
 // callHandler runs the handler, turning a panic into a *PanicError.
@@ -180,8 +205,8 @@ func (r *run) callHandler(ctx context.Context, m *azservicebus.ReceivedMessage) 
 }
 
 // afterHandler decides the settlement of d from its handler's result and queues it, or
-// holds it (returning true) when AbandonDelay asks for a delay.
-func (r *run) afterHandler(d *delivery, err error) bool {
+// holds it when AbandonDelay asks for a delay.
+func (r *run) afterHandler(d *delivery, err error) {
 	action, se := sbkit.SettlementOf(err)
 	skip := se != nil && se.Action == sbkit.ActionComplete
 	if action == sbkit.ActionAbandon {
@@ -189,7 +214,7 @@ func (r *run) afterHandler(d *delivery, err error) bool {
 		r.report(d.hookContext(), &Error{Source: SourceHandler, Message: d.msg, Err: err})
 	}
 	if !r.cfg.peekLock || !d.claim() {
-		return false // nothing to settle, or settled already (by the handler, a shutdown, a loss)
+		return // nothing to settle, or settled already (by the handler, a shutdown, a loss)
 	}
 	job := settleJob{d: d, action: action, skip: skip, marker: se}
 	if err == nil && r.cfg.DisableAutoComplete {
@@ -198,9 +223,8 @@ func (r *run) afterHandler(d *delivery, err error) bool {
 	}
 	if job.action == sbkit.ActionAbandon && err != nil && r.cfg.AbandonDelay != nil {
 		if delay := r.cfg.AbandonDelay(d.msg, err); delay > 0 && r.hold(job, delay) {
-			return true
+			return
 		}
 	}
-	r.settles <- job
-	return false
+	r.queue(job)
 }

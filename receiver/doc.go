@@ -7,7 +7,9 @@
 // for as many messages as there are free places (MaxConcurrency handlers plus the
 // prefetch: messages waiting for a handler, or asked for by the call in flight).
 // Handlers run on at most MaxConcurrency goroutines. Settlement happens on a separate
-// bounded pool, so a handler goroutine is free as soon as its handler returns.
+// bounded pool, so a handler goroutine is free as soon as its handler returns; its
+// message keeps its place until the settlement is over, so that a broker slow to
+// answer settlements cannot make the processor lock more messages than it has places.
 //
 // The prefetch sizes itself unless [Options.PrefetchCount] fixes it: the processor
 // measures the receive round trip R, the handler time and the settlement time (moving
@@ -78,7 +80,10 @@
 //
 // [SessionProcessor] processes session-enabled queues and subscriptions: it holds up to
 // [SessionOptions.MaxConcurrentSessions] sessions and runs each one's messages through a
-// Processor of its own, one at a time and in order by default, renews session locks with
-// the same lock engine, cancels a session's handlers when its lock is lost, releases idle
+// Processor of its own, one at a time and in order by default (the next message only once
+// the previous one is settled at the broker; a session whose message cannot be settled
+// is given up at once, so that the message comes back first: see
+// [SessionOptions.MaxConcurrentCallsPerSession]), renews session locks with the same
+// lock engine, cancels a session's handlers when its lock is lost, releases idle
 // sessions, and gives handlers the session (id, state) through [SessionFrom].
 package receiver

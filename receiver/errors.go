@@ -40,8 +40,9 @@ var (
 	ErrDropped = errors.New("receiver: message received in ReceiveAndDelete mode dropped by shutdown")
 	// ErrSettleFailed is reported (SourceSettle) for each message whose settlement failed
 	// for good (an error that is not transient, or SettleTimeout): the message counts in
-	// Stats.LocksLost and the broker delivers it again when its lock expires. Failed
-	// attempts that are retried are reported without it.
+	// Stats.LocksLost and the broker delivers it again when its lock expires (a
+	// session's message: when the session is given up, which a SessionProcessor does at
+	// once). Failed attempts that are retried are reported without it.
 	ErrSettleFailed = errors.New("receiver: settlement failed; the message is delivered again when its lock expires")
 	// ErrLeftLocked is reported (SourceSettle) for each message whose settlement was
 	// still pending when a shutdown's deadline passed: the processor gave up on it and its

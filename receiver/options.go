@@ -39,8 +39,11 @@ type Options struct {
 	// sizes the prefetch adaptively; negative is an error; see DisablePrefetch for none.
 	//
 	// The receive loop makes one ReceiveMessages call at a time and asks for every free
-	// place (MaxConcurrency + the prefetch in all, the messages asked for by the call in
-	// flight included), so that one round trip feeds many handlers. Handlers stay busy
+	// place (MaxConcurrency + the prefetch in all), so that one round trip feeds many
+	// handlers. A message holds its place from the call that asks for it until its
+	// handler returned and its settlement is over: asked for, waiting, running, held by
+	// AbandonDelay or settling, it counts, so the processor never holds more locks than
+	// its places, however slow the broker is to answer settlements. Handlers stay busy
 	// when the prefetch covers what they drain in about one and a half receive round
 	// trips; each message beyond that only waits in the buffer, holding its lock, adding
 	// its wait to its latency, and costing a delivery if a shutdown gives it back (see
@@ -48,16 +51,19 @@ type Options struct {
 	// round trip and μ the drain rate, min(MaxConcurrency / handler time, 0.9 ×
 	// SettleConcurrency / settlement time), all three times moving averages of what the
 	// processor measured; it is MaxConcurrency until they are measured, 0 when a handler
-	// call is much longer than a receive, and at most 4 × MaxConcurrency (the ceiling;
-	// messages held by AbandonDelay are added to it, within the ceiling). A fixed
+	// call is much longer than a receive, and at most 4 × MaxConcurrency. Messages held
+	// by AbandonDelay or settling are added to it, within 4 × MaxConcurrency +
+	// SettleConcurrency (a place for each settlement that can be under way): the
+	// adaptive processor holds at most 5 × MaxConcurrency + SettleConcurrency. A fixed
 	// PrefetchCount instead trades latency, locks held and deliveries spent at shutdown
 	// for throughput that no longer depends on averages: choose one when handler times
 	// vary too much for an average to describe them, or to bound the locks held below
 	// the ceiling.
 	PrefetchCount int
-	// DisablePrefetch receives only as many messages as there are free handler
-	// goroutines: the lowest latency, and handlers idle for a receive round trip
-	// between messages. Default false. PrefetchCount must then be zero.
+	// DisablePrefetch holds at most MaxConcurrency messages, running or settling: the
+	// lowest latency and the fewest locks, and handlers idle for a receive round trip
+	// and a settlement round trip between messages. Default false. PrefetchCount must
+	// then be zero.
 	DisablePrefetch bool
 	// MaxReceiveBatch caps the messages asked for in one ReceiveMessages call. Default: no
 	// cap beyond the free places; negative is an error.
@@ -79,8 +85,9 @@ type Options struct {
 	// LockRenewal tunes the renewal engine. Default: the engine's defaults.
 	LockRenewal LockRenewalOptions
 	// SettleConcurrency is the number of goroutines that settle messages, so that a
-	// handler goroutine is free again as soon as its handler returns. Default
-	// max(8, 2 × MaxConcurrency); negative is an error.
+	// handler goroutine is free again as soon as its handler returns (its message keeps
+	// its place until the settlement is over). Default max(8, 2 × MaxConcurrency);
+	// negative is an error.
 	SettleConcurrency int
 	// SettleTimeout bounds one settlement, retries included. Settlements do not end with
 	// Run's context: a shutdown still abandons. Default DefaultSettleTimeout (30 s);
@@ -100,9 +107,9 @@ type Options struct {
 	// abandons held messages at once. See [ExponentialAbandonDelay]. Default none.
 	//
 	// A held message keeps its place among the MaxConcurrency + PrefetchCount messages
-	// the processor may hold (with the adaptive prefetch: MaxConcurrency + 4 ×
-	// MaxConcurrency, held messages adding to the adaptive size within that ceiling), so
-	// the processor never holds more than that: when every place is held, it stops
+	// the processor may hold (with the adaptive prefetch: at most 5 × MaxConcurrency +
+	// SettleConcurrency, held messages adding to the adaptive size within that ceiling),
+	// so the processor never holds more than that: when every place is held, it stops
 	// receiving until a hold ends. This is back-pressure on a failing dependency, and the
 	// rest of the queue stays with other consumers. Give a fixed PrefetchCount room if a
 	// few poison messages must not slow the healthy ones.
@@ -162,14 +169,18 @@ type config struct {
 	Options
 	peekLock bool
 	renew    bool // peek-lock with renewal on
-	capacity int  // the most places: MaxConcurrency + PrefetchCount, or + prefetchCeiling
+	capacity int  // the most places: MaxConcurrency + PrefetchCount, or + placesCeiling
 	adaptive bool // PrefetchCount sized by the estimates
-	// The adaptive prefetch's bounds and its value before the first measurements.
+	// The adaptive prefetch's bound and its value before the first measurements.
 	prefetchCeiling, prefetchInitial int
-	maxBatch                         int
-	receiveRetry                     retry.Policy
-	settleRetry                      retry.Policy
-	hooks                            hooks
+	// placesCeiling bounds the adaptive prefetch, held and settling messages together:
+	// prefetchCeiling + SettleConcurrency, a place for each settlement that can be under
+	// way at once, so that settlements in flight do not starve the buffer.
+	placesCeiling int
+	maxBatch      int
+	receiveRetry  retry.Policy
+	settleRetry   retry.Policy
+	hooks         hooks
 }
 
 func newConfig(o *Options) (config, error) {
@@ -198,19 +209,20 @@ func newConfig(o *Options) (config, error) {
 	if c.MaxConcurrency == 0 {
 		c.MaxConcurrency = DefaultMaxConcurrency
 	}
+	if c.SettleConcurrency == 0 {
+		c.SettleConcurrency = max(8, 2*c.MaxConcurrency)
+	}
 	c.adaptive = !c.DisablePrefetch && c.PrefetchCount == 0
 	c.capacity = c.MaxConcurrency + c.PrefetchCount
 	if c.adaptive {
 		c.prefetchCeiling = prefetchCeilingFactor * c.MaxConcurrency
 		c.prefetchInitial = c.MaxConcurrency
-		c.capacity = c.MaxConcurrency + c.prefetchCeiling
+		c.placesCeiling = c.prefetchCeiling + c.SettleConcurrency
+		c.capacity = c.MaxConcurrency + c.placesCeiling
 	}
 	c.maxBatch = c.capacity
 	if c.MaxReceiveBatch > 0 {
 		c.maxBatch = min(c.maxBatch, c.MaxReceiveBatch)
-	}
-	if c.SettleConcurrency == 0 {
-		c.SettleConcurrency = max(8, 2*c.MaxConcurrency)
 	}
 	if c.SettleTimeout == 0 {
 		c.SettleTimeout = DefaultSettleTimeout

@@ -116,10 +116,10 @@ func (e *estimates) prefetch(concurrency, settlers, initial, ceiling int) int {
 	return max(0, int(p))
 }
 
-// places counts the messages a run holds or has asked for (received and waiting,
-// handled, held by AbandonDelay, or requested by the receive call in flight) against a
-// limit that may change between calls. The receive loop is the only caller of acquire;
-// release may be called from any goroutine.
+// places counts the messages a run holds or has asked for (requested by the receive
+// call in flight, received and waiting, handled, held by AbandonDelay, or settling)
+// against a limit that may change between calls. The receive loop is the only caller of
+// acquire; release and wake may be called from any goroutine.
 type places struct {
 	mu    sync.Mutex
 	used  int
@@ -130,9 +130,12 @@ func newPlaces() *places { return &places{freed: make(chan struct{}, 1)} }
 
 // acquire waits until fewer than limit() places are used, then takes every free place
 // up to maxBatch and returns how many it took; false when ctx ends first. limit is read
-// again after every release.
+// again after every release and wake.
 func (p *places) acquire(ctx context.Context, limit func() int, maxBatch int) (int, bool) {
 	for {
+		if ctx.Err() != nil { // stopped while a place was freed: take none
+			return 0, false
+		}
 		p.mu.Lock()
 		free := limit() - p.used
 		if free > 0 {
@@ -150,6 +153,7 @@ func (p *places) acquire(ctx context.Context, limit func() int, maxBatch int) (i
 	}
 }
 
+// release gives back n places.
 func (p *places) release(n int) {
 	if n <= 0 {
 		return
@@ -157,6 +161,11 @@ func (p *places) release(n int) {
 	p.mu.Lock()
 	p.used -= n
 	p.mu.Unlock()
+	p.wake()
+}
+
+// wake makes a waiting acquire read the limit again.
+func (p *places) wake() {
 	select {
 	case p.freed <- struct{}{}:
 	default:

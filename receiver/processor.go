@@ -4,6 +4,8 @@ import (
 	"context"
 	"fmt"
 
+	"github.com/Azure/azure-sdk-for-go/sdk/messaging/azservicebus"
+
 	"github.com/sbkit/sbkit"
 )
 
@@ -16,6 +18,11 @@ type Processor struct {
 	handler sbkit.Handler
 	cfg     config
 	est     *estimates // the adaptive prefetch's measurements; shared by a SessionProcessor's sessions
+	// settled, when set, is told once of each peek-lock message when the processor is
+	// done with its lock: err is nil when the broker settled the message, else why it was
+	// not (lock lost, settlement failed for good, shutdown deadline). A SessionProcessor
+	// sets it: a session's next message waits for the previous one's settlement.
+	settled func(m *azservicebus.ReceivedMessage, err error)
 
 	runs runGuard[run]
 
@@ -102,20 +109,29 @@ func (p *Processor) Run(ctx context.Context) error {
 // to be cancelled or settlements given up, nil otherwise. Close is safe to call twice and
 // before Run; Run fails with ErrClosed afterwards.
 func (p *Processor) Close(ctx context.Context) error {
-	r := p.runs.close()
-	if r == nil {
+	r, wait := p.shut(ctx)
+	if r != nil && r.calledFromHandler() {
 		return nil
+	}
+	return wait()
+}
+
+// shut starts closing p with ctx and returns at once: receiving has stopped. wait waits
+// for Run to return and gives Close's result. r is the run being shut, nil when none.
+func (p *Processor) shut(ctx context.Context) (r *run, wait func() error) {
+	r = p.runs.close()
+	if r == nil {
+		return nil, func() error { return nil }
 	}
 	r.stop(ctx, nil)
-	if r.calledFromHandler() {
+	return r, func() error {
+		<-r.done
+		if r.cancelledHandlers.Load() || r.leftLocked.Load() > 0 {
+			if err := ctx.Err(); err != nil {
+				return err
+			}
+			return context.DeadlineExceeded
+		}
 		return nil
 	}
-	<-r.done
-	if r.cancelledHandlers.Load() || r.leftLocked.Load() > 0 {
-		if err := ctx.Err(); err != nil {
-			return err
-		}
-		return context.DeadlineExceeded
-	}
-	return nil
 }

@@ -29,7 +29,7 @@ type run struct {
 	cancelHandlers context.CancelCauseFunc
 	stopRunCtx     func() bool // detaches the context.AfterFunc on Run's ctx
 
-	places  *places        // messages asked for, waiting, handled or held: see limit
+	places  *places        // messages asked for, waiting, handled, held or settling: see limit
 	buf     chan *delivery // received messages waiting for a handler goroutine
 	settles chan settleJob // settlements waiting for a settle goroutine
 	workers sync.WaitGroup // handler goroutines
@@ -55,6 +55,7 @@ type run struct {
 	live        map[*delivery]struct{}    // peek-lock deliveries not yet claimed
 	holds       map[*delivery]*time.Timer // deliveries held before abandoning
 	held        atomic.Int64              // len(holds), read without mu by limit
+	settling    atomic.Int64              // deliveries a settle goroutine is settling
 
 	cancelledHandlers atomic.Bool
 	leftLocked        atomic.Int64 // messages this run left to lock expiry
@@ -134,8 +135,10 @@ const maxSettleReserve = time.Second
 // calledFromHandler reports whether the calling goroutine is one of r's handler
 // goroutines. Go has no goroutine identity in its API; the id is read from the stack
 // header, once per handler goroutine and once per Close.
-func (r *run) calledFromHandler() bool {
-	id := goroutineID()
+func (r *run) calledFromHandler() bool { return r.isWorker(goroutineID()) }
+
+// isWorker reports whether the goroutine id is one of r's handler goroutines.
+func (r *run) isWorker(id uint64) bool {
 	r.mu.Lock()
 	defer r.mu.Unlock()
 	_, ok := r.workerIDs[id]
@@ -229,15 +232,19 @@ func (r *run) receiveLoop() error {
 	}
 }
 
-// limit is how many places the run may use now: MaxConcurrency + PrefetchCount, or
-// with the adaptive prefetch MaxConcurrency + the prefetch the estimates give + the
-// messages held by AbandonDelay (so that held messages do not starve the healthy ones),
-// the last two together at most the prefetch ceiling.
+// limit is how many places the run may use now. A place is held by every message from
+// the receive call that asks for it until its handler returned and its settlement is
+// over: requested, buffered, running, held by AbandonDelay, settling. The limit is
+// MaxConcurrency + PrefetchCount; with the adaptive prefetch, MaxConcurrency + the
+// prefetch the estimates give + the messages held or settling (so that they do not
+// starve the buffer the prefetch is sized for), the last three together at most
+// placesCeiling. Settlements count by message, not by settle goroutine: however
+// settlements are run, the limit holds.
 func (r *run) limit() int {
 	if !r.cfg.adaptive {
 		return r.cfg.capacity
 	}
-	return r.cfg.MaxConcurrency + min(r.cfg.prefetchCeiling, r.prefetch()+int(r.held.Load()))
+	return r.cfg.MaxConcurrency + min(r.cfg.placesCeiling, r.prefetch()+int(r.held.Load()+r.settling.Load()))
 }
 
 // prefetch is the current prefetch: PrefetchCount, or the adaptive one.
@@ -263,6 +270,7 @@ func (r *run) shutdown() {
 	if r.cfg.peekLock {
 		for d := range r.buf { // waiting messages return at once
 			r.abandonNow(d)
+			r.unref(d) // it reaches no handler goroutine
 		}
 	}
 	r.workers.Wait()
@@ -321,7 +329,7 @@ func (r *run) cutHandlers() {
 // abandonNow claims d and queues its abandonment, unless it is settled already.
 func (r *run) abandonNow(d *delivery) {
 	if d.claim() {
-		r.settles <- settleJob{d: d, action: sbkit.ActionAbandon}
+		r.queue(settleJob{d: d, action: sbkit.ActionAbandon})
 	}
 }
 

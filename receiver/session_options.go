@@ -41,9 +41,18 @@ type SessionOptions struct {
 	// DefaultMaxConcurrentSessions (8); negative is an error.
 	MaxConcurrentSessions int
 	// MaxConcurrentCallsPerSession is how many handlers run at once in one session.
-	// Default DefaultMaxConcurrentCallsPerSession (1): one message at a time, in order,
-	// and the next message is received only once the previous one is settled. Above 1,
-	// messages of a session may be handled out of order. Negative is an error.
+	// Default DefaultMaxConcurrentCallsPerSession (1): one message at a time, in order:
+	// the next message is received only once the previous one is settled at the broker
+	// (a failed settlement attempt is retried first, as SettleRetry allows), so an
+	// abandoned message is handled again before the ones after it. When a settlement
+	// fails for good, the message stays locked by the session lock, and the service
+	// delivers a locked session's messages only to the receiver holding that lock: the
+	// processor then gives the session up at once, and the message comes back first,
+	// without a delivery counted, to the next receiver that accepts the session (this
+	// processor or another). If the session lock itself is lost, the session goes to the
+	// next acceptor too, its unsettled messages' deliveries counted. Either way no later
+	// message of the session is handled before it. Above 1, messages of a session may be
+	// handled out of order. Negative is an error.
 	MaxConcurrentCallsPerSession int
 	// SessionIdleTimeout releases a session after it went this long without a message.
 	// Default DefaultSessionIdleTimeout (1 s); negative is an error.

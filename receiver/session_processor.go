@@ -4,7 +4,9 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"maps"
 	"reflect"
+	"slices"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -23,8 +25,10 @@ import (
 // MaxConcurrentCallsPerSession handlers (default 1: strictly in order). The session lock
 // is renewed by a [locks.Engine]; when it is lost, every running handler of the session
 // is cancelled with a cause for which [sbkit.IsLockLost] is true, and the session is
-// given up. A session is released when idle for SessionIdleTimeout or after
-// MaxMessagesPerSession messages, and the slot accepts the next one. Handlers reach the
+// given up. A session is released when idle for SessionIdleTimeout, after
+// MaxMessagesPerSession messages, or at once when one of its messages could not be
+// settled (see [SessionOptions.MaxConcurrentCallsPerSession]), and the slot accepts the
+// next one. Handlers reach the
 // session (id, state) through [SessionFrom]. Make one with NewSessionProcessor, start it
 // with Run, stop it with Close. Its methods are safe for concurrent use.
 type SessionProcessor struct {
@@ -99,17 +103,34 @@ func (p *SessionProcessor) Run(ctx context.Context) error {
 
 // Close stops accepting sessions and shuts every held session down as [Processor.Close]
 // does with ctx (running handlers finish until shortly before ctx's deadline, then are
-// cancelled and their messages abandoned), releases the sessions, and waits for Run to
-// return. It returns ctx.Err() when handlers had to be cancelled or settlements given
-// up. Safe to call twice and before Run.
+// cancelled and their messages abandoned; settlements still pending at the deadline are
+// given up and reported), releases the sessions, and waits for Run to return. It returns
+// by ctx's deadline even when the broker does not answer: closing a session receiver
+// waits at most until then (and at most SettleTimeout), after which the session stays
+// locked at the broker until its lock expires. Called from a handler, Close starts the
+// shutdown with ctx and returns nil at once (it would wait for its own caller): the
+// handler should then return; Run returns when the shutdown is over. Hooks must not
+// call Close. It returns ctx.Err() ([context.DeadlineExceeded] when called early) when
+// handlers had to be cancelled or settlements given up, nil otherwise. Safe to call
+// twice and before Run.
 func (p *SessionProcessor) Close(ctx context.Context) error {
 	r := p.runs.close()
 	if r == nil {
 		return nil
 	}
-	err := r.stop(ctx, nil)
+	fromHandler := r.calledFromHandler()
+	r.stop(ctx, nil)
+	if fromHandler {
+		return nil
+	}
 	<-r.done
-	return err
+	if r.cancels.Load() {
+		if err := ctx.Err(); err != nil {
+			return err
+		}
+		return context.DeadlineExceeded
+	}
+	return nil
 }
 
 // Stats returns the processor's counters. It is safe to call at any time.
@@ -149,13 +170,21 @@ type sessionRun struct {
 	engine      *locks.Engine   // nil without session lock renewal
 	ids         chan string     // SessionIDs waiting for a slot
 	slots       sync.WaitGroup
+	closers     sync.WaitGroup // shutdowns of held sessions that stop started
 	done        chan struct{}
 	stopRunCtx  func() bool
+
+	// closeBase ends when a shutdown's context ends: closing a session receiver waits no
+	// longer, so that a broker that does not answer cannot hold Close past its deadline.
+	closeBase context.Context
+	endCloses context.CancelFunc
 
 	mu      sync.Mutex
 	held    map[*Processor]struct{}
 	closing context.Context // set by the first stop: how held and new sessions are shut
 	reason  error
+	disarm  []func()    // releases what the stops armed, once the run is over
+	over    bool        // serve has released what the stops armed
 	cancels atomic.Bool // a session's Close had to cancel handlers
 }
 
@@ -176,13 +205,14 @@ func newSessionRun(ctx context.Context, p *SessionProcessor) (*sessionRun, error
 	}
 	r.acceptCtx, r.stopAccept = context.WithCancel(context.WithoutCancel(ctx))
 	r.handlerBase = context.WithoutCancel(ctx)
+	r.closeBase, r.endCloses = context.WithCancel(context.Background())
 	r.stopRunCtx = context.AfterFunc(ctx, func() {
 		grace, cancel := context.Background(), context.CancelFunc(func() {})
 		if p.cfg.ShutdownGrace >= 0 {
 			grace, cancel = context.WithTimeout(grace, p.base.ShutdownGrace)
 		}
-		defer cancel()
-		_ = r.stop(grace, context.Cause(ctx))
+		r.stop(grace, context.Cause(ctx))
+		r.whenOver(cancel)
 	})
 	return r, nil
 }
@@ -198,51 +228,87 @@ func (r *sessionRun) serve() error {
 		go r.slot()
 	}
 	r.slots.Wait()
+	r.closers.Wait()
 	r.stopRunCtx()
 	if r.engine != nil {
 		_ = r.engine.Close(context.Background())
 	}
+	r.mu.Lock()
+	r.over = true
+	disarm := r.disarm
+	r.mu.Unlock()
+	for _, f := range disarm {
+		f()
+	}
+	r.endCloses()
 	close(r.done)
 	r.mu.Lock()
 	defer r.mu.Unlock()
 	return r.reason
 }
 
-// stop ends accepting and shuts the held sessions with ctx (the first call's ctx also
-// shuts sessions accepted meanwhile), and waits for those shutdowns. reason is what Run
-// returns; only the first call's counts.
-func (r *sessionRun) stop(ctx context.Context, reason error) error {
+// whenOver calls f once the run is over: now if it is.
+func (r *sessionRun) whenOver(f func()) {
+	r.mu.Lock()
+	over := r.over
+	if !over {
+		r.disarm = append(r.disarm, f)
+	}
+	r.mu.Unlock()
+	if over {
+		f()
+	}
+}
+
+// stop ends accepting and starts shutting the held sessions with ctx (the first call's
+// ctx also shuts sessions accepted meanwhile), without waiting: Run returns when they
+// are shut. When ctx ends, closing session receivers waits no longer. reason is what
+// Run returns; only the first call's counts.
+func (r *sessionRun) stop(ctx context.Context, reason error) {
 	r.mu.Lock()
 	if r.closing == nil {
 		r.closing, r.reason = ctx, reason
 	}
-	held := make([]*Processor, 0, len(r.held))
-	for proc := range r.held {
-		held = append(held, proc)
+	held := slices.Collect(maps.Keys(r.held))
+	if len(held) > 0 { // never once the slots are over: nothing is held then
+		r.closers.Add(len(held))
 	}
 	r.mu.Unlock()
+	stopEnd := context.AfterFunc(ctx, r.endCloses)
+	r.whenOver(func() { stopEnd() })
 	r.stopAccept()
-	var wg sync.WaitGroup
 	for _, proc := range held {
-		wg.Go(func() { r.closeSession(ctx, proc) })
+		r.closeSession(ctx, proc)
 	}
-	wg.Wait()
-	if r.cancels.Load() {
-		if err := ctx.Err(); err != nil {
-			return err
-		}
-		return context.DeadlineExceeded
-	}
-	return nil
 }
 
-// closeSession shuts a held session down for stop, recording whether handlers had to be
-// cancelled.
+// closeSession starts shutting a held session down for stop (its receiving stops now)
+// and records, once it is over, whether handlers had to be cancelled. The caller has
+// added it to closers.
 func (r *sessionRun) closeSession(ctx context.Context, proc *Processor) {
-	err := proc.Close(ctx)
-	if _, hasDeadline := ctx.Deadline(); err != nil && (hasDeadline || ctx.Err() != nil) {
-		r.cancels.Store(true) // (a ctx that cannot end cancelled nothing: the session's lock loss did)
+	_, wait := proc.shut(ctx)
+	go func() {
+		defer r.closers.Done()
+		err := wait()
+		if _, hasDeadline := ctx.Deadline(); err != nil && (hasDeadline || ctx.Err() != nil) {
+			r.cancels.Store(true) // (a ctx that cannot end cancelled nothing: the session's lock loss did)
+		}
+	}()
+}
+
+// calledFromHandler reports whether the calling goroutine runs a handler of one of the
+// held sessions.
+func (r *sessionRun) calledFromHandler() bool {
+	id := goroutineID()
+	r.mu.Lock()
+	held := slices.Collect(maps.Keys(r.held))
+	r.mu.Unlock()
+	for _, proc := range held {
+		if pr := proc.runs.current(); pr != nil && pr.isWorker(id) {
+			return true
+		}
 	}
+	return false
 }
 
 // slot accepts sessions one after the other and processes each until it is released.
@@ -258,7 +324,7 @@ func (r *sessionRun) slot() {
 			r.p.acceptErrors.Add(1)
 			r.report(&Error{Source: SourceAccept, Err: err})
 			if sbkit.IsPermanent(err) {
-				_ = r.fail(err)
+				r.fail(err)
 				return
 			}
 			if bo == nil {
@@ -266,7 +332,7 @@ func (r *sessionRun) slot() {
 			}
 			wait := bo.NextBackOff()
 			if wait == backoff.Stop { // ReceiveRetry.MaxRetries consecutive failures
-				_ = r.fail(err)
+				r.fail(err)
 				return
 			}
 			if !sleepCtx(r.acceptCtx, wait) {
@@ -283,10 +349,10 @@ func (r *sessionRun) slot() {
 }
 
 // fail ends Run with err: accepting stops and held sessions shut at once.
-func (r *sessionRun) fail(err error) error {
+func (r *sessionRun) fail(err error) {
 	ctx, cancel := context.WithCancel(context.Background())
 	cancel()
-	return r.stop(ctx, err)
+	r.stop(ctx, err)
 }
 
 // accept takes the next session: the next id of SessionIDs, or the next available one.
@@ -345,8 +411,8 @@ func (r *sessionRun) process(sr sbkit.SessionReceiver) {
 	session := Session(sr)
 	handler := func(ctx context.Context, m *azservicebus.ReceivedMessage) error {
 		if !p.base.peekLock {
-			// ReceiveAndDelete: nothing is settled, so the handler's end frees the window.
-			defer src.settledOne(m)
+			// ReceiveAndDelete: nothing is settled, so the message ends with its handler.
+			defer src.ended(m, nil)
 		}
 		ctx, done := running.start(ctx)
 		defer done()
@@ -359,6 +425,7 @@ func (r *sessionRun) process(sr sbkit.SessionReceiver) {
 		return
 	}
 	proc.est = p.est
+	proc.settled = src.ended
 	var lostOnce atomic.Bool
 	onLost := func(cause error) {
 		if lostOnce.CompareAndSwap(false, true) {
@@ -386,12 +453,15 @@ func (r *sessionRun) process(sr sbkit.SessionReceiver) {
 	r.mu.Lock()
 	closing := r.closing
 	r.held[proc] = struct{}{}
+	if closing != nil {
+		r.closers.Add(1)
+	}
 	r.mu.Unlock()
 	p.mu.Lock()
 	p.live[proc] = struct{}{}
 	p.mu.Unlock()
 	if closing != nil { // Run is stopping: this session was accepted too late
-		go r.closeSession(closing, proc)
+		r.closeSession(closing, proc)
 	}
 
 	runErr := proc.Run(r.handlerBase)
@@ -423,12 +493,13 @@ func (r *sessionRun) releaseCtx() context.Context {
 	return context.Background()
 }
 
-// closeReceiver releases a session receiver, bounded by SettleTimeout.
+// closeReceiver releases a session receiver, bounded by SettleTimeout and by the
+// shutdown's context. When it fails the session stays locked until its lock expires.
 func (r *sessionRun) closeReceiver(sr sbkit.SessionReceiver) {
-	ctx, cancel := context.WithTimeout(context.Background(), r.p.base.SettleTimeout)
+	ctx, cancel := context.WithTimeout(r.closeBase, r.p.base.SettleTimeout)
 	defer cancel()
 	if err := sr.Close(ctx); err != nil {
-		r.p.base.Logger.Debug("receiver: closing a session receiver failed", "session", sr.SessionID(), "error", err)
+		r.p.base.Logger.Warn("receiver: closing a session receiver failed; the session stays locked until its lock expires", "session", sr.SessionID(), "error", err)
 	}
 }
 

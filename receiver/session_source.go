@@ -13,48 +13,47 @@ import (
 
 // Why a session is given up.
 const (
-	releaseIdle  = "idle"
-	releaseBound = "bound"
+	releaseIdle      = "idle"
+	releaseBound     = "bound"
+	releaseUnsettled = "unsettled"
 )
 
-// sessionSource is the receiver a session's Processor reads: the session receiver, with
-// a window of MaxConcurrentCallsPerSession messages received and not yet settled when
-// the Processor does not prefetch (with a window of 1, the next message is received only
-// after the previous one was settled, so an abandoned message is handled again before
-// the ones after it; when it prefetches, its own places bound what it asks for), and the
-// idle and message-count bounds that release the session. It is the Processor's
-// [sbkit.MessageReceiver] and settler: every settlement of the session passes through it.
+// sessionSource is the receiver a session's Processor reads: the session receiver, and
+// the idle and message-count bounds that release the session. Order needs nothing more:
+// the Processor counts a message against its places until its settlement is over, so
+// with one call per session (no prefetch) the next message is received only once the
+// previous one is settled at the broker, and an abandoned message is handled again
+// before the ones after it. The Processor settles through it and tells it (ended) when
+// it is done with each message.
 type sessionSource struct {
-	sr      sbkit.SessionReceiver
-	window  int // 0: no window (the Processor prefetches)
-	idle    time.Duration
-	max     int                 // messages before release; 0: no bound
-	release func(reason string) // asks the slot to give the session up; safe to call twice
+	sbkit.Settler // the session receiver's settlements, unchanged
+	sr            sbkit.SessionReceiver
+	idle          time.Duration
+	max           int                 // messages before release; 0: no bound
+	release       func(reason string) // asks the slot to give the session up; safe to call twice
 	// activity, when set, is called after messages were received (before they are
 	// handed out): the session lock's renewal limit starts again.
 	activity func()
 
 	mu          sync.Mutex
-	outstanding map[*azservicebus.ReceivedMessage]struct{} // received, no settlement attempted yet
+	outstanding map[*azservicebus.ReceivedMessage]struct{} // received, not yet settled
 	received    int
 	settled     chan struct{} // closed (and replaced) when outstanding shrinks
+	givenUp     bool          // a message stayed unsettled: receive nothing more
 }
 
 func newSessionSource(sr sbkit.SessionReceiver, cfg *sessionConfig, release func(string)) *sessionSource {
-	window := cfg.MaxConcurrentCallsPerSession
-	if !cfg.inner.DisablePrefetch {
-		window = 0
-	}
-	return &sessionSource{sr: sr, window: window, idle: cfg.SessionIdleTimeout,
+	return &sessionSource{Settler: sr, sr: sr, idle: cfg.SessionIdleTimeout,
 		max: cfg.MaxMessagesPerSession, release: release, settled: make(chan struct{}),
 		outstanding: make(map[*azservicebus.ReceivedMessage]struct{})}
 }
 
-// ReceiveMessages waits for room in the window, then receives up to that many messages
-// within the idle timeout. A session is released once every message it received was
-// settled and it reached its bound or went idle (a session that goes idle while
-// messages are still being handled is waited for, then received from again): the call
-// then waits for ctx (the Processor's receive loop, which the release stops).
+// ReceiveMessages receives up to n messages (fewer near the bound) within the idle
+// timeout. A session is released once every message it received was settled and it
+// reached its bound or went idle (a session that goes idle while messages are still
+// being handled is waited for, then received from again): the call then waits for ctx
+// (the Processor's receive loop, which the release stops). Once a message stayed
+// unsettled, it receives nothing more and waits for ctx.
 func (s *sessionSource) ReceiveMessages(ctx context.Context, n int, _ *azservicebus.ReceiveMessagesOptions) ([]*azservicebus.ReceivedMessage, error) {
 	for {
 		ask, wait, _ := s.room(n)
@@ -103,60 +102,45 @@ func (s *sessionSource) ReceiveMessages(ctx context.Context, n int, _ *azservice
 	}
 }
 
-// room returns how many of n messages may be received now: 0 while the window is full
-// or the bound reached with messages unsettled (wait is closed when one is settled), -1
-// once the bound is reached and every message settled. busy is whether messages are
-// unsettled.
+// room returns how many of n messages may be received now: 0 while the bound is reached
+// with messages unsettled, or once the session is given up (wait is closed when a
+// message is settled), -1 once the bound is reached and every message settled. busy is
+// whether messages are unsettled.
 func (s *sessionSource) room(n int) (ask int, wait <-chan struct{}, busy bool) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	busy = len(s.outstanding) > 0
-	ask = n
-	if s.window > 0 {
-		ask = min(ask, s.window-len(s.outstanding))
+	switch {
+	case s.givenUp:
+		return 0, s.settled, busy
+	case s.max <= 0:
+		return n, s.settled, busy
+	case s.received < s.max:
+		return min(n, s.max-s.received), s.settled, busy
+	case busy:
+		return 0, s.settled, true
 	}
-	if s.max > 0 {
-		if s.received >= s.max {
-			if !busy {
-				return -1, s.settled, false
-			}
-			return 0, s.settled, true
-		}
-		ask = min(ask, s.max-s.received)
-	}
-	return max(ask, 0), s.settled, busy
+	return -1, s.settled, false
 }
 
-// settledOne records the first settlement attempt of m, whatever its outcome: a
-// transient failure the Processor retries may then let the next message be received
-// before m is settled.
-func (s *sessionSource) settledOne(m *azservicebus.ReceivedMessage) {
+// ended records that the Processor is done with m: settled at the broker (err nil; in
+// ReceiveAndDelete mode, handled), or not. An unsettled message stays locked by the
+// session lock, so the next receive would pass it by; the session is given up instead,
+// which hands it back, before the session's later messages and without a delivery
+// counted, to the next receiver that accepts the session.
+// Source: Service Bus docs, "Message sessions" (the session lock is an umbrella for the message locks; closing a session does not count its unsettled messages' deliveries).
+func (s *sessionSource) ended(m *azservicebus.ReceivedMessage, err error) {
 	s.mu.Lock()
-	defer s.mu.Unlock()
-	if _, ok := s.outstanding[m]; !ok {
+	if err != nil {
+		s.givenUp = true
+		s.mu.Unlock()
+		s.release(releaseUnsettled)
 		return
 	}
-	delete(s.outstanding, m)
-	close(s.settled)
-	s.settled = make(chan struct{})
-}
-
-func (s *sessionSource) CompleteMessage(ctx context.Context, m *azservicebus.ReceivedMessage, o *azservicebus.CompleteMessageOptions) error {
-	defer s.settledOne(m)
-	return s.sr.CompleteMessage(ctx, m, o)
-}
-
-func (s *sessionSource) AbandonMessage(ctx context.Context, m *azservicebus.ReceivedMessage, o *azservicebus.AbandonMessageOptions) error {
-	defer s.settledOne(m)
-	return s.sr.AbandonMessage(ctx, m, o)
-}
-
-func (s *sessionSource) DeadLetterMessage(ctx context.Context, m *azservicebus.ReceivedMessage, o *azservicebus.DeadLetterOptions) error {
-	defer s.settledOne(m)
-	return s.sr.DeadLetterMessage(ctx, m, o)
-}
-
-func (s *sessionSource) DeferMessage(ctx context.Context, m *azservicebus.ReceivedMessage, o *azservicebus.DeferMessageOptions) error {
-	defer s.settledOne(m)
-	return s.sr.DeferMessage(ctx, m, o)
+	if _, ok := s.outstanding[m]; ok {
+		delete(s.outstanding, m)
+		close(s.settled)
+		s.settled = make(chan struct{})
+	}
+	s.mu.Unlock()
 }

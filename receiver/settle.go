@@ -30,8 +30,19 @@ type settleJob struct {
 func (r *run) settleWorker() {
 	defer r.settler.Done()
 	for job := range r.settles {
+		r.startSettling(job.d)
 		_ = r.settle(context.Background(), job)
 	}
+}
+
+// startSettling counts d among the settlements in flight (run.settling, which the
+// adaptive limit makes room for) from now until its end. A settlement still waiting in
+// the queue is not counted: its handler goroutine or hold keeps the room it had, so
+// that settlements slower than the handlers do not let the buffer grow.
+func (r *run) startSettling(d *delivery) {
+	d.settling.Store(true)
+	r.settling.Add(1)
+	r.places.wake()
 }
 
 // settle stops the renewal of job's message and settles it, retrying transient failures
@@ -93,7 +104,7 @@ func (r *run) settle(ctx context.Context, job settleJob) error {
 	case err == nil:
 		r.p.est.settle.add(time.Since(start))
 		r.count(job)
-		r.forget(d)
+		r.end(d, nil)
 		r.cfg.Logger.Debug("receiver: settled", "messageID", d.msg.MessageID, "action", job.action.String())
 		return nil
 	case r.settleBase.Err() != nil:
@@ -124,8 +135,8 @@ func (job settleJob) deadLetterReason() string {
 func (r *run) finishLeft(d *delivery, action sbkit.Action, err error) error {
 	r.p.counters.leftLocked.Add(1)
 	r.leftLocked.Add(1)
-	r.forget(d)
 	err = fmt.Errorf("%w: %w", ErrLeftLocked, err)
+	r.end(d, err)
 	r.report(d.hookContext(), &Error{Source: SourceSettle, Action: action, Message: d.msg, Err: err})
 	return err
 }
@@ -184,9 +195,9 @@ func (r *run) count(job settleJob) {
 
 // hold keeps job's message locked (its lock still renewed) for delay, then queues its
 // abandonment. The message keeps its place (one of MaxConcurrency + PrefetchCount, or of
-// the adaptive prefetch's ceiling) until then, so that held messages cannot grow past the
-// processor's capacity. It returns
-// false during a shutdown, when the caller must queue it now.
+// the adaptive prefetch's ceiling) until its settlement is over, so that held messages
+// cannot grow past the processor's capacity. It returns false during a shutdown, when
+// the caller must queue it now.
 func (r *run) hold(job settleJob, delay time.Duration) bool {
 	r.mu.Lock()
 	defer r.mu.Unlock()
@@ -200,8 +211,7 @@ func (r *run) hold(job settleJob, delay time.Duration) bool {
 		delete(r.holds, job.d)
 		r.held.Add(-1)
 		r.mu.Unlock()
-		r.settles <- job
-		r.release(1)
+		r.queue(job)
 		r.holdWG.Done()
 	})
 	return true
@@ -220,10 +230,13 @@ func (r *run) flushHolds() {
 	}
 	r.mu.Unlock()
 	for _, job := range jobs {
-		r.settles <- job
-		r.release(1)
+		r.queue(job)
 		r.holdWG.Done()
 	}
 }
+
+// queue hands job to the settle goroutines, blocking while they are all busy and the
+// queue is full. Its message keeps its place until the settlement is over.
+func (r *run) queue(job settleJob) { r.settles <- job }
 
 func stack() []byte { return debug.Stack() }

@@ -8,7 +8,7 @@ import "sync/atomic"
 // includes Skipped), Abandoned, DeadLettered, Deferred, LocksLost or LeftLocked: once Run
 // has returned, Received == Completed + Abandoned + DeadLettered + Deferred + LocksLost +
 // LeftLocked. In ReceiveAndDelete mode, Received == Handled + Dropped. Counters are
-// totals since New; gauges (InFlight, Buffered, Held) are of the current Run.
+// totals since New; gauges (InFlight, Buffered, Held, Settling) are of the current Run.
 type Stats struct {
 	Received     int64 // messages received
 	Handled      int64 // handler calls that returned (panics included)
@@ -31,6 +31,12 @@ type Stats struct {
 	InFlight int64 // gauge: handlers running now
 	Buffered int64 // gauge: received messages waiting for a handler now
 	Held     int64 // gauge: failed messages held locked before abandoning (AbandonDelay)
+	// Settling is a gauge: messages whose settlement is under way now (retries
+	// included). Each keeps its place until its settlement is over, as a running,
+	// buffered or held message does: together they stay within the processor's bound
+	// (MaxConcurrency + PrefetchCount; with the adaptive prefetch, at most 5 ×
+	// MaxConcurrency + SettleConcurrency).
+	Settling int64
 	// Prefetch is a gauge: how many received messages may wait for a handler now, the
 	// adaptive prefetch's current size or PrefetchCount (0 with DisablePrefetch, and
 	// when no Run is active). Buffered stays at or below it, except for a moment when it
@@ -83,6 +89,7 @@ func (p *Processor) Stats() Stats {
 	if r := p.runs.current(); r != nil {
 		s.Buffered = int64(len(r.buf))
 		s.Held = int64(r.heldCount())
+		s.Settling = r.settling.Load()
 		s.Prefetch = int64(r.prefetch())
 	}
 	return s

@@ -8,7 +8,11 @@ import (
 	"time"
 
 	"github.com/Azure/azure-sdk-for-go/sdk/messaging/azservicebus"
+	"github.com/cenkalti/backoff/v4"
+
 	"github.com/sbkit/sbkit"
+	"github.com/sbkit/sbkit/internal/hooks"
+	"github.com/sbkit/sbkit/internal/retry"
 )
 
 // UnexpectedReplyReason is the dead-letter reason of a message found in a requester's
@@ -18,23 +22,49 @@ const UnexpectedReplyReason = "UnexpectedReply"
 // DefaultCloseTimeout bounds the release of a reply session after Request returns.
 const DefaultCloseTimeout = 10 * time.Second
 
+// defaultCompleteRetry is the default of RequesterOptions.CompleteRetry.
+var defaultCompleteRetry = retry.Policy{MaxRetries: 3, RetryDelay: 100 * time.Millisecond, MaxRetryDelay: time.Second}
+
 // RequesterOptions configures a Requester. The zero value (and nil) means defaults.
 type RequesterOptions struct {
-	// CloseTimeout bounds releasing the reply session when Request returns (its own
-	// context, since the caller's may have ended); default DefaultCloseTimeout (10s).
+	// CloseTimeout bounds completing the reply and releasing the reply session when
+	// Request returns (their own context, since the caller's may have ended); default
+	// DefaultCloseTimeout (10s).
 	CloseTimeout time.Duration
+	// CompleteRetry is the policy for completing a reply that failed with a transient
+	// error, within CloseTimeout. Default: MaxRetries 3, RetryDelay 100 ms,
+	// MaxRetryDelay 1 s.
+	CompleteRetry sbkit.RetryOptions
+	// Hooks observe the requester: each may implement [ReplyNotCompletedHook]. They run
+	// synchronously on the caller's goroutine, must be fast, and may be called
+	// concurrently; a panic in a hook is recovered and logged. Default: none.
+	Hooks []Hook
 	// Logger receives reply-session events (never payloads); default discards.
 	Logger *slog.Logger
+}
+
+// Hook is an observer of a Requester: a value implementing [ReplyNotCompletedHook].
+type Hook any
+
+// ReplyNotCompletedHook is told when Request returned a reply it could not complete:
+// err wraps ErrReplyNotCompleted and the broker's last error. The reply stays in its
+// reply session, which nobody accepts again, until its time to live passes (then it is
+// dropped, or dead-lettered if the reply queue dead-letters expired messages); count it,
+// alert on it, or give replies a short TimeToLive.
+type ReplyNotCompletedHook interface {
+	OnReplyNotCompleted(ctx context.Context, reply *azservicebus.ReceivedMessage, err error)
 }
 
 // Requester sends requests and waits for their replies. It is safe for concurrent use:
 // every Request waits on its own reply session.
 type Requester struct {
-	sender       sbkit.MessageSender
-	replies      sbkit.SessionAcceptor
-	replyTo      string
-	closeTimeout time.Duration
-	log          *slog.Logger
+	sender        sbkit.MessageSender
+	replies       sbkit.SessionAcceptor
+	replyTo       string
+	closeTimeout  time.Duration
+	completeRetry retry.Policy
+	notCompleted  []ReplyNotCompletedHook
+	log           *slog.Logger
 }
 
 // NewRequester returns a Requester that sends requests with sender and receives replies
@@ -63,7 +93,9 @@ func NewRequester(sender sbkit.MessageSender, replies sbkit.SessionAcceptor, rep
 	if o.Logger == nil {
 		o.Logger = slog.New(slog.DiscardHandler)
 	}
-	return &Requester{sender: sender, replies: replies, replyTo: replyTo, closeTimeout: o.CloseTimeout, log: o.Logger}, nil
+	return &Requester{sender: sender, replies: replies, replyTo: replyTo, closeTimeout: o.CloseTimeout,
+		completeRetry: retry.Resolve(o.CompleteRetry, defaultCompleteRetry),
+		notCompleted:  hooks.Select[ReplyNotCompletedHook](o.Hooks), log: o.Logger}, nil
 }
 
 // Request sends req and returns its reply, completed. It sets req's MessageID (when
@@ -73,6 +105,14 @@ func NewRequester(sender sbkit.MessageSender, replies sbkit.SessionAcceptor, rep
 // messages found in the session are dead-lettered with UnexpectedReplyReason. The reply
 // session is released before Request returns. It returns [sbkit.ErrNilMessage] for a nil
 // req.
+//
+// Once the reply has arrived the request has been answered, and Request returns the
+// reply with a nil error whatever becomes of completing it: an error would make a
+// caller that retries run the request twice. Completing uses its own context (bounded
+// by CloseTimeout, so a ctx that ends now does not lose it) and retries transient
+// errors (CompleteRetry); if it still fails, the failure is logged and reported to the
+// [ReplyNotCompletedHook]s, and the reply stays behind in its reply session until it
+// expires.
 func (r *Requester) Request(ctx context.Context, req *azservicebus.Message) (*azservicebus.ReceivedMessage, error) {
 	id, err := sbkit.EnsureMessageID(req)
 	if err != nil {
@@ -105,9 +145,7 @@ func (r *Requester) Request(ctx context.Context, req *azservicebus.Message) (*az
 		}
 		for _, m := range msgs {
 			if m.CorrelationID != nil && *m.CorrelationID == id {
-				if err := sr.CompleteMessage(ctx, m, nil); err != nil {
-					return nil, fmt.Errorf("reqreply: completing reply: %w", err)
-				}
+				r.complete(ctx, sr, m, session)
 				return m, nil
 			}
 			r.log.Warn("unexpected message in reply session", "session", session, "messageID", m.MessageID)
@@ -116,6 +154,41 @@ func (r *Requester) Request(ctx context.Context, req *azservicebus.Message) (*az
 				return nil, fmt.Errorf("reqreply: dead-lettering an unexpected reply: %w", err)
 			}
 		}
+	}
+}
+
+// complete completes the reply m, retrying transient errors within CloseTimeout, and
+// reports a failure that lasts. ctx gives values only.
+func (r *Requester) complete(ctx context.Context, sr sbkit.SessionReceiver, m *azservicebus.ReceivedMessage, session string) {
+	cctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), r.closeTimeout)
+	defer cancel()
+	var bo backoff.BackOff
+	for {
+		err := sr.CompleteMessage(cctx, m, nil)
+		if err == nil {
+			return
+		}
+		var wait time.Duration = backoff.Stop
+		if sbkit.IsTransient(err) && cctx.Err() == nil {
+			if bo == nil {
+				bo = r.completeRetry.BackOff()
+			}
+			wait = bo.NextBackOff()
+		}
+		if wait != backoff.Stop {
+			t := time.NewTimer(wait)
+			select {
+			case <-t.C:
+				continue
+			case <-cctx.Done():
+				t.Stop()
+			}
+		}
+		err = fmt.Errorf("%w: session %s, message %s: %w", ErrReplyNotCompleted, session, m.MessageID, err)
+		r.log.Warn("reply returned but not completed", "session", session, "messageID", m.MessageID, "err", err)
+		hooks.Call(ctx, r.log, "reqreply", "ReplyNotCompletedHook", r.notCompleted,
+			func(h ReplyNotCompletedHook) { h.OnReplyNotCompleted(ctx, m, err) })
+		return
 	}
 }
 

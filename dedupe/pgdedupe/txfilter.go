@@ -39,13 +39,14 @@ type TxOptions struct {
 	// TxOptions are the transaction's options (isolation level, ...). Default: the
 	// database's default isolation (read committed), read-write.
 	TxOptions pgx.TxOptions
-	// Retry bounds the retries of a transaction that failed for a reason a retry can
-	// fix: the database unreachable (connection refused, reset, timed out, shutting
-	// down) or a serialization failure or deadlock (SQLSTATE 40001, 40P01), whether in
-	// the done mark, the handler's statements or the commit. The delivery is held
-	// meanwhile (no abandon, no delivery count); when the retries run out the Filter
-	// returns a *TxError and the message is abandoned. Default: MaxRetries 5, RetryDelay
-	// 200 ms, MaxRetryDelay 5 s (about 6 s of delays, at most 9 s with jitter).
+	// Retry bounds the retries of a transaction whose own statements (begin, the done
+	// mark, commit) failed for a reason a retry can fix: the database unreachable
+	// (connection refused, reset, timed out, shutting down) or a serialization failure
+	// or deadlock (SQLSTATE 40001, 40P01). The delivery is held meanwhile (no abandon,
+	// no delivery count); when the retries run out the Filter returns a *TxError and the
+	// message is abandoned. A handler's error is never retried, whatever it wraps.
+	// Default: MaxRetries 5, RetryDelay 200 ms, MaxRetryDelay 5 s (about 6 s of delays,
+	// at most 9 s with jitter).
 	Retry sbkit.RetryOptions
 	// Hooks observe the filter: each may implement any of TxResultHook and
 	// TxErrorHook. They run synchronously on the handler's goroutine, must be fast, and
@@ -66,8 +67,9 @@ type TxResultHook interface {
 	OnTxResult(ctx context.Context, e TxResult)
 }
 
-// TxErrorHook is told every failed database call (and every handler error a retry can
-// fix), before the filter decides to retry.
+// TxErrorHook is told every failed statement of the filter's own (begin, the done mark,
+// commit), before the filter decides to retry. Handler errors are not database errors
+// of the filter's: they are reported by TxResultHook (OutcomeRolledBack).
 type TxErrorHook interface {
 	OnTxError(ctx context.Context, e TxErrorEvent)
 }
@@ -114,7 +116,7 @@ type TxResult struct {
 // TxErrorEvent is the event of TxErrorHook.
 type TxErrorEvent struct {
 	Key       string // the message's key
-	Op        string // "begin", "mark", "handler", "commit"
+	Op        string // "begin", "mark", "commit"
 	Attempt   int    // the failed attempt's number, from 1
 	Retryable bool   // a retry can fix it (retried while TxOptions.Retry allows)
 	Err       error  // the database's error
@@ -166,18 +168,23 @@ type TxStats struct {
 //     back, this one proceeds. Two deliveries of one key can never both commit;
 //   - otherwise the handler runs with the transaction in its context. It returns nil:
 //     the transaction commits (work and mark), then the processor completes the
-//     message. It returns an error (or panics): the transaction is rolled back and the
-//     error returned, so the message is abandoned or dead-lettered as usual and its
-//     redelivery runs the work again.
+//     message. It returns an error (or panics): the transaction is rolled back once and
+//     the error returned as it is (counted RolledBack), so the message is abandoned or
+//     dead-lettered as usual and its redelivery runs the work again. The filter never
+//     runs the handler again within one delivery: its error, whatever it wraps (a
+//     timeout or network error of another system, or a database error of the handler's
+//     own statements, a serialization failure included), is the handler's to report.
 //
-// Failures: a database that cannot be reached, or a serialization failure or deadlock
-// (SQLSTATE 40001, 40P01) in the mark, the handler's statements or the commit, rolls the
-// transaction back and retries it after a backoff (TxOptions.Retry), holding the
-// delivery: a short outage costs no delivery count and causes no burst of abandons. When
-// the retries run out, or for any other database error, the result is a *TxError and the
-// message is abandoned (fail closed: the handler never runs without its mark). A commit
-// whose outcome is unknown (the connection broke during COMMIT) is reported as a
-// *TxError too; the redelivery finds the mark if the commit happened.
+// Failures of the filter's own statements: a database that cannot be reached, or a
+// serialization failure or deadlock (SQLSTATE 40001, 40P01), in the begin, the mark or
+// the commit, rolls the transaction back and retries it after a backoff
+// (TxOptions.Retry), holding the delivery: a short outage costs no delivery count and
+// causes no burst of abandons. When the retries run out, or for any other database
+// error, the result is a *TxError and the message is abandoned (fail closed: the handler
+// never runs without its mark). A commit whose outcome is unknown (the connection broke
+// during COMMIT) is reported as a *TxError too; the redelivery finds the mark if the
+// commit happened. A retried commit runs the handler again in the new transaction: only
+// then does a handler run twice in one delivery.
 //
 // Handlers must do their database work through the transaction only; work outside it
 // (calls to other systems) is not undone by a rollback.
@@ -362,10 +369,7 @@ func (f *TxFilter) attempt(ctx context.Context, m *azservicebus.ReceivedMessage,
 		}
 	}
 	if herr := next(context.WithValue(ctx, txKey{}, tx), m); herr != nil {
-		if isSerialization(herr) || (isUnavailable(herr) && ctx.Err() == nil) {
-			return 0, "handler", herr // the transaction is worth running again
-		}
-		return OutcomeRolledBack, "", herr
+		return OutcomeRolledBack, "", herr // the handler's, never retried here
 	}
 	if err := tx.Commit(ctx); err != nil {
 		return 0, "commit", err

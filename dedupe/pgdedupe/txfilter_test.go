@@ -37,33 +37,39 @@ func wrap(t *testing.T, f *pgdedupe.TxFilter, h sbkit.Handler) sbkit.Handler {
 	return w
 }
 
-// TestSerializationFailureRetries: a serialization failure in the handler's statements
-// rolls the transaction back and runs it again (SQLSTATE 40001 asks for a retry).
+// TestSerializationFailureRetries: a serialization failure of the filter's own commit
+// (here a deferred constraint trigger that raises SQLSTATE 40001 at the first COMMIT, as
+// SERIALIZABLE transactions do) rolls the transaction back and runs it again, holding
+// the delivery.
 func TestSerializationFailureRetries(t *testing.T) {
 	e := newE2E(t)
+	if _, err := e.pool.Exec(context.Background(), `
+CREATE SEQUENCE commits;
+CREATE FUNCTION fail_first_commit() RETURNS trigger LANGUAGE plpgsql AS $$
+BEGIN
+	IF nextval('commits') = 1 THEN
+		RAISE EXCEPTION 'conflict' USING ERRCODE = '40001';
+	END IF;
+	RETURN NULL;
+END $$;
+CREATE CONSTRAINT TRIGGER at_commit AFTER INSERT ON work DEFERRABLE INITIALLY DEFERRED
+	FOR EACH ROW EXECUTE FUNCTION fail_first_commit();`); err != nil {
+		t.Fatal(err)
+	}
 	hook := &errorHook{}
 	f, err := pgdedupe.NewTxFilter(e.store, &pgdedupe.TxOptions{Entity: "orders", Hooks: []pgdedupe.Hook{hook},
 		Retry: sbkit.RetryOptions{RetryDelay: -1}})
 	if err != nil {
 		t.Fatal(err)
 	}
-	h := wrap(t, f, func(ctx context.Context, m *azservicebus.ReceivedMessage) error {
-		if err := e.work(ctx, m); err != nil {
-			return err
-		}
-		if e.runs.Load() == 1 {
-			_, err := pgdedupe.TxFrom(ctx).Exec(ctx, `DO $$ BEGIN RAISE EXCEPTION 'conflict' USING ERRCODE = '40001'; END $$`)
-			return err
-		}
-		return nil
-	})
+	h := wrap(t, f, e.work)
 	if err := h(context.Background(), &azservicebus.ReceivedMessage{MessageID: "s1"}); err != nil {
 		t.Fatal(err)
 	}
 	if work, marks := e.rows("s1"); e.runs.Load() != 2 || work != 1 || marks != 1 {
 		t.Fatalf("handler ran %d times, %d rows, %d marks; want 2, 1, 1", e.runs.Load(), work, marks)
 	}
-	if st := f.Stats(); st.Retried != 1 || st.Committed != 1 || len(hook.ops) != 1 || hook.ops[0] != "handler" {
+	if st := f.Stats(); st.Retried != 1 || st.Committed != 1 || len(hook.ops) != 1 || hook.ops[0] != "commit" {
 		t.Fatalf("stats %+v, hook saw %v", st, hook.ops)
 	}
 }
