@@ -155,11 +155,14 @@ func (r *Receiver) begin(ctx context.Context, op Op) (after error, err error) {
 	return f.run(ctx, faulty)
 }
 
-// admit reports why r may not run an operation now: closed, or a session entity read
-// without a session.
+// admit reports why r may not run an operation now: closed, its entity deleted
+// (CodeNotFound), or a session entity read without a session.
 func (r *Receiver) admit() error {
 	if r.isClosed() {
 		return errClosed()
+	}
+	if r.e.life.ended() {
+		return errNotFound()
 	}
 	if r.e.sessions != nil && r.sq == &r.e.main && !r.isSession() {
 		return errNonSessionReceiver()

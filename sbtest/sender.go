@@ -84,10 +84,14 @@ func (s *Sender) do(ctx context.Context, out []outgoing, batch bool) ([]int64, e
 	return s.sendNow(ctx, out, batch)
 }
 
-// admit reports why s may not send now: closed, or its target disabled for sending.
+// admit reports why s may not send now: closed, its target deleted (CodeNotFound) or
+// disabled for sending.
 func (s *Sender) admit() error {
 	if s.closed.Load() {
 		return errClosed()
+	}
+	if s.target.lifespan().ended() {
+		return errNotFound()
 	}
 	return s.sendStatus()
 }

@@ -143,7 +143,10 @@ type ServerTopic struct {
 // them (sbkit.MessageExpiresAt reads that as unknown).
 //
 // Entities are looked up when a link attaches, so entities added to the Namespace after
-// NewServer are reachable too.
+// NewServer are reachable too. Deleting an entity (DeleteQueue, DeleteTopic,
+// DeleteSubscription, or the admin API) detaches the links attached to it with
+// amqp:not-found, which the SDK reports without retrying; an entity created again with
+// the same name is a new one, reached by new links.
 //
 // Frames on one session take effect in the order they arrived, while the latency
 // model's waits of pipelined sends and settlements overlap: a transfer is stored (or

@@ -77,6 +77,7 @@ type srvLink struct {
 	looping       bool // linkReceive: the receive loop runs (only while there is credit or a drain)
 	detached      bool // a detach was sent or received: the link takes no more deliveries
 	closed        bool
+	unwatch       func() bool // stops watching the entity's deletion (watch)
 }
 
 // inDelivery is a message being received from the client, possibly over several frames.
@@ -200,6 +201,9 @@ func (s *srvSession) finishAttach(l *srvLink, a *amqp.Attach, reply *amqp.Attach
 		c.writeFrame(s.ch, reply, nil)
 	}
 	s.mu.Unlock()
+	if life := l.entityLife(); life != nil {
+		l.watch(life)
+	}
 	switch l.kind {
 	case linkSend, linkRequest:
 		l.grantCredit()
@@ -370,6 +374,23 @@ func (l *srvLink) detachWithError(e *amqp.Error) {
 	})
 }
 
+// watch detaches the link with amqp:not-found once its entity (life) is deleted, as the
+// service does: its clients are refused, not served by a detached copy (Service Bus
+// docs, "Service Bus messaging exceptions": MessagingEntityNotFound). An idle watch
+// costs no goroutine.
+func (l *srvLink) watch(life *lifetime) {
+	stop := context.AfterFunc(life.done(), func() {
+		l.detachWithError(protoError(condNotFound, "sbtest: server: the messaging entity %q was deleted", l.addr))
+	})
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	if l.closed {
+		stop()
+		return
+	}
+	l.unwatch = stop
+}
+
 // writeDetach sends a detach of handle (closed) with e, unless the session ended.
 func (s *srvSession) writeDetach(handle uint32, e *amqp.Error) {
 	s.mu.Lock()
@@ -391,8 +412,12 @@ func (l *srvLink) close() {
 	l.closed = true
 	l.detached = true
 	l.wakeLocked()
+	unwatch := l.unwatch
 	l.mu.Unlock()
 	l.cancel()
+	if unwatch != nil {
+		unwatch()
+	}
 	switch l.kind {
 	case linkReceive:
 		if l.rcv != nil {

@@ -76,6 +76,29 @@ func (s *Sender) outgoingOf(msgs []*azservicebus.Message, raws []*rawSections) (
 	return out, nil
 }
 
+// entityLife returns the lifetime of the entity a link sends to, receives from or
+// manages ($management), or nil for $cbs and response links.
+func (l *srvLink) entityLife() *lifetime {
+	switch {
+	case l.sender != nil:
+		return l.sender.target.lifespan()
+	case l.rcv != nil:
+		return &l.rcv.e.life
+	case l.node != nil && !l.node.cbs:
+		path, _ := splitSubQueue(l.node.path)
+		ns := l.s.c.srv.ns
+		ns.mu.Lock()
+		defer ns.mu.Unlock()
+		if t := ns.topics[path]; t != nil {
+			return &t.life
+		}
+		if e := ns.entities[path]; e != nil {
+			return &e.life
+		}
+	}
+	return nil
+}
+
 // storeWait sleeps the latency model's wait for one send request, or less when ctx ends
 // first.
 func (s *Sender) storeWait(ctx context.Context) { _ = s.ns.latency.store(ctx) }
