@@ -130,6 +130,7 @@ func (s *srvSession) attach(a *amqp.Attach) error {
 		s.mu.Unlock()
 		return protoError(condHandleInUse, "handle %d is already attached", a.Handle)
 	}
+	s.detached.del(a.Handle)
 	l := &srvLink{s: s, name: a.Name, handle: a.Handle, wake: make(chan struct{})}
 	l.ctx, l.cancel = context.WithCancel(c.ctx)
 	// A refused link keeps its handle until the client's detach, so it counts too.
@@ -335,7 +336,10 @@ func splitSubQueue(addr string) (string, azservicebus.SubQueue) {
 func (s *srvSession) detach(d *amqp.Detach) error {
 	s.mu.Lock()
 	l := s.links[d.Handle]
-	delete(s.links, d.Handle)
+	if l != nil {
+		delete(s.links, d.Handle)
+		s.detached.add(d.Handle)
+	}
 	s.mu.Unlock()
 	if l == nil {
 		return protoError(condUnattachedHandle, "detach of handle %d, which is not attached", d.Handle)

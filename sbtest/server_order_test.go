@@ -309,3 +309,21 @@ func TestServerSettlesBeforeDetach(t *testing.T) {
 		}
 	}
 }
+
+// TestServerFlowAfterDetach: a flow that follows the client's detach on its handle, as
+// go-amqp's receiver may send while it waits for the answer, is ignored: the server
+// answers the detach, the connection lives and the handle can be attached again.
+func TestServerFlowAfterDetach(t *testing.T) {
+	t.Parallel()
+	srv := newWire(t, &ServerOptions{Queues: map[string]*EntityOptions{"q": nil}}).srv
+	c := dialRaw(t, srv)
+	c.open()
+	c.beginSession(100)
+	c.attachReceiver("q")
+	c.writeFrame(amqp.FrameTypeAMQP, 0, &amqp.Detach{Handle: 1, Closed: true}, nil)
+	c.flow(0, 100, 0, 5, false)
+	if d, ok := c.readFrame().Body.(*amqp.Detach); !ok || d.Error != nil {
+		t.Fatalf("answer %+v, want a detach without error", d)
+	}
+	c.attachReceiver("q")
+}

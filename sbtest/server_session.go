@@ -27,6 +27,9 @@ type srvSession struct {
 	closing bool                // an end arrived or the connection went down: the links stopped
 	closed  bool                // the session ended: nothing more is written on its channel
 	links   map[uint32]*srvLink // by the client's handle, which the server also uses
+	// detached holds the handles the client detached and has not attached again: a flow
+	// on one of them is ignored, as go-amqp's receiver may send one after its detach.
+	detached handleSet
 
 	// incoming transfers (client to server)
 	nextIncomingID uint32
@@ -150,13 +153,19 @@ func (s *srvSession) flow(f *amqp.Flow) error {
 	if f.Handle != nil {
 		l = s.links[*f.Handle]
 		if l == nil {
+			stale := s.detached.has(*f.Handle)
 			s.mu.Unlock()
+			if stale {
+				return nil
+			}
 			return protoError(condUnattachedHandle, "flow for handle %d, which is not attached", *f.Handle)
 		}
 	}
 	s.mu.Unlock()
 	if l != nil {
-		l.onFlow(f)
+		if !l.isDetached() { // else it crossed the server's detach
+			l.onFlow(f)
+		}
 		return nil
 	}
 	if f.Echo {
@@ -378,4 +387,26 @@ func (s *srvSession) forgetLink(l *srvLink) {
 			delete(s.unsettled, id)
 		}
 	}
+}
+
+// handleSet is a set of link handles, one bit each: at most handle-max+1 bits a session.
+// The zero value is empty.
+type handleSet []uint64
+
+func (h *handleSet) add(x uint32) {
+	if i := int(x / 64); i >= len(*h) {
+		*h = append(*h, make([]uint64, i+1-len(*h))...)
+	}
+	(*h)[x/64] |= 1 << (x % 64)
+}
+
+func (h handleSet) del(x uint32) {
+	if i := int(x / 64); i < len(h) {
+		h[i] &^= 1 << (x % 64)
+	}
+}
+
+func (h handleSet) has(x uint32) bool {
+	i := int(x / 64)
+	return i < len(h) && h[i]&(1<<(x%64)) != 0
 }
