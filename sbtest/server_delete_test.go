@@ -100,16 +100,9 @@ func TestServerDeleteDetachesLinks(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	wantNotFound := func(what string, err error) {
-		t.Helper()
-		var ae *goamqp.Error
-		if !errors.As(err, &ae) || ae.Condition != goamqp.ErrCondNotFound {
-			t.Fatalf("%s after the delete: %v, want the link detached with %s", what, err, goamqp.ErrCondNotFound)
-		}
-	}
 	_, err = rcv.Receive(ctx, nil)
-	wantNotFound("receive", err)
-	wantNotFound("send", snd.Send(ctx, goamqp.NewMessage([]byte("after")), nil))
+	wantLinkNotFound(t, "receive", err)
+	wantLinkNotFound(t, "send", snd.Send(ctx, goamqp.NewMessage([]byte("after")), nil))
 	if n := old.Stats().Sent; n != 1 {
 		t.Fatalf("the deleted queue stored %d messages, want only the one sent before the delete", n)
 	}
@@ -152,16 +145,9 @@ func TestServerDeleteSDKClient(t *testing.T) {
 	if err := ns.DeleteQueue("q"); err != nil {
 		t.Fatal(err)
 	}
-	wantNotFound := func(what string, err error) {
-		t.Helper()
-		var ae *goamqp.Error
-		if !errors.As(err, &ae) || ae.Condition != goamqp.ErrCondNotFound {
-			t.Fatalf("%s after the delete: %v, want %s", what, err, goamqp.ErrCondNotFound)
-		}
-	}
-	wantNotFound("send", s.SendMessage(ctx, &azservicebus.Message{Body: []byte("lost")}, nil))
+	wantLinkNotFound(t, "send", s.SendMessage(ctx, &azservicebus.Message{Body: []byte("lost")}, nil))
 	_, err := r.ReceiveMessages(ctx, 1, nil)
-	wantNotFound("receive", err)
+	wantLinkNotFound(t, "receive", err)
 	q2, err := ns.NewQueue("q", nil)
 	if err != nil {
 		t.Fatal(err)
@@ -174,5 +160,15 @@ func TestServerDeleteSDKClient(t *testing.T) {
 	}
 	if st := q2.Stats(); st.Sent != 1 {
 		t.Fatalf("the new queue stored %d messages, want 1", st.Sent)
+	}
+}
+
+// wantLinkNotFound fails the test unless err says the link was detached with
+// amqp:not-found.
+func wantLinkNotFound(t *testing.T, what string, err error) {
+	t.Helper()
+	var ae *goamqp.Error
+	if !errors.As(err, &ae) || ae.Condition != goamqp.ErrCondNotFound {
+		t.Fatalf("%s after the delete: %v, want the link detached with %s", what, err, goamqp.ErrCondNotFound)
 	}
 }
