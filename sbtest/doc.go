@@ -56,7 +56,8 @@
 //
 // Auto-forwarding: EntityOptions.ForwardTo and ForwardDeadLetteredMessagesTo, with
 // DeadLetterSource and EnqueuedSequenceNumber set and at most MaxForwardHops hops
-// (forward.go). Entities can be deleted, listed and reconfigured (manage.go).
+// (forward.go). Entities can be deleted, listed and reconfigured (manage.go); the
+// Senders and Receivers of a deleted entity fail with CodeNotFound.
 //
 // Entity status (Entity.SetStatus, Topic.SetStatus): Disabled, SendDisabled and
 // ReceiveDisabled refuse what they say with com.microsoft:entity-disabled (status.go).
