@@ -62,7 +62,8 @@
 // message whose target is deleted or disabled stays in the source's dead-letter queue
 // (ForwardTargetUnavailableReason), and one sent message makes at most
 // NamespaceOptions.MaxForwardCopies copies (forward.go). Entities can be deleted, listed
-// and reconfigured (manage.go).
+// and reconfigured (manage.go); the Senders and Receivers of a deleted entity fail with
+// CodeNotFound.
 //
 // Entity status (Entity.SetStatus, Topic.SetStatus): Disabled, SendDisabled and
 // ReceiveDisabled refuse what they say with com.microsoft:entity-disabled (status.go).

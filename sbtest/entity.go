@@ -27,6 +27,7 @@ type Entity struct {
 	faults     faultSet
 	stats      counters
 	rules      ruleSet // subscriptions only (rule.go)
+	life       lifetime
 
 	mu   sync.Mutex
 	main subqueue

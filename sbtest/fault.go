@@ -142,3 +142,16 @@ func (f Fault) before(ctx context.Context) error {
 	}
 	return nil
 }
+
+// run runs a fault taken for an operation, when faulty: before, then the error to
+// return once the operation is applied (After). err non-nil means the operation must
+// not be applied.
+func (f Fault) run(ctx context.Context, faulty bool) (after error, err error) {
+	if !faulty {
+		return nil, nil
+	}
+	if err := f.before(ctx); err != nil {
+		return nil, err
+	}
+	return f.Err, nil
+}

@@ -1,9 +1,11 @@
 package sbtest
 
 import (
+	"context"
 	"fmt"
 	"slices"
 	"strings"
+	"sync"
 	"time"
 
 	"github.com/sbkit/sbkit"
@@ -14,8 +16,9 @@ import (
 // these; tests may call them directly).
 
 // DeleteQueue removes a queue and its messages. It returns ErrNotFound when no queue has
-// that name. Receivers and senders already open keep the detached queue; new ones (and
-// the wire) no longer find it.
+// that name. From then on the Senders and Receivers already open on it fail with
+// CodeNotFound (a queue created later with the same name is another queue), and the
+// server detaches its links with amqp:not-found.
 func (ns *Namespace) DeleteQueue(name string) error {
 	ns.mu.Lock()
 	defer ns.mu.Unlock()
@@ -24,11 +27,13 @@ func (ns *Namespace) DeleteQueue(name string) error {
 		return fmt.Errorf("%w: queue %q", ErrNotFound, name)
 	}
 	delete(ns.entities, name)
+	e.life.end()
 	return nil
 }
 
 // DeleteTopic removes a topic with its subscriptions. It returns ErrNotFound when no
-// topic has that name.
+// topic has that name. Senders and Receivers already open on them fail with CodeNotFound
+// from then on, as for DeleteQueue.
 func (ns *Namespace) DeleteTopic(name string) error {
 	ns.mu.Lock()
 	defer ns.mu.Unlock()
@@ -37,14 +42,17 @@ func (ns *Namespace) DeleteTopic(name string) error {
 		return fmt.Errorf("%w: topic %q", ErrNotFound, name)
 	}
 	delete(ns.topics, name)
+	t.life.end()
 	for _, s := range t.Subscriptions() {
 		delete(ns.entities, s.path)
+		s.life.end()
 	}
 	return nil
 }
 
 // DeleteSubscription removes a subscription of t. It returns ErrNotFound when t has no
-// subscription of that name.
+// subscription of that name. Receivers already open on it fail with CodeNotFound from
+// then on, as for DeleteQueue.
 func (t *Topic) DeleteSubscription(name string) error {
 	path := subscriptionPath(t.name, name)
 	t.ns.mu.Lock()
@@ -55,10 +63,39 @@ func (t *Topic) DeleteSubscription(name string) error {
 	if i < 0 {
 		return fmt.Errorf("%w: subscription %q", ErrNotFound, path)
 	}
+	sub := t.subs[i]
 	t.subs = slices.Delete(t.subs, i, i+1)
 	delete(t.ns.entities, path)
+	sub.life.end()
 	return nil
 }
+
+// lifetime ends when its queue, topic or subscription is deleted: the clients of a
+// deleted entity fail with CodeNotFound, and the server detaches its links with
+// amqp:not-found, the service's MessagingEntityNotFound (Service Bus docs, "Service Bus
+// messaging exceptions"), which the SDK reports without attaching again (azservicebus
+// internal/errors.go, amqpConditionsToRecoveryKind). The zero value is a lifetime that
+// has not ended. Safe for concurrent use.
+type lifetime struct {
+	once   sync.Once
+	ctx    context.Context
+	cancel context.CancelFunc
+}
+
+func (l *lifetime) init() { l.ctx, l.cancel = context.WithCancel(context.Background()) }
+
+// done returns a context that ends with the lifetime.
+func (l *lifetime) done() context.Context {
+	l.once.Do(l.init)
+	return l.ctx
+}
+
+func (l *lifetime) end() {
+	l.once.Do(l.init)
+	l.cancel()
+}
+
+func (l *lifetime) ended() bool { return l.done().Err() != nil }
 
 // Subscription returns the subscription of t with the given name.
 func (t *Topic) Subscription(name string) (*Entity, bool) {

@@ -134,9 +134,10 @@ func (r *Receiver) DropConnection() {
 	r.e.orphanLocks(r)
 }
 
-// begin is the common start of an operation: closed and context checks, the fault for
-// op, one round trip. A non-nil error means the operation must not be applied. after is
-// the error to return once it has been applied (an After fault), or nil.
+// begin is the common start of an operation: closed and context checks, admit, the
+// fault for op, one round trip. A non-nil error means the operation must not be
+// applied. after is the error to return once it has been applied (an After fault), or
+// nil.
 func (r *Receiver) begin(ctx context.Context, op Op) (after error, err error) {
 	if r.isClosed() {
 		return nil, errClosed()
@@ -144,20 +145,29 @@ func (r *Receiver) begin(ctx context.Context, op Op) (after error, err error) {
 	if err := ctx.Err(); err != nil {
 		return nil, err
 	}
-	if r.e.sessions != nil && r.sq == &r.e.main && !r.isSession() {
-		return nil, errNonSessionReceiver()
+	if err := r.admit(); err != nil {
+		return nil, err
 	}
 	f, faulty := r.e.faults.take(op)
 	if err := r.ns.latency.roundTrip(ctx); err != nil {
 		return nil, err
 	}
-	if faulty {
-		if err := f.before(ctx); err != nil {
-			return nil, err
-		}
-		return f.Err, nil
+	return f.run(ctx, faulty)
+}
+
+// admit reports why r may not run an operation now: closed, its entity deleted
+// (CodeNotFound), or a session entity read without a session.
+func (r *Receiver) admit() error {
+	if r.isClosed() {
+		return errClosed()
 	}
-	return nil, nil
+	if r.e.life.ended() {
+		return errNotFound()
+	}
+	if r.e.sessions != nil && r.sq == &r.e.main && !r.isSession() {
+		return errNonSessionReceiver()
+	}
+	return nil
 }
 
 func (r *Receiver) isClosed() bool {
@@ -292,35 +302,65 @@ func (r *Receiver) deliver(now time.Time, m *message) *azservicebus.ReceivedMess
 	return m.received()
 }
 
+// settlement is what settling a message does: the operation (for faults) and its effect
+// on the message, applied under the entity's lock.
+type settlement struct {
+	op    Op
+	apply func(m *message) error
+}
+
 // settle runs a settlement of msg under the entity's lock with the message r holds for
-// it; CodeLockLost when r holds none.
+// it; CodeLockLost when it holds none. It sleeps one round trip, then settles with
+// settleNow.
 //
 // Any receiver of the sub-queue may settle a lock token while the lock lasts, as the SDK
 // does through $management with a message it did not receive (SDK live test
 // TestReceiver_SettleWithOnlyLockToken), except the receiver that received it over a
 // link that is gone (DropConnection): the SDK settles such a message on that link and
 // fails. Renewals (op OpRenew) always go through $management and work from any receiver.
-func (r *Receiver) settle(ctx context.Context, op Op, msg *azservicebus.ReceivedMessage, apply func(m *message) error) error {
+func (r *Receiver) settle(ctx context.Context, msg *azservicebus.ReceivedMessage, st settlement) error {
 	if msg == nil {
 		return sbkit.ErrNilMessage
 	}
-	after, err := r.begin(ctx, op)
+	if r.isClosed() {
+		return errClosed()
+	}
+	if err := ctx.Err(); err != nil {
+		return err
+	}
+	if err := r.ns.latency.roundTrip(ctx); err != nil {
+		return err
+	}
+	return r.settleNow(ctx, msg.LockToken, st)
+}
+
+// settleNow applies a settlement of the message locked with token at once, without the
+// latency model's round trip: admit, the fault for the operation, the effect. ctx ends a
+// hanging fault only. The server sleeps the round trips of many settlements at once and
+// applies each with settleNow in the order the client sent them.
+func (r *Receiver) settleNow(ctx context.Context, token [16]byte, st settlement) error {
+	err := r.admit()
+	var after error
+	if err == nil {
+		f, faulty := r.e.faults.take(st.op)
+		after, err = f.run(ctx, faulty)
+	}
 	if err != nil {
 		var sbErr *azservicebus.Error
 		if errors.As(err, &sbErr) && sbErr.Code == azservicebus.CodeLockLost {
-			r.loseLock(msg.LockToken) // an injected lock loss is real: the broker lets go too
+			r.loseLock(token) // an injected lock loss is real: the broker lets go too
 		}
 		return err
 	}
 	e := r.e
 	e.mu.Lock()
 	e.tick(time.Now())
-	m := r.sq.byToken[msg.LockToken]
-	if m == nil || r.closed || (op != OpRenew && m.holder == r && m.orphaned) {
+	m := r.sq.byToken[token]
+	if m == nil || r.closed || (st.op != OpRenew && m.holder == r && m.orphaned) {
 		e.mu.Unlock()
 		return errLockLost()
 	}
-	err = apply(m)
+	err = st.apply(m)
 	e.mu.Unlock()
 	e.ns.flushForwards() // a dead-lettered message may be on its way elsewhere
 	if err != nil {
@@ -331,11 +371,15 @@ func (r *Receiver) settle(ctx context.Context, op Op, msg *azservicebus.Received
 
 // CompleteMessage removes a locked message from the entity. options may be nil.
 func (r *Receiver) CompleteMessage(ctx context.Context, msg *azservicebus.ReceivedMessage, options *azservicebus.CompleteMessageOptions) error {
-	return r.settle(ctx, OpComplete, msg, func(m *message) error {
+	return r.settle(ctx, msg, r.completion())
+}
+
+func (r *Receiver) completion() settlement {
+	return settlement{OpComplete, func(m *message) error {
 		r.e.detach(r.sq, m)
 		r.e.stats.completed.Add(1)
 		return nil
-	})
+	}}
 }
 
 // AbandonMessage releases a locked message: it is delivered again (before later messages)
@@ -343,22 +387,32 @@ func (r *Receiver) CompleteMessage(ctx context.Context, msg *azservicebus.Receiv
 // had MaxDeliveryCount deliveries. A deferred message goes back to the deferred state.
 // options.PropertiesToModify are applied.
 func (r *Receiver) AbandonMessage(ctx context.Context, msg *azservicebus.ReceivedMessage, options *azservicebus.AbandonMessageOptions) error {
-	return r.settle(ctx, OpAbandon, msg, func(m *message) error {
+	var props map[string]any
+	if options != nil {
+		props = options.PropertiesToModify
+	}
+	return r.settle(ctx, msg, r.abandonment(props))
+}
+
+func (r *Receiver) abandonment(props map[string]any) settlement {
+	return settlement{OpAbandon, func(m *message) error {
 		r.e.unlock(r.sq, m)
-		if options != nil {
-			m.p = m.p.withProps(options.PropertiesToModify)
-		}
+		m.p = m.p.withProps(props)
 		r.e.stats.abandoned.Add(1)
 		r.e.release(r.sq, m, true)
 		return nil
-	})
+	}}
 }
 
 // DeadLetterMessage moves a locked message to the dead-letter queue with the options'
 // Reason, ErrorDescription and PropertiesToModify. Dead-lettering a message of a
 // dead-letter queue returns ErrNotSettleable.
 func (r *Receiver) DeadLetterMessage(ctx context.Context, msg *azservicebus.ReceivedMessage, options *azservicebus.DeadLetterOptions) error {
-	return r.settle(ctx, OpDeadLetter, msg, func(m *message) error {
+	return r.settle(ctx, msg, r.deadLettering(options))
+}
+
+func (r *Receiver) deadLettering(options *azservicebus.DeadLetterOptions) settlement {
+	return settlement{OpDeadLetter, func(m *message) error {
 		if r.sq.dlq {
 			return fmt.Errorf("%w: message %d is already dead-lettered", ErrNotSettleable, m.seq)
 		}
@@ -370,34 +424,40 @@ func (r *Receiver) DeadLetterMessage(ctx context.Context, msg *azservicebus.Rece
 		r.e.detach(r.sq, m)
 		r.e.toDLQ(m, reason, desc, props)
 		return nil
-	})
+	}}
 }
 
 // DeferMessage sets a locked message aside: it is no longer delivered by ReceiveMessages,
 // only by ReceiveDeferredMessages with its sequence number. options.PropertiesToModify are
 // applied.
 func (r *Receiver) DeferMessage(ctx context.Context, msg *azservicebus.ReceivedMessage, options *azservicebus.DeferMessageOptions) error {
-	return r.settle(ctx, OpDefer, msg, func(m *message) error {
+	var props map[string]any
+	if options != nil {
+		props = options.PropertiesToModify
+	}
+	return r.settle(ctx, msg, r.deferral(props))
+}
+
+func (r *Receiver) deferral(props map[string]any) settlement {
+	return settlement{OpDefer, func(m *message) error {
 		r.e.unlock(r.sq, m)
-		if options != nil {
-			m.p = m.p.withProps(options.PropertiesToModify)
-		}
+		m.p = m.p.withProps(props)
 		r.e.makeDeferred(r.sq, m)
 		r.e.stats.deferred.Add(1)
 		return nil
-	})
+	}}
 }
 
 // RenewMessageLock extends a message's lock to LockDuration from now and writes the new
 // expiry to msg.LockedUntil.
 func (r *Receiver) RenewMessageLock(ctx context.Context, msg *azservicebus.ReceivedMessage, options *azservicebus.RenewMessageLockOptions) error {
-	return r.settle(ctx, OpRenew, msg, func(m *message) error {
+	return r.settle(ctx, msg, settlement{OpRenew, func(m *message) error {
 		m.lockedUntil = time.Now().Add(r.e.opts.LockDuration)
 		r.sq.heaps[hLock].fix(m)
 		msg.LockedUntil = cloneTime(m.lockedUntil)
 		r.e.stats.renewed.Add(1)
 		return nil
-	})
+	}})
 }
 
 // ReceiveDeferredMessages receives deferred messages by sequence number, locked in

@@ -15,10 +15,12 @@ type sendTarget interface {
 	cancel(now time.Time, seqs []int64)
 	sendFaults() *faultSet
 	sendStats() *counters
+	lifespan() *lifetime
 }
 
 func (e *Entity) sendFaults() *faultSet { return &e.faults }
 func (e *Entity) sendStats() *counters  { return &e.stats }
+func (e *Entity) lifespan() *lifetime   { return &e.life }
 
 // store stores messages sent to a queue and returns their sequence numbers (0 for a
 // dropped duplicate).

@@ -66,7 +66,7 @@ func (s *Sender) prepare(m *azservicebus.Message, sched time.Time) (outgoing, er
 	return outgoing{p: p, sched: sched}, nil
 }
 
-// do runs one send request of out through the latency model and faults, then stores it.
+// do runs one send request of out: the latency model's wait, then sendNow.
 func (s *Sender) do(ctx context.Context, out []outgoing, batch bool) ([]int64, error) {
 	if s.closed.Load() {
 		return nil, errClosed()
@@ -74,19 +74,47 @@ func (s *Sender) do(ctx context.Context, out []outgoing, batch bool) ([]int64, e
 	if err := ctx.Err(); err != nil {
 		return nil, err
 	}
-	if err := s.sendStatus(); err != nil {
+	if err := s.admit(); err != nil {
 		return nil, err
 	}
+	defer s.enter(out)()
+	if err := s.ns.latency.store(ctx); err != nil {
+		return nil, err
+	}
+	return s.sendNow(ctx, out, batch)
+}
+
+// admit reports why s may not send now: closed, its target deleted (CodeNotFound) or
+// disabled for sending.
+func (s *Sender) admit() error {
+	if s.closed.Load() {
+		return errClosed()
+	}
+	if s.target.lifespan().ended() {
+		return errNotFound()
+	}
+	return s.sendStatus()
+}
+
+// enter counts a send request of out in flight; the returned func counts it out.
+func (s *Sender) enter(out []outgoing) (leave func()) {
 	var bytes int64
 	for _, o := range out {
 		bytes += int64(o.p.size)
 	}
-	stats := s.target.sendStats()
-	defer stats.enter(bytes)()
-	f, faulty := s.target.sendFaults().take(OpSend)
-	if err := s.ns.latency.store(ctx); err != nil {
+	return s.target.sendStats().enter(bytes)
+}
+
+// sendNow applies one send request at once, without the latency model's wait: admit,
+// the target's fault for OpSend, the store. ctx ends a hanging fault only. The server
+// waits for many requests at once and applies each with sendNow in the order they
+// arrived, so that their sequence numbers follow that order (Service Bus docs, "Message
+// sequencing and timestamps": the sequence number is the true order of arrival).
+func (s *Sender) sendNow(ctx context.Context, out []outgoing, batch bool) ([]int64, error) {
+	if err := s.admit(); err != nil {
 		return nil, err
 	}
+	f, faulty := s.target.sendFaults().take(OpSend)
 	if faulty {
 		if err := f.before(ctx); err != nil {
 			return nil, err
@@ -95,7 +123,7 @@ func (s *Sender) do(ctx context.Context, out []outgoing, batch bool) ([]int64, e
 	seqs := s.target.store(time.Now(), out)
 	s.ns.flushForwards() // auto-forwarding entities pass what they got on
 	if batch {
-		stats.batches.Add(1)
+		s.target.sendStats().batches.Add(1)
 	}
 	if faulty {
 		return seqs, f.Err

@@ -173,7 +173,19 @@ type ServerTopic struct {
 // them (sbkit.MessageExpiresAt reads that as unknown).
 //
 // Entities are looked up when a link attaches, so entities added to the Namespace after
-// NewServer are reachable too.
+// NewServer are reachable too. Deleting an entity (DeleteQueue, DeleteTopic,
+// DeleteSubscription, or the admin API) detaches the links attached to it with
+// amqp:not-found, which the SDK reports without retrying; an entity created again with
+// the same name is a new one, reached by new links.
+//
+// Frames on one session take effect in the order they arrived, while the latency
+// model's waits of pipelined sends and settlements overlap: a transfer is stored (or
+// refused with a reason) before a later detach, end or close takes effect and is
+// answered, a settlement takes effect before a later detach releases the link's locks,
+// and sequence numbers follow arrival order (Service Bus docs, "Message sequencing and
+// timestamps": the sequence number is the true order of arrival). A pre-settled transfer
+// or settlement is therefore applied even when the client detaches or closes right after
+// it.
 //
 // Resources are bounded per client (ServerOptions): 64 connections, AMQP and
 // administration alike, 256 sessions per connection and 32 links per session by
@@ -205,8 +217,9 @@ type ServerTopic struct {
 // (ClientOptions.RetryOptions, 4 s apart by default) before it reports CodeTimeout. A
 // settlement the SDK retries after such an answer is reported as successful (go-amqp
 // considers the delivery settled), so test settlement failures with CodeLockLost faults.
-// A Hang fault blocks until the link or connection closes: the client's context bounds
-// the client, not the server.
+// A Hang fault blocks until the link or connection closes, and with it the frames that
+// arrived after it on the same session: the client's context bounds the client, not the
+// server.
 //
 // Hostile input (malformed or oversize frames, protocol violations) closes the offending
 // connection with an AMQP error; the server and its other connections keep working.

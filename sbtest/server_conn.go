@@ -85,6 +85,10 @@ type srvConn struct {
 	sessions map[uint16]*srvSession
 	replies  map[string]*srvLink // response links of $cbs/$management by target address
 	rlinks   map[string]*srvLink // receive links by name, for associated-link-name
+
+	// ending holds the sessions the client ended whose end is not answered yet (their
+	// earlier frames are still taking effect), guarded by mu.
+	ending map[*srvSession]<-chan struct{}
 }
 
 func newSrvConn(s *Server, nc net.Conn) *srvConn {
@@ -97,6 +101,7 @@ func newSrvConn(s *Server, nc net.Conn) *srvConn {
 		peerMaxFrame: minServerMaxFrameSize,
 		wsig:         make(chan struct{}, 1),
 		sessions:     make(map[uint16]*srvSession),
+		ending:       make(map[*srvSession]<-chan struct{}),
 		replies:      make(map[string]*srvLink),
 	}
 	c.ctx, c.cancel = context.WithCancel(s.ctx)
@@ -116,10 +121,14 @@ func (c *srvConn) serve(br *bufio.Reader) {
 	c.wg.Add(1)
 	go c.writeLoop()
 	err := c.readLoop(br)
+	// What the client sent before its close (or before the connection dropped) takes
+	// effect, and is answered, before the close frame.
+	c.closeSessions()
 	var amqpErr *amqp.Error
 	switch {
 	case err == nil, errors.Is(err, errConnClosedByPeer):
 		c.log.Debug("connection closed")
+		c.writeFrame(0, &amqp.Close{}, nil)
 	case errors.As(err, &amqpErr):
 		c.log.Warn("connection closed with error", "condition", string(amqpErr.Condition), "description", amqpErr.Description)
 		c.writeFrame(0, &amqp.Close{Error: amqpErr}, nil)
@@ -130,7 +139,6 @@ func (c *srvConn) serve(br *bufio.Reader) {
 	}
 	c.shutdownWriter()
 	c.cancel()
-	c.closeSessions()
 	c.wg.Wait()
 	_ = c.nc.Close()
 }
@@ -313,8 +321,7 @@ func (c *srvConn) dispatch(fr amqp.Frame) (err error) {
 		if body.Error != nil {
 			c.log.Debug("client closed with error", "condition", string(body.Error.Condition))
 		}
-		c.writeFrame(0, &amqp.Close{}, nil)
-		return errConnClosedByPeer
+		return errConnClosedByPeer // answered by serve once the sessions have ended
 	case *amqp.Open:
 		return protoError(condNotAllowed, "second open frame")
 	case *amqp.Attach, *amqp.Flow, *amqp.Transfer, *amqp.Disposition, *amqp.Detach:
@@ -387,14 +394,37 @@ func (c *srvConn) end(ch uint16, e *amqp.End) error {
 	if e.Error != nil {
 		c.log.Debug("client ended session with error", "channel", ch, "condition", string(e.Error.Condition))
 	}
-	s.close()
+	var reply *amqp.End
 	if !s.refused { // a refused session's end was sent with the refusal
-		c.writeFrame(ch, &amqp.End{}, nil)
+		reply = &amqp.End{}
+	}
+	ended := s.close(reply)
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	for other, done := range c.ending {
+		if chanClosed(done) {
+			delete(c.ending, other)
+		}
+	}
+	if !chanClosed(ended) {
+		c.ending[s] = ended
 	}
 	return nil
 }
 
-// closeSessions closes every session when the connection goes down.
+// chanClosed reports whether ch is closed.
+func chanClosed(ch <-chan struct{}) bool {
+	select {
+	case <-ch:
+		return true
+	default:
+		return false
+	}
+}
+
+// closeSessions closes every session when the connection goes down, and waits until
+// every frame they received has taken effect: the waits before the effects end early,
+// as the links stopped.
 func (c *srvConn) closeSessions() {
 	c.mu.Lock()
 	ss := make([]*srvSession, 0, len(c.sessions))
@@ -402,9 +432,16 @@ func (c *srvConn) closeSessions() {
 		ss = append(ss, s)
 	}
 	c.sessions = map[uint16]*srvSession{}
+	ended := make([]<-chan struct{}, 0, len(ss)+len(c.ending))
+	for _, ch := range c.ending {
+		ended = append(ended, ch)
+	}
 	c.mu.Unlock()
 	for _, s := range ss {
-		s.close()
+		ended = append(ended, s.close(nil))
+	}
+	for _, ch := range ended {
+		<-ch
 	}
 }
 

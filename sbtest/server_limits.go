@@ -132,8 +132,8 @@ func (s *Server) endHandshakeLocked(hs *handshake) {
 	}
 }
 
-// handleSet is a set of link handles, one bit each: a client that never detaches its
-// refused links costs at most handle-max bits per session. The zero value is empty.
+// handleSet is a set of link handles, one bit each: at most handle-max+1 bits a session
+// (refused links the client has yet to detach, links it detached). The zero value is empty.
 type handleSet struct{ words []uint64 }
 
 func (h *handleSet) add(i uint32) {

@@ -77,6 +77,7 @@ type srvLink struct {
 	looping       bool // linkReceive: the receive loop runs (only while there is credit or a drain)
 	detached      bool // a detach was sent or received: the link takes no more deliveries
 	closed        bool
+	unwatch       func() bool // stops watching the entity's deletion (watch)
 }
 
 // inDelivery is a message being received from the client, possibly over several frames.
@@ -94,14 +95,21 @@ func (l *srvLink) isDetached() bool {
 	return l.detached
 }
 
-// markDetached records that the link is being detached and reports whether it already
-// was.
+// markDetached records that the link is being detached and stops it: it takes no more
+// deliveries, and its context ends what waits before the effects of frames already
+// received (which still take effect, in turn). It reports whether the link already was
+// detached.
 func (l *srvLink) markDetached() bool {
 	l.mu.Lock()
 	defer l.mu.Unlock()
+	return l.markDetachedLocked()
+}
+
+func (l *srvLink) markDetachedLocked() bool {
 	was := l.detached
 	l.detached = true
 	l.wakeLocked()
+	l.cancel()
 	return was
 }
 
@@ -122,6 +130,7 @@ func (s *srvSession) attach(a *amqp.Attach) error {
 		s.mu.Unlock()
 		return protoError(condHandleInUse, "handle %d is already attached", a.Handle)
 	}
+	s.detached.del(a.Handle)
 	l := &srvLink{s: s, name: a.Name, handle: a.Handle, wake: make(chan struct{})}
 	l.ctx, l.cancel = context.WithCancel(c.ctx)
 	overLimit := len(s.links) >= c.srv.limits.links
@@ -197,6 +206,9 @@ func (s *srvSession) finishAttach(l *srvLink, a *amqp.Attach, reply *amqp.Attach
 		c.writeFrame(s.ch, reply, nil)
 	}
 	s.mu.Unlock()
+	if life := l.entityLife(); life != nil {
+		l.watch(life)
+	}
 	switch l.kind {
 	case linkSend, linkRequest:
 		l.grantCredit()
@@ -321,13 +333,20 @@ func splitSubQueue(addr string) (string, azservicebus.SubQueue) {
 	return addr, 0
 }
 
-// detach handles the client's detach: the link closes (releasing its locks) and, unless
-// the server detached first, the server answers with its own detach.
+// detach handles the client's detach: the link stops at once, and once every frame
+// that arrived before has taken effect (the transfers stored, the settlements applied)
+// it closes, releasing its locks, and, unless the server detached first, the server
+// answers with its own detach.
 func (s *srvSession) detach(d *amqp.Detach) error {
 	s.mu.Lock()
 	l := s.links[d.Handle]
-	delete(s.links, d.Handle)
-	refused := l == nil && s.refusedLinks.del(d.Handle)
+	refused := false
+	if l != nil {
+		delete(s.links, d.Handle)
+		s.detached.add(d.Handle)
+	} else {
+		refused = s.refusedLinks.del(d.Handle)
+	}
 	s.mu.Unlock()
 	if refused {
 		return nil // the client's answer to a refusal: the handle is free
@@ -339,31 +358,59 @@ func (s *srvSession) detach(d *amqp.Detach) error {
 		l.log.Debug("client detached with error", "condition", string(d.Error.Condition))
 	}
 	already := l.markDetached()
-	l.close()
-	if !already {
-		s.mu.Lock()
-		if !s.closed {
-			s.c.writeFrame(s.ch, &amqp.Detach{Handle: d.Handle, Closed: true}, nil)
+	s.inTurn("detach", func() {
+		l.close()
+		if !already {
+			s.writeDetach(l.handle, nil)
 		}
-		s.mu.Unlock()
-	}
-	l.log.Debug("link detached")
+		l.log.Debug("link detached")
+	})
 	return nil
 }
 
-// detachWithError detaches the link from the server's side; the client answers with its
-// own detach, which removes the link from the session.
+// detachWithError detaches the link from the server's side: it stops at once and
+// closes in turn, after what the client sent before; the client answers with its own
+// detach, which removes the link from the session.
 func (l *srvLink) detachWithError(e *amqp.Error) {
-	if l.markDetached() {
+	l.mu.Lock()
+	if l.markDetachedLocked() {
+		l.mu.Unlock()
 		return
 	}
+	// Reserved under l.mu, so that a session that ends meanwhile (which stops every link
+	// first) has its end's turn after this one and waits for it.
+	t := l.s.order.reserve()
+	l.mu.Unlock()
 	l.log.Warn("detaching link", "condition", string(e.Condition), "description", e.Description)
-	l.close()
-	s := l.s
+	l.s.runInTurn(t, "detach", func() {
+		l.close()
+		l.s.writeDetach(l.handle, e)
+	})
+}
+
+// watch detaches the link with amqp:not-found once its entity (life) is deleted, as the
+// service does: its clients are refused, not served by a detached copy (Service Bus
+// docs, "Service Bus messaging exceptions": MessagingEntityNotFound). An idle watch
+// costs no goroutine.
+func (l *srvLink) watch(life *lifetime) {
+	stop := context.AfterFunc(life.done(), func() {
+		l.detachWithError(protoError(condNotFound, "sbtest: server: the messaging entity %q was deleted", l.addr))
+	})
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	if l.closed {
+		stop()
+		return
+	}
+	l.unwatch = stop
+}
+
+// writeDetach sends a detach of handle (closed) with e, unless the session ended.
+func (s *srvSession) writeDetach(handle uint32, e *amqp.Error) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	if !s.closed {
-		s.c.writeFrame(s.ch, &amqp.Detach{Handle: l.handle, Closed: true, Error: e}, nil)
+		s.c.writeFrame(s.ch, &amqp.Detach{Handle: handle, Closed: true, Error: e}, nil)
 	}
 }
 
@@ -379,8 +426,12 @@ func (l *srvLink) close() {
 	l.closed = true
 	l.detached = true
 	l.wakeLocked()
+	unwatch := l.unwatch
 	l.mu.Unlock()
 	l.cancel()
+	if unwatch != nil {
+		unwatch()
+	}
 	switch l.kind {
 	case linkReceive:
 		if l.rcv != nil {
@@ -612,9 +663,10 @@ func (l *srvLink) onTransfer(t *amqp.Transfer, payload []byte) error {
 	}
 	c := l.s.c
 	if l.kind == linkSend {
+		t := l.s.order.reserve()
 		c.goWork("store", func() {
 			defer l.answered()
-			l.store(d)
+			l.store(d, t)
 		})
 		return nil
 	}

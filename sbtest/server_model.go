@@ -52,6 +52,18 @@ func (r *Receiver) releaseLock(token [16]byte) bool {
 // scheduled set), applying the namespace's size limit, faults and latency, and returns
 // their sequence numbers. raws[i] are msgs[i]'s raw AMQP sections (nil for none).
 func (s *Sender) storeMessages(ctx context.Context, msgs []*azservicebus.Message, raws []*rawSections, batch bool) ([]int64, error) {
+	out, err := s.outgoingOf(msgs, raws)
+	if err != nil {
+		return nil, err
+	}
+	return s.do(ctx, out, batch)
+}
+
+// outgoingOf prepares messages to send through s as one request, applying the size
+// limit. raws[i] are msgs[i]'s raw AMQP sections (nil for none). The server counts the
+// request in flight (enter), sleeps its wait (storeWait) and stores it in its turn
+// (sendNow).
+func (s *Sender) outgoingOf(msgs []*azservicebus.Message, raws []*rawSections) ([]outgoing, error) {
 	out := make([]outgoing, len(msgs))
 	for i, m := range msgs {
 		o, err := s.prepare(m, time.Time{})
@@ -61,8 +73,39 @@ func (s *Sender) storeMessages(ctx context.Context, msgs []*azservicebus.Message
 		o.p.raw = raws[i]
 		out[i] = o
 	}
-	return s.do(ctx, out, batch)
+	return out, nil
 }
+
+// entityLife returns the lifetime of the entity a link sends to, receives from or
+// manages ($management), or nil for $cbs and response links.
+func (l *srvLink) entityLife() *lifetime {
+	switch {
+	case l.sender != nil:
+		return l.sender.target.lifespan()
+	case l.rcv != nil:
+		return &l.rcv.e.life
+	case l.node != nil && !l.node.cbs:
+		path, _ := splitSubQueue(l.node.path)
+		ns := l.s.c.srv.ns
+		ns.mu.Lock()
+		defer ns.mu.Unlock()
+		if t := ns.topics[path]; t != nil {
+			return &t.life
+		}
+		if e := ns.entities[path]; e != nil {
+			return &e.life
+		}
+	}
+	return nil
+}
+
+// storeWait sleeps the latency model's wait for one send request, or less when ctx ends
+// first.
+func (s *Sender) storeWait(ctx context.Context) { _ = s.ns.latency.store(ctx) }
+
+// settleWait sleeps the latency model's round trip for one settlement, or less when ctx
+// ends first. The server settles in turn with settleNow.
+func (r *Receiver) settleWait(ctx context.Context) { _ = r.ns.latency.roundTrip(ctx) }
 
 // amqpErrorFor maps an error of the entity model to the AMQP error the service would
 // send, so that the SDK maps it back: CodeLockLost to com.microsoft:message-lock-lost,

@@ -92,33 +92,36 @@ func (l *srvLink) deliver(rm *azservicebus.ReceivedMessage) bool {
 }
 
 // settle applies the client's outcome for a delivery of this link to the message holding
-// token, and returns the state to confirm it with: the outcome itself, or rejected with
-// the error (com.microsoft:message-lock-lost when the lock is gone).
+// token, in the disposition's turn (the round trip was slept before), and returns the
+// state to confirm it with: the outcome itself, or rejected with the error
+// (com.microsoft:message-lock-lost when the lock is gone).
 //
 // accepted completes; modified abandons, or defers when undeliverable-here is set, with
 // the annotations as properties to modify; rejected dead-letters, with the
 // DeadLetterReason and DeadLetterErrorDescription of the error's info (the rest of the
 // info are properties to modify); released (and received) give the message back without
 // counting the delivery.
-func (l *srvLink) settle(ctx context.Context, token [16]byte, state amqp.DeliveryState) amqp.DeliveryState {
-	rm := &azservicebus.ReceivedMessage{LockToken: token}
-	var err error
-	switch st := state.(type) {
+func (l *srvLink) settle(token [16]byte, state amqp.DeliveryState) amqp.DeliveryState {
+	var st settlement
+	switch s := state.(type) {
 	case *amqp.Accepted:
-		err = l.rcv.CompleteMessage(ctx, rm, nil)
+		st = l.rcv.completion()
 	case *amqp.Modified:
-		props := propsFromAnnotations(st.MessageAnnotations)
-		if st.UndeliverableHere {
-			err = l.rcv.DeferMessage(ctx, rm, &azservicebus.DeferMessageOptions{PropertiesToModify: props})
+		props := propsFromAnnotations(s.MessageAnnotations)
+		if s.UndeliverableHere {
+			st = l.rcv.deferral(props)
 		} else {
-			err = l.rcv.AbandonMessage(ctx, rm, &azservicebus.AbandonMessageOptions{PropertiesToModify: props})
+			st = l.rcv.abandonment(props)
 		}
 	case *amqp.Rejected:
-		err = l.rcv.DeadLetterMessage(ctx, rm, deadLetterOptions(st.Error))
-	default: // released, received, or no state
-		if !l.rcv.releaseLock(token) {
-			err = errLockLost()
-		}
+		st = l.rcv.deadLettering(deadLetterOptions(s.Error))
+	}
+	var err error
+	switch {
+	case st.apply != nil:
+		err = l.rcv.settleNow(l.ctx, token, st)
+	case !l.rcv.releaseLock(token): // released, received, or no state
+		err = errLockLost()
 	}
 	if err != nil {
 		return &amqp.Rejected{Error: amqpErrorFor(err)}

@@ -10,10 +10,24 @@ import (
 // store decodes a delivery sent on a sending link (one message, or a batch: message
 // format 0x80013700 with one data section per encoded message), stores it in the entity
 // through the model's Sender (size limit, faults, latency; a batch is one request) and
-// settles the delivery with accepted or rejected. It runs in its own goroutine, so
-// pipelined sends overlap.
-func (l *srvLink) store(d *inDelivery) {
-	state := l.storeState(d)
+// settles the delivery with accepted or rejected. It runs in its own goroutine: the
+// latency model's waits of pipelined sends overlap, and each is stored in turn t, in the
+// order the deliveries arrived. A detach, end or close that arrives meanwhile cuts the
+// wait short and the delivery is stored all the same: the broker received it.
+func (l *srvLink) store(d *inDelivery, t turn) {
+	defer t.end()
+	out, batch, state := l.outgoing(d)
+	if state == nil {
+		defer l.sender.enter(out)()
+		l.sender.storeWait(l.ctx)
+	}
+	t.wait()
+	if state == nil {
+		state = &amqp.Accepted{}
+		if _, err := l.sender.sendNow(l.ctx, out, batch); err != nil {
+			state = &amqp.Rejected{Error: amqpErrorFor(err)}
+		}
+	}
 	if rej, ok := state.(*amqp.Rejected); ok {
 		l.log.Debug("message rejected", "condition", string(rej.Error.Condition), "description", rej.Error.Description)
 	}
@@ -22,9 +36,11 @@ func (l *srvLink) store(d *inDelivery) {
 	}
 }
 
-func (l *srvLink) storeState(d *inDelivery) amqp.DeliveryState {
-	reject := func(cond amqp.Symbol, format string, args ...any) amqp.DeliveryState {
-		return &amqp.Rejected{Error: protoError(cond, format, args...)}
+// outgoing decodes a delivery into the messages of one send request, or returns the
+// rejection to answer it with.
+func (l *srvLink) outgoing(d *inDelivery) (out []outgoing, batch bool, rejection amqp.DeliveryState) {
+	reject := func(cond amqp.Symbol, format string, args ...any) ([]outgoing, bool, amqp.DeliveryState) {
+		return nil, false, &amqp.Rejected{Error: protoError(cond, format, args...)}
 	}
 	if d.oversize {
 		return reject(condMessageTooLarge, "the delivery exceeds the limit of %d bytes", l.s.c.srv.ns.MaxMessageSize())
@@ -34,7 +50,7 @@ func (l *srvLink) storeState(d *inDelivery) amqp.DeliveryState {
 		return reject(condDecodeError, "malformed message: %v", err)
 	}
 	parts := []*amqp.Message{&m}
-	batch := d.format == amqp.MessageFormatBatch
+	batch = d.format == amqp.MessageFormatBatch
 	if batch {
 		var err error
 		if parts, err = amqp.SplitBatch(&m); err != nil {
@@ -48,10 +64,11 @@ func (l *srvLink) storeState(d *inDelivery) amqp.DeliveryState {
 	for i, p := range parts {
 		msgs[i], raws[i] = toSDKMessage(p)
 	}
-	if _, err := l.sender.storeMessages(l.ctx, msgs, raws, batch); err != nil {
-		return &amqp.Rejected{Error: amqpErrorFor(err)}
+	out, err := l.sender.outgoingOf(msgs, raws)
+	if err != nil {
+		return nil, false, &amqp.Rejected{Error: amqpErrorFor(err)}
 	}
-	return &amqp.Accepted{}
+	return out, batch, nil
 }
 
 // request decodes a request sent to $cbs or $management, runs it and sends the response

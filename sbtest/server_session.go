@@ -21,10 +21,17 @@ type srvSession struct {
 	ch      uint16
 	refused bool // beyond MaxSessionsPerConnection: ended at once, set before use
 
-	mu           sync.Mutex
-	closed       bool
-	links        map[uint32]*srvLink // by the client's handle, which the server also uses
-	refusedLinks handleSet           // handles of refused links the client has yet to detach
+	order arrivalOrder // the effects of the client's frames, in arrival order (server_order.go)
+
+	mu      sync.Mutex
+	closing bool                // an end arrived or the connection went down: the links stopped
+	closed  bool                // the session ended: nothing more is written on its channel
+	links   map[uint32]*srvLink // by the client's handle, which the server also uses
+	// refusedLinks holds the handles of refused links the client has yet to detach.
+	refusedLinks handleSet
+	// detached holds the handles the client detached and has not attached again: a flow
+	// on one of them is ignored, as go-amqp's receiver may send one after its detach.
+	detached handleSet
 
 	// incoming transfers (client to server)
 	nextIncomingID uint32
@@ -74,27 +81,40 @@ func (s *srvSession) handle(fr amqp.Frame) error {
 	return protoError(condNotAllowed, "unexpected frame %T", fr.Body)
 }
 
-// close detaches every link of the session (the session ended or the connection went
-// down) and wakes every goroutine waiting on its window.
-func (s *srvSession) close() {
+// close ends the session (the client's end, or the connection going down): its links
+// stop at once, and once every frame that arrived before has taken effect they are
+// released, then end (if not nil) is written and nothing more is. It returns a channel
+// closed once that is done.
+func (s *srvSession) close(end *amqp.End) <-chan struct{} {
 	s.mu.Lock()
-	if s.closed {
+	if s.closing {
 		s.mu.Unlock()
-		return
+		return s.inTurn("session end", func() {})
 	}
-	s.closed = true
+	s.closing = true
 	links := make([]*srvLink, 0, len(s.links))
 	for _, l := range s.links {
 		links = append(links, l)
 	}
 	s.links = map[uint32]*srvLink{}
-	s.unsettled = map[uint32]outDelivery{}
-	close(s.windowOpen)
-	s.windowOpen = make(chan struct{})
 	s.mu.Unlock()
 	for _, l := range links {
-		l.close()
+		l.markDetached()
 	}
+	return s.inTurn("session end", func() {
+		for _, l := range links {
+			l.close()
+		}
+		s.mu.Lock()
+		defer s.mu.Unlock()
+		if end != nil {
+			s.c.writeFrame(s.ch, end, nil)
+		}
+		s.closed = true
+		s.unsettled = map[uint32]outDelivery{}
+		close(s.windowOpen)
+		s.windowOpen = make(chan struct{})
+	})
 }
 
 // sessionFlowLocked fills the session fields of a flow frame. Called with s.mu held.
@@ -135,17 +155,19 @@ func (s *srvSession) flow(f *amqp.Flow) error {
 	if f.Handle != nil {
 		l = s.links[*f.Handle]
 		if l == nil {
-			refused := s.refusedLinks.has(*f.Handle)
+			ignore := s.refusedLinks.has(*f.Handle) || s.detached.has(*f.Handle)
 			s.mu.Unlock()
-			if refused {
-				return nil // sent before the client saw the refusal
+			if ignore {
+				return nil // sent before the client saw the refusal, or after its own detach
 			}
 			return protoError(condUnattachedHandle, "flow for handle %d, which is not attached", *f.Handle)
 		}
 	}
 	s.mu.Unlock()
 	if l != nil {
-		l.onFlow(f)
+		if !l.isDetached() { // else it crossed the server's detach
+			l.onFlow(f)
+		}
 		return nil
 	}
 	if f.Echo {
@@ -254,8 +276,11 @@ func (s *srvSession) sendDelivery(ctx context.Context, l *srvLink, tag []byte, p
 const transferOverhead = 128
 
 // disposition handles the client's disposition frames. Only the receiver role matters:
-// the client settles deliveries the server sent. Settlements run in a goroutine since
-// they go through the namespace's latency model.
+// the client settles deliveries the server sent. The deliveries it settles are taken at
+// once, in arrival order, and the ids of its range not held are rejected at once; the
+// settlements take effect in the frame's turn, after one round trip of the latency
+// model (a disposition is one request, whatever its range), so that a settlement takes
+// effect before a later detach releases the link's locks.
 func (s *srvSession) disposition(d *amqp.Disposition) error {
 	if d.Role != amqp.RoleReceiver {
 		return nil // the client confirms our settlement of its transfers: nothing to do
@@ -298,7 +323,8 @@ func (s *srvSession) disposition(d *amqp.Disposition) error {
 	if !d.Settled && !s.closed {
 		// The ids of the range not (or no longer) held: settled before, or their link
 		// went away. Each run of them gets one rejection, so a range never costs more
-		// frames than the deliveries it settles plus one (issue 13, defect 6).
+		// frames than the deliveries it settles plus one; written on the reader, which
+		// reads nothing more while the client leaves them unread.
 		next := uint64(d.First)
 		for _, it := range append(items, item{id: last + 1}) {
 			end := uint64(it.id)
@@ -318,10 +344,16 @@ func (s *srvSession) disposition(d *amqp.Disposition) error {
 		return nil
 	}
 	c := s.c
+	t := s.order.reserve()
 	c.goWork("settlement", func() {
+		defer t.end()
+		first := items[0].od.link
+		first.rcv.settleWait(first.ctx)
+		t.wait()
 		for _, it := range items {
-			state := it.od.link.settle(c.ctx, it.od.token, d.State)
-			if !d.Settled && c.waitWritable(c.ctx) {
+			l := it.od.link
+			state := l.settle(it.od.token, d.State)
+			if !d.Settled && c.waitWritable(l.ctx) {
 				s.mu.Lock()
 				if !s.closed {
 					c.writeFrame(s.ch, &amqp.Disposition{Role: amqp.RoleSender, First: it.id, Settled: true, State: state}, nil)

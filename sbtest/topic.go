@@ -18,6 +18,7 @@ type Topic struct {
 	opts   EntityOptions
 	faults faultSet
 	stats  counters
+	life   lifetime
 
 	mu     sync.Mutex
 	subs   []*Entity
@@ -74,6 +75,7 @@ func (t *Topic) ClearFaults() { t.faults.clear() }
 
 func (t *Topic) sendFaults() *faultSet { return &t.faults }
 func (t *Topic) sendStats() *counters  { return &t.stats }
+func (t *Topic) lifespan() *lifetime   { return &t.life }
 
 func (t *Topic) store(now time.Time, out []outgoing) []int64 {
 	t.mu.Lock()
