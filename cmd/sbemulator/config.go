@@ -1,7 +1,6 @@
 package main
 
 import (
-	"encoding/json"
 	"errors"
 	"fmt"
 	"math"
@@ -216,16 +215,27 @@ func loadConfigFile(path string, e *entities) error {
 	return nil
 }
 
-// parseConfig adds the entities of a configuration file's content to e. A key the
-// schema of Microsoft's emulator does not have is an error naming it (checkKeys); the
-// ones this emulator does not use (the namespace's Name, Logging) are read and ignored.
+// parseConfig adds the entities of a configuration file's content to e. The content is
+// JSON with comments, as Microsoft ships its Config.json (config_json.go); syntax
+// errors, values of the wrong type and unknown keys name their line and column. A key
+// the schema of Microsoft's emulator does not have is an error naming it (checkKeys);
+// the ones this emulator does not use (the namespace's Name, Logging) are read and
+// ignored.
 func parseConfig(b []byte, e *entities) error {
-	if err := checkKeys(b); err != nil {
+	cj, err := readConfigJSON(b)
+	if err != nil {
+		return err
+	}
+	if err := checkKeys(cj.std); err != nil {
+		var ke *keyError
+		if errors.As(err, &ke) {
+			ke.pos = cj.keyPosition(ke.pointer)
+		}
 		return err
 	}
 	var c emulatorConfig
-	if err := json.Unmarshal(b, &c); err != nil {
-		return fmt.Errorf("%w: %v", errConfig, err)
+	if err := cj.unmarshal(&c); err != nil {
+		return err
 	}
 	if len(c.UserConfig.Namespaces) == 0 {
 		return fmt.Errorf("%w: no UserConfig.Namespaces", errConfig)
