@@ -154,7 +154,7 @@ func startRun(t *testing.T, args ...string) *sbtest.Server {
 	var stdout, stderr bytes.Buffer
 	ready := make(chan *sbtest.Server, 1)
 	done := make(chan error, 1)
-	go func() { done <- run(ctx, args, &stdout, &stderr, ready) }()
+	go func() { done <- run(ctx, args, noEnv, &stdout, &stderr, ready) }()
 	t.Cleanup(func() {
 		cancel()
 		if err := <-done; err != nil {
