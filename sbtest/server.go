@@ -271,6 +271,9 @@ func newServer(opts *ServerOptions, ln net.Listener) (*Server, error) {
 	if o.MaxFrameSize < minServerMaxFrameSize {
 		return nil, fmt.Errorf("%w: MaxFrameSize %d is below %d", ErrInvalidOptions, o.MaxFrameSize, minServerMaxFrameSize)
 	}
+	if err := checkAdvertisedHost(o.AdvertisedHost); err != nil {
+		return nil, err
+	}
 	if o.Logger == nil {
 		o.Logger = slog.New(slog.NewTextHandler(io.Discard, nil))
 	}
@@ -280,9 +283,6 @@ func newServer(opts *ServerOptions, ln net.Listener) (*Server, error) {
 		ns = NewNamespace(o.NamespaceOptions)
 	}
 	if err := declareEntities(ns, o.Queues, o.Topics); err != nil {
-		return nil, err
-	}
-	if err := checkAdvertisedHost(o.AdvertisedHost); err != nil {
 		return nil, err
 	}
 	var err error
