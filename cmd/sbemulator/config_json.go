@@ -30,9 +30,13 @@ func readConfigJSON(b []byte) (*configJSON, error) {
 	if err != nil {
 		return nil, fmt.Errorf("%w: %s", errConfig, strings.TrimPrefix(err.Error(), "hujson: "))
 	}
-	std := tree.Clone()
-	std.Standardize()
-	return &configJSON{std: std.Pack(), tree: tree}, nil
+	// Standardized from the bytes, not from tree.Clone(), which drops trailing commas
+	// and so shifts the offsets after them.
+	std, err := hujson.Standardize(b)
+	if err != nil {
+		return nil, fmt.Errorf("%w: %v", errConfig, err)
+	}
+	return &configJSON{std: std, tree: tree}, nil
 }
 
 // position is "line L, column C" of byte offset off (both counted from 1).
@@ -65,6 +69,46 @@ func (c *configJSON) keyPosition(ptr string) string {
 		}
 	}
 	return ""
+}
+
+// positionAt is the position of the value at path, followed by ": ", or "" when the
+// file has none there. path holds object keys, matched as encoding/json matches them
+// (the last member of that name, exactly or else case-insensitively), and array
+// indexes.
+func (c *configJSON) positionAt(path ...any) string {
+	v := &c.tree
+	for _, p := range path {
+		switch p := p.(type) {
+		case string:
+			obj, ok := v.Value.(*hujson.Object)
+			if !ok {
+				return ""
+			}
+			var exact, folded *hujson.Value
+			for i := range obj.Members {
+				name, _ := obj.Members[i].Name.Value.(hujson.Literal)
+				switch {
+				case name.String() == p:
+					exact = &obj.Members[i].Value
+				case strings.EqualFold(name.String(), p):
+					folded = &obj.Members[i].Value
+				}
+			}
+			if v = exact; v == nil {
+				v = folded
+			}
+			if v == nil {
+				return ""
+			}
+		case int:
+			arr, ok := v.Value.(*hujson.Array)
+			if !ok || p < 0 || p >= len(arr.Elements) {
+				return ""
+			}
+			v = &arr.Elements[p]
+		}
+	}
+	return c.position(v.StartOffset) + ": "
 }
 
 // jsonKind names what a JSON value must be to decode into t.

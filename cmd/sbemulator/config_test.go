@@ -270,4 +270,17 @@ func TestParseConfigWithComments(t *testing.T) {
 	if !errors.Is(err, errConfig) || !strings.Contains(err.Error(), `line 7, column 38: UserConfig.Namespaces[0].Queues[0].Properties: unknown key "LockDuraton"`) {
 		t.Errorf("misspelt key: %v, want its line and column (7, 38) and path", err)
 	}
+	// A value it cannot honour names its entity, at the entity's position.
+	tooLong := strings.Replace(withComments, `"PT30S"`, `"PT10M"`, 1)
+	err = parseConfig([]byte(tooLong), newEntities())
+	if !errors.Is(err, errConfig) || !strings.Contains(err.Error(), "line 7, column 9: queue q: LockDuration 10m0s is above 5m0s") {
+		t.Errorf("lock above 5 minutes: %v, want the queue's line and column (7, 9)", err)
+	}
+	badRule := strings.Replace(withComments, `"Topics": []`, `"Topics": [{"Name": "t", "Subscriptions": [{"Name": "s",
+        "Rules": [{"Name": "ok", "Properties": {"FilterType": "Sql", "SqlFilter": {"SqlExpression": "1=1"}}},
+                  {"Name": "r", "Properties": {"FilterType": "True"}}]}]}]`, 1)
+	err = parseConfig([]byte(badRule), newEntities())
+	if !errors.Is(err, errConfig) || !strings.Contains(err.Error(), `line 11, column 19: subscription t/s: rule "r": FilterType "True"`) {
+		t.Errorf("unknown filter type: %v, want the rule's line and column (11, 19)", err)
+	}
 }
