@@ -108,6 +108,21 @@ type ServerOptions struct {
 	// queued), the server reads nothing more from that connection and sends it no more
 	// deliveries.
 	WriteTimeout time.Duration
+	// AdminHTTPAddr, when not empty, is a second TCP address that serves the
+	// administration API and GET /health in plain HTTP, as Microsoft's Service Bus
+	// emulator serves them on port 5300 (its samples and SDK administration clients
+	// configured for it use http://HOST:5300/); port 0 picks a free one
+	// (Server.AdminHTTPURL reports it). A TLS handshake on it is answered as on Addr.
+	// Its connections count against MaxConnections and the same timeouts. Default: none,
+	// the administration API is served on Addr only, over TLS.
+	AdminHTTPAddr string
+	// AdvertisedHost is the host name or IP address clients reach the server at:
+	// ConnectionString names it, and the administration certificate is valid for it
+	// (besides localhost and the loopback addresses). Default: the listener's IP
+	// address, or 127.0.0.1 when it listens on every interface ("0.0.0.0", "[::]",
+	// ":5672"), since those are not addresses to connect to. A value with a port or
+	// characters no host name has is ErrInvalidOptions.
+	AdvertisedHost string
 	// Logger receives connection, link and error events (never message payloads);
 	// default discards.
 	Logger *slog.Logger
@@ -152,6 +167,9 @@ type ServerTopic struct {
 // deletes queues, topics, subscriptions and rules, and reports runtime properties; which
 // properties are modelled and which only reported back is listed in
 // server_admin_props.go. An empty server plus an admin client is a complete workflow.
+// GET /health answers 200 {"status":"healthy"}. With ServerOptions.AdminHTTPAddr both
+// are also served in plain HTTP on a second port, as Microsoft's emulator serves them
+// on port 5300, for the clients and samples written for it (server_endpoint.go).
 //
 // What it does not: TLS for AMQP and web sockets (plain TCP on loopback), authorization
 // (any token is accepted, on both protocols), the AMQP rule operations (use the admin API
@@ -231,6 +249,7 @@ type Server struct {
 	maxFrame uint32
 	limits   serverLimits
 	admin    *adminServer // the administration API on the same port (server_admin.go)
+	host     string       // the advertised host (server_endpoint.go)
 
 	ctx    context.Context
 	cancel context.CancelFunc
@@ -265,6 +284,9 @@ func newServer(opts *ServerOptions, ln net.Listener) (*Server, error) {
 	if o.MaxFrameSize < minServerMaxFrameSize {
 		return nil, fmt.Errorf("%w: MaxFrameSize %d is below %d", ErrInvalidOptions, o.MaxFrameSize, minServerMaxFrameSize)
 	}
+	if err := checkAdvertisedHost(o.AdvertisedHost); err != nil {
+		return nil, err
+	}
 	if o.Logger == nil {
 		o.Logger = slog.New(slog.NewTextHandler(io.Discard, nil))
 	}
@@ -282,9 +304,15 @@ func newServer(opts *ServerOptions, ln net.Listener) (*Server, error) {
 			return nil, fmt.Errorf("sbtest: server: %w", err)
 		}
 	}
+	plain, err := listenAdminHTTP(o.AdminHTTPAddr)
+	if err != nil {
+		_ = ln.Close()
+		return nil, err
+	}
 	s := &Server{
 		ns:         ns,
 		ln:         ln,
+		host:       advertisedHost(o.AdvertisedHost, ln.Addr()),
 		log:        o.Logger,
 		maxFrame:   o.MaxFrameSize,
 		limits:     limits,
@@ -292,12 +320,15 @@ func newServer(opts *ServerOptions, ln net.Listener) (*Server, error) {
 		adminConns: make(map[net.Conn]struct{}),
 	}
 	s.ctx, s.cancel = context.WithCancel(context.Background())
-	if s.admin, err = newAdminServer(s); err != nil {
+	if s.admin, err = newAdminServer(s, plain); err != nil {
 		_ = ln.Close()
+		if plain != nil {
+			_ = plain.Close()
+		}
 		return nil, err
 	}
 	s.wg.Add(1)
-	go s.acceptLoop()
+	go s.acceptLoop(ln, s.handle)
 	s.log.Info("sbtest server listening", "addr", ln.Addr().String())
 	return s, nil
 }
@@ -323,11 +354,12 @@ func declareEntities(ns *Namespace, queues map[string]*EntityOptions, topics map
 }
 
 // ConnectionString returns a Service Bus connection string for the server that the
-// unmodified SDK accepts: Endpoint=sb://127.0.0.1:PORT;SharedAccessKeyName=sbtest;
-// SharedAccessKey=sbtest;UseDevelopmentEmulator=true (the emulator flag makes the SDK use
-// plain TCP).
+// unmodified SDK accepts: Endpoint=sb://HOST:PORT;SharedAccessKeyName=sbtest;
+// SharedAccessKey=sbtest;UseDevelopmentEmulator=true, with HOST the advertised host
+// (ServerOptions.AdvertisedHost; by default the listener's IP, 127.0.0.1 on every
+// interface) and PORT the listener's (the emulator flag makes the SDK use plain TCP).
 func (s *Server) ConnectionString() string {
-	return fmt.Sprintf("Endpoint=sb://%s;SharedAccessKeyName=sbtest;SharedAccessKey=sbtest;UseDevelopmentEmulator=true", s.ln.Addr().String())
+	return fmt.Sprintf("Endpoint=sb://%s;SharedAccessKeyName=sbtest;SharedAccessKey=sbtest;UseDevelopmentEmulator=true", s.endpoint(s.ln.Addr()))
 }
 
 // Addr returns the address the server listens on.
@@ -384,14 +416,15 @@ func (s *Server) Close(ctx context.Context) error {
 	return err
 }
 
-// acceptLoop accepts connections until the listener closes. A temporary error (out of
-// file descriptors, a connection aborted before it was accepted) is waited out, 5 ms
-// doubling to 1 s, as net/http's Server.Serve does; any other error ends the loop.
-func (s *Server) acceptLoop() {
+// acceptLoop accepts connections on ln until it closes and serves each with handle,
+// which must call s.wg.Done when it returns. A temporary error (out of file
+// descriptors, a connection aborted before it was accepted) is waited out, 5 ms doubling
+// to 1 s, as net/http's Server.Serve does; any other error ends the loop.
+func (s *Server) acceptLoop(ln net.Listener, handle func(net.Conn, *handshake)) {
 	defer s.wg.Done()
 	var delay time.Duration
 	for {
-		nc, err := s.ln.Accept()
+		nc, err := ln.Accept()
 		if err != nil {
 			if s.ctx.Err() != nil || errors.Is(err, net.ErrClosed) {
 				return
@@ -417,7 +450,7 @@ func (s *Server) acceptLoop() {
 			return
 		}
 		s.wg.Add(1)
-		go s.handle(nc, hs)
+		go handle(nc, hs)
 	}
 }
 

@@ -15,6 +15,7 @@ import (
 	"math/big"
 	"net"
 	"net/http"
+	"strings"
 	"sync"
 	"time"
 
@@ -29,31 +30,40 @@ import (
 // both clients, and the same limits (ServerOptions) apply to both.
 const tlsHandshakeRecord = 0x16
 
-// adminServer serves the administration API over TLS for a Server.
+// adminServer serves the administration API over TLS for a Server, and in plain HTTP
+// on a second listener when ServerOptions.AdminHTTPAddr names one (server_endpoint.go).
 type adminServer struct {
-	srv  *Server
-	pool *x509.CertPool
-	cert []byte // the certificate, DER
-	tls  *tls.Config
-	http *http.Server
-	ln   *connListener
+	srv   *Server
+	pool  *x509.CertPool
+	cert  []byte // the certificate, DER
+	tls   *tls.Config
+	http  *http.Server
+	ln    *connListener
+	plain net.Listener // the plain-HTTP listener, or nil
 
 	mu   sync.Mutex
 	meta map[string]*adminMeta // what the admin API was told about each entity, by path
 }
 
-func newAdminServer(s *Server) (*adminServer, error) {
-	cert, pool, err := selfSignedCert(s.ln.Addr())
+// newAdminServer starts the administration API of s; plain, when not nil, is the
+// plain-HTTP listener it serves too (and closes on close).
+func newAdminServer(s *Server, plain net.Listener) (*adminServer, error) {
+	addrs := []net.Addr{s.ln.Addr()}
+	if plain != nil {
+		addrs = append(addrs, plain.Addr())
+	}
+	cert, pool, err := selfSignedCert(s.host, addrs...)
 	if err != nil {
 		return nil, fmt.Errorf("sbtest: server: admin certificate: %w", err)
 	}
 	a := &adminServer{
-		srv:  s,
-		pool: pool,
-		cert: cert.Certificate[0],
-		tls:  &tls.Config{Certificates: []tls.Certificate{cert}, MinVersion: tls.VersionTLS12},
-		ln:   newConnListener(s.ln.Addr()),
-		meta: make(map[string]*adminMeta),
+		srv:   s,
+		pool:  pool,
+		cert:  cert.Certificate[0],
+		tls:   &tls.Config{Certificates: []tls.Certificate{cert}, MinVersion: tls.VersionTLS12},
+		ln:    newConnListener(s.ln.Addr()),
+		plain: plain,
+		meta:  make(map[string]*adminMeta),
 	}
 	// A request's header must come within the handshake timeout, the whole request and
 	// its answer within the write timeout; an idle keep-alive connection is closed after
@@ -73,6 +83,10 @@ func newAdminServer(s *Server) (*adminServer, error) {
 		defer s.wg.Done()
 		_ = a.http.Serve(a.ln)
 	}()
+	if plain != nil {
+		s.wg.Add(1)
+		go s.acceptLoop(plain, a.handlePlain)
+	}
 	return a, nil
 }
 
@@ -105,20 +119,27 @@ func (a *adminServer) serveConn(nc net.Conn, deadline time.Time, hs *handshake) 
 		return
 	}
 	_ = nc.SetDeadline(time.Time{})
+	a.admit(tc, hs)
+}
+
+// admit hands the administration connection c, whose handshake hs is done, to the HTTP
+// server, which closes it when it is done, unless MaxConnections are served already:
+// then it closes c.
+func (a *adminServer) admit(c net.Conn, hs *handshake) {
 	s := a.srv
 	s.mu.Lock()
 	if s.closed || !s.admitLocked() {
 		s.mu.Unlock()
 		s.log.Info("administration connection refused", "limit", s.limits.conns)
-		_ = tc.Close()
+		_ = c.Close()
 		return
 	}
-	s.adminConns[tc] = struct{}{}
+	s.adminConns[c] = struct{}{}
 	s.endHandshakeLocked(hs)
 	s.mu.Unlock()
-	if !a.ln.deliver(tc) {
-		a.forgetConn(tc)
-		_ = tc.Close()
+	if !a.ln.deliver(c) {
+		a.forgetConn(c)
+		_ = c.Close()
 	}
 }
 
@@ -136,9 +157,14 @@ func (a *adminServer) forgetConn(c net.Conn) {
 	s.mu.Unlock()
 }
 
-// close stops the HTTP server and closes its connections; Serve returns soon after (the
-// Server's wait group waits for it).
-func (a *adminServer) close() { _ = a.http.Close() }
+// close stops the HTTP server and closes its connections and its plain-HTTP listener;
+// Serve and the accept loop return soon after (the Server's wait group waits for them).
+func (a *adminServer) close() {
+	_ = a.http.Close()
+	if a.plain != nil {
+		_ = a.plain.Close()
+	}
+}
 
 // peekedConn is a connection whose first bytes were read ahead into r.
 type peekedConn struct {
@@ -185,17 +211,26 @@ func (l *connListener) Close() error {
 
 func (l *connListener) Addr() net.Addr { return l.addr }
 
-// selfSignedCert makes an ECDSA P-256 certificate for localhost, the loopback addresses
-// and the listener's IP, valid from 1970 to 9999 so that it also works inside a
-// testing/synctest bubble (whose clock starts in 2000), and a pool that trusts it.
-func selfSignedCert(addr net.Addr) (tls.Certificate, *x509.CertPool, error) {
+// selfSignedCert makes an ECDSA P-256 certificate for localhost, the loopback
+// addresses, host (the advertised host name or IP) and the listeners' IPs, valid from
+// 1970 to 9999 so that it also works inside a testing/synctest bubble (whose clock
+// starts in 2000), and a pool that trusts it.
+func selfSignedCert(host string, addrs ...net.Addr) (tls.Certificate, *x509.CertPool, error) {
 	key, err := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
 	if err != nil {
 		return tls.Certificate{}, nil, err
 	}
 	ips := []net.IP{net.IPv4(127, 0, 0, 1), net.IPv6loopback}
-	if ta, ok := addr.(*net.TCPAddr); ok && ta.IP != nil && !ta.IP.IsUnspecified() {
-		ips = append(ips, ta.IP)
+	names := []string{"localhost"}
+	for _, addr := range addrs {
+		if ta, ok := addr.(*net.TCPAddr); ok && ta.IP != nil && !ta.IP.IsUnspecified() {
+			ips = append(ips, ta.IP)
+		}
+	}
+	if ip := net.ParseIP(host); ip != nil {
+		ips = append(ips, ip)
+	} else if host != "" && !strings.EqualFold(host, "localhost") {
+		names = append(names, host)
 	}
 	tmpl := &x509.Certificate{
 		SerialNumber:          big.NewInt(time.Now().UnixNano()),
@@ -206,7 +241,7 @@ func selfSignedCert(addr net.Addr) (tls.Certificate, *x509.CertPool, error) {
 		ExtKeyUsage:           []x509.ExtKeyUsage{x509.ExtKeyUsageServerAuth},
 		BasicConstraintsValid: true,
 		IsCA:                  true,
-		DNSNames:              []string{"localhost"},
+		DNSNames:              names,
 		IPAddresses:           ips,
 	}
 	der, err := x509.CreateCertificate(rand.Reader, tmpl, tmpl, &key.PublicKey, key)

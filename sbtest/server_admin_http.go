@@ -77,9 +77,14 @@ func adminStatus(err error) *adminError {
 //	/{topic}/Subscriptions/{sub}         GET, PUT, DELETE
 //	/{topic}/Subscriptions/{sub}/Rules/  GET (list)
 //	/{topic}/Subscriptions/{sub}/Rules/{rule}  GET, PUT, DELETE
+//	/health (without api-version)        GET (server_admin_health.go)
 //
 // Authorization headers are accepted without checking, as the AMQP side does.
 func (a *adminServer) ServeHTTP(w http.ResponseWriter, r *http.Request) {
+	if isHealthCheck(r) {
+		serveHealth(w, r)
+		return
+	}
 	doc, status, err := a.serve(r)
 	if err != nil {
 		ae := adminStatus(err)

@@ -1,7 +1,6 @@
 package main
 
 import (
-	"encoding/json"
 	"errors"
 	"fmt"
 	"math"
@@ -216,23 +215,38 @@ func loadConfigFile(path string, e *entities) error {
 	return nil
 }
 
-// parseConfig adds the entities of a configuration file's content to e. A key the
-// schema of Microsoft's emulator does not have is an error naming it (checkKeys); the
-// ones this emulator does not use (the namespace's Name, Logging) are read and ignored.
+// parseConfig adds the entities of a configuration file's content to e. The content is
+// JSON with comments, as Microsoft ships its Config.json (config_json.go); every error
+// about it names a line and column (a value it cannot honour, that of its entity). A key
+// the schema of Microsoft's emulator does not have is an error naming it (checkKeys);
+// the ones this emulator does not use (the namespace's Name, Logging) are read and
+// ignored.
 func parseConfig(b []byte, e *entities) error {
-	if err := checkKeys(b); err != nil {
+	cj, err := readConfigJSON(b)
+	if err != nil {
+		return err
+	}
+	if err := checkKeys(cj.std); err != nil {
+		var ke *keyError
+		if errors.As(err, &ke) {
+			ke.pos = cj.keyPosition(ke.pointer)
+		}
 		return err
 	}
 	var c emulatorConfig
-	if err := json.Unmarshal(b, &c); err != nil {
-		return fmt.Errorf("%w: %v", errConfig, err)
+	if err := cj.unmarshal(&c); err != nil {
+		return err
 	}
 	if len(c.UserConfig.Namespaces) == 0 {
 		return fmt.Errorf("%w: no UserConfig.Namespaces", errConfig)
 	}
-	for _, ns := range c.UserConfig.Namespaces {
-		for _, q := range ns.Queues {
-			o, err := q.Properties.options("queue " + q.Name)
+	// Errors about an entity or rule name it, after its position in the file.
+	for i, ns := range c.UserConfig.Namespaces {
+		at := func(path ...any) string {
+			return cj.positionAt(append([]any{"UserConfig", "Namespaces", i}, path...)...)
+		}
+		for j, q := range ns.Queues {
+			o, err := q.Properties.options(at("Queues", j) + "queue " + q.Name)
 			if err != nil {
 				return err
 			}
@@ -240,23 +254,27 @@ func parseConfig(b []byte, e *entities) error {
 				return err
 			}
 		}
-		for _, t := range ns.Topics {
-			o, err := t.Properties.options("topic " + t.Name)
+		for j, t := range ns.Topics {
+			o, err := t.Properties.options(at("Topics", j) + "topic " + t.Name)
 			if err != nil {
 				return err
 			}
 			if err := e.addTopic(t.Name, o); err != nil {
 				return err
 			}
-			for _, s := range t.Subscriptions {
+			for k, s := range t.Subscriptions {
 				what := "subscription " + t.Name + "/" + s.Name
-				o, err := s.Properties.options(what)
+				o, err := s.Properties.options(at("Topics", j, "Subscriptions", k) + what)
 				if err != nil {
 					return err
 				}
-				rules, err := ruleProperties(what, s.Rules)
-				if err != nil {
-					return err
+				rules := make([]admin.RuleProperties, 0, len(s.Rules))
+				for l, r := range s.Rules {
+					rp, err := ruleProperty(at("Topics", j, "Subscriptions", k, "Rules", l)+what, r)
+					if err != nil {
+						return err
+					}
+					rules = append(rules, rp)
 				}
 				if err := e.addSubscription(t.Name, s.Name, o); err != nil {
 					return err
@@ -285,40 +303,37 @@ type configRule struct {
 	}
 }
 
-// ruleProperties converts the rules of a subscription to the admin API's form.
-func ruleProperties(what string, rules []configRule) ([]admin.RuleProperties, error) {
-	out := make([]admin.RuleProperties, 0, len(rules))
-	for _, r := range rules {
-		bad := func(format string, args ...any) error {
-			return fmt.Errorf("%w: %s: rule %q: %s", errConfig, what, r.Name, fmt.Sprintf(format, args...))
-		}
-		p := r.Properties
-		rp := admin.RuleProperties{Name: r.Name}
-		switch p.FilterType {
-		case "Correlation":
-			f := p.CorrelationFilter
-			if f == nil {
-				return nil, bad("FilterType Correlation without CorrelationFilter")
-			}
-			rp.Filter = &admin.CorrelationFilter{
-				ContentType: f.ContentType, CorrelationID: f.CorrelationId, Subject: f.Label,
-				MessageID: f.MessageId, ReplyTo: f.ReplyTo, ReplyToSessionID: f.ReplyToSessionId,
-				SessionID: f.SessionId, To: f.To, ApplicationProperties: f.Properties,
-			}
-		case "Sql":
-			if p.SqlFilter == nil {
-				return nil, bad("FilterType Sql without SqlFilter")
-			}
-			rp.Filter = &admin.SQLFilter{Expression: p.SqlFilter.SqlExpression}
-		default:
-			return nil, bad("FilterType %q is neither Correlation nor Sql", p.FilterType)
-		}
-		if p.Action != nil && p.Action.SqlExpression != "" {
-			rp.Action = &admin.SQLAction{Expression: p.Action.SqlExpression}
-		}
-		out = append(out, rp)
+// ruleProperty converts a rule of a subscription to the admin API's form. what names
+// the subscription in errors.
+func ruleProperty(what string, r configRule) (admin.RuleProperties, error) {
+	bad := func(format string, args ...any) error {
+		return fmt.Errorf("%w: %s: rule %q: %s", errConfig, what, r.Name, fmt.Sprintf(format, args...))
 	}
-	return out, nil
+	p := r.Properties
+	rp := admin.RuleProperties{Name: r.Name}
+	switch p.FilterType {
+	case "Correlation":
+		f := p.CorrelationFilter
+		if f == nil {
+			return rp, bad("FilterType Correlation without CorrelationFilter")
+		}
+		rp.Filter = &admin.CorrelationFilter{
+			ContentType: f.ContentType, CorrelationID: f.CorrelationId, Subject: f.Label,
+			MessageID: f.MessageId, ReplyTo: f.ReplyTo, ReplyToSessionID: f.ReplyToSessionId,
+			SessionID: f.SessionId, To: f.To, ApplicationProperties: f.Properties,
+		}
+	case "Sql":
+		if p.SqlFilter == nil {
+			return rp, bad("FilterType Sql without SqlFilter")
+		}
+		rp.Filter = &admin.SQLFilter{Expression: p.SqlFilter.SqlExpression}
+	default:
+		return rp, bad("FilterType %q is neither Correlation nor Sql", p.FilterType)
+	}
+	if p.Action != nil && p.Action.SqlExpression != "" {
+		rp.Action = &admin.SQLAction{Expression: p.Action.SqlExpression}
+	}
+	return rp, nil
 }
 
 // options converts the properties to sbtest's options. what names the entity in errors.

@@ -46,23 +46,42 @@ var (
 // naming its path (UserConfig.Namespaces[0].Queues[1].Properties): a misspelt property
 // would otherwise be ignored. Keys match case-insensitively, as encoding/json decodes
 // them. It works on any JSON document, so it keeps working when comments are stripped
-// first.
+// first. The error is a *keyError, which has the key's JSON pointer.
 func checkKeys(b []byte) error {
 	var v any
 	if err := json.Unmarshal(b, &v); err != nil {
 		return fmt.Errorf("%w: %v", errConfig, err)
 	}
-	return walkKeys(v, configKeys, "")
+	return walkKeys(v, configKeys, "", "")
 }
 
-func walkKeys(v any, want keys, path string) error {
+// keyError is an unknown key of the configuration file.
+type keyError struct {
+	where   string // the path of the object that holds it
+	key     string
+	known   []string
+	pointer string // the key's JSON pointer (RFC 6901)
+	pos     string // its line and column, when known
+}
+
+func (e *keyError) Error() string {
+	pos := ""
+	if e.pos != "" {
+		pos = e.pos + ": "
+	}
+	return fmt.Sprintf("%v: %s%s: unknown key %q (known: %s)", errConfig, pos, e.where, e.key, strings.Join(e.known, ", "))
+}
+
+func (e *keyError) Unwrap() error { return errConfig }
+
+func walkKeys(v any, want keys, path, pointer string) error {
 	if want == nil {
 		return nil
 	}
 	switch v := v.(type) {
 	case []any:
 		for i, e := range v {
-			if err := walkKeys(e, want, fmt.Sprintf("%s[%d]", path, i)); err != nil {
+			if err := walkKeys(e, want, fmt.Sprintf("%s[%d]", path, i), fmt.Sprintf("%s/%d", pointer, i)); err != nil {
 				return err
 			}
 		}
@@ -74,14 +93,13 @@ func walkKeys(v any, want keys, path string) error {
 				if where == "" {
 					where = "the top level"
 				}
-				return fmt.Errorf("%w: %s: unknown key %q (known: %s)", errConfig, where, k,
-					strings.Join(slices.Sorted(maps.Keys(want)), ", "))
+				return &keyError{where: where, key: k, known: slices.Sorted(maps.Keys(want)), pointer: pointer + "/" + pointerToken(k)}
 			}
 			sub := name
 			if path != "" {
 				sub = path + "." + name
 			}
-			if err := walkKeys(v[k], want[name], sub); err != nil {
+			if err := walkKeys(v[k], want[name], sub, pointer+"/"+pointerToken(k)); err != nil {
 				return err
 			}
 		}

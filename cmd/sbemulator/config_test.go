@@ -161,7 +161,9 @@ func TestParseConfigErrors(t *testing.T) {
 	for _, tt := range []struct {
 		name, in, want string
 	}{
-		{"not json", `{`, "unexpected end"},
+		{"not json", `{`, "line 1, column 2"},
+		{"syntax error on line 3", "{\n  // a comment\n  \"UserConfig\": {,}\n}", "line 3, column 18"},
+		{"wrong type", wrap("{\"Queues\":[{\"Name\":\"q\",\n\"Properties\":{\"MaxDeliveryCount\":\"3\"}}]}"), "line 2, column 34: UserConfig.Namespaces.Queues.Properties.MaxDeliveryCount is string, want an integer"},
 		{"no namespaces", `{"UserConfig":{}}`, "no UserConfig.Namespaces"},
 		{"bad duration", wrap(`{"Queues":[{"Name":"q","Properties":{"LockDuration":"1 minute"}}]}`), "LockDuration"},
 		{"lock above 5m", wrap(`{"Queues":[{"Name":"q","Properties":{"LockDuration":"PT6M"}}]}`), "above"},
@@ -235,5 +237,50 @@ func TestParseConfigRefusesUnknownKeys(t *testing.T) {
 	  "To": "h", "Properties": {"any key": {"nested": 1}}}}}]}]}]}], "Logging": {"Type": "Console"}}}`
 	if err := parseConfig([]byte(all), newEntities()); err != nil {
 		t.Fatalf("every key of the schema: %v", err)
+	}
+}
+
+// Microsoft ships Config.json with // comments: comments and trailing commas are read
+// (HuJSON), and an error names the line and column of what it is about, counted in the
+// file as written.
+func TestParseConfigWithComments(t *testing.T) {
+	t.Parallel()
+	const withComments = `{
+  // Microsoft's file has comments like this one
+  "UserConfig": {
+    "Namespaces": [{
+      "Name": "sbemulatorns", /* and this */
+      "Queues": [
+        {"Name": "q", "Properties": {"LockDuration": "PT30S",}},
+      ],
+      "Topics": []
+    }],
+    "Logging": {"Type": "File"}
+  }
+}`
+	e := newEntities()
+	if err := parseConfig([]byte(withComments), e); err != nil {
+		t.Fatal(err)
+	}
+	if o := e.Queues["q"]; o == nil || o.LockDuration != 30*time.Second {
+		t.Fatalf("queue q options %+v, want a 30 s lock", o)
+	}
+	misspelt := strings.Replace(withComments, `"LockDuration"`, `"LockDuraton"`, 1)
+	err := parseConfig([]byte(misspelt), newEntities())
+	if !errors.Is(err, errConfig) || !strings.Contains(err.Error(), `line 7, column 38: UserConfig.Namespaces[0].Queues[0].Properties: unknown key "LockDuraton"`) {
+		t.Errorf("misspelt key: %v, want its line and column (7, 38) and path", err)
+	}
+	// A value it cannot honour names its entity, at the entity's position.
+	tooLong := strings.Replace(withComments, `"PT30S"`, `"PT10M"`, 1)
+	err = parseConfig([]byte(tooLong), newEntities())
+	if !errors.Is(err, errConfig) || !strings.Contains(err.Error(), "line 7, column 9: queue q: LockDuration 10m0s is above 5m0s") {
+		t.Errorf("lock above 5 minutes: %v, want the queue's line and column (7, 9)", err)
+	}
+	badRule := strings.Replace(withComments, `"Topics": []`, `"Topics": [{"Name": "t", "Subscriptions": [{"Name": "s",
+        "Rules": [{"Name": "ok", "Properties": {"FilterType": "Sql", "SqlFilter": {"SqlExpression": "1=1"}}},
+                  {"Name": "r", "Properties": {"FilterType": "True"}}]}]}]`, 1)
+	err = parseConfig([]byte(badRule), newEntities())
+	if !errors.Is(err, errConfig) || !strings.Contains(err.Error(), `line 11, column 19: subscription t/s: rule "r": FilterType "True"`) {
+		t.Errorf("unknown filter type: %v, want the rule's line and column (11, 19)", err)
 	}
 }

@@ -3,13 +3,23 @@
 // without Docker. It prints the connection string on the first line of its standard
 // output and runs until SIGINT or SIGTERM, then closes every connection and exits 0.
 //
-//	go run github.com/sbkit/sbkit/cmd/sbemulator -queue orders -topic events -subscription events/audit
-//	go run github.com/sbkit/sbkit/cmd/sbemulator -config Config.json
+//	go install github.com/sbkit/sbkit/cmd/sbemulator@latest
+//	sbemulator -queue orders -topic events -subscription events/audit
+//	sbemulator -config Config.json
 //
-// Entities come from flags and from a configuration file in the format of Microsoft's
-// Service Bus emulator (UserConfig.Namespaces[].Queues/Topics/Subscriptions with their
-// Properties). The latency model (-latency, -store-time, -store-concurrency) and fault
-// injection (-fault) of sbtest are reachable from flags. Run with -h for every flag.
+// It stands in for Microsoft's Service Bus emulator: its Config.json as shipped (JSON
+// with comments; UserConfig.Namespaces[].Queues/Topics/Subscriptions with their
+// Properties), read from /ServiceBus_Emulator/ConfigFiles/Config.json when that file
+// exists and no -config is given; AMQP on port 5672; the administration API over plain
+// HTTP on port 5300 with GET /health (-http-addr, EMULATOR_HTTP_PORT), as well as over
+// TLS on the AMQP port; -advertise HOST for the connection string and the certificate
+// (-admin-cert writes it). Every flag can be set from the environment
+// (SBEMULATOR_<FLAG>). The latency model (-latency, -store-time, -store-concurrency) and
+// fault injection (-fault) of sbtest are reachable from flags. Run with -h for every
+// flag and variable.
+//
+// Run the built binary in scripts, not go run: go run does not pass SIGTERM on to the
+// program it built, so `kill $!` stops the go command and leaves the emulator running.
 package main
 
 import (
@@ -40,7 +50,7 @@ const closeTimeout = 10 * time.Second
 func main() {
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
 	defer stop()
-	if err := run(ctx, os.Args[1:], os.Stdout, os.Stderr, nil); err != nil {
+	if err := run(ctx, os.Args[1:], os.LookupEnv, os.Stdout, os.Stderr, nil); err != nil {
 		if errors.Is(err, flag.ErrHelp) {
 			os.Exit(0) // -h printed the usage
 		}
@@ -49,10 +59,11 @@ func main() {
 	}
 }
 
-// run parses args, starts the server, writes the connection string to stdout and serves
-// until ctx ends. ready, when not nil, receives the server once it listens (for tests).
-func run(ctx context.Context, args []string, stdout, stderr io.Writer, ready chan<- *sbtest.Server) error {
-	cfg, err := parseFlags(args, stderr)
+// run parses args and the environment (lookupEnv, as os.LookupEnv), starts the server,
+// writes the connection string to stdout and serves until ctx ends. ready, when not nil,
+// receives the server once it listens (for tests).
+func run(ctx context.Context, args []string, lookupEnv func(string) (string, bool), stdout, stderr io.Writer, ready chan<- *sbtest.Server) error {
+	cfg, err := parseFlags(args, lookupEnv, stderr)
 	if err != nil {
 		return err
 	}
@@ -77,8 +88,8 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer, ready cha
 	if err := injectFaults(ns, cfg.faults); err != nil {
 		return err
 	}
-	srv, err := sbtest.NewServer(&sbtest.ServerOptions{Addr: cfg.addr, Namespace: ns, Logger: logger,
-		MaxConnections: cfg.maxConnections})
+	srv, err := sbtest.NewServer(&sbtest.ServerOptions{Addr: cfg.addr, AdminHTTPAddr: cfg.httpAddr,
+		AdvertisedHost: cfg.advertise, Namespace: ns, Logger: logger, MaxConnections: cfg.maxConnections})
 	if err != nil {
 		return err
 	}
@@ -91,6 +102,12 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer, ready cha
 		}
 	}
 	fmt.Fprintln(stdout, srv.ConnectionString())
+	for _, f := range cfg.configFiles {
+		fmt.Fprintf(stderr, "sbemulator: configuration %s\n", f)
+	}
+	if u := srv.AdminHTTPURL(); u != "" {
+		fmt.Fprintf(stderr, "sbemulator: administration API and health check on %s (%s/health)\n", u, u)
+	}
 	fmt.Fprintf(stderr, "sbemulator: listening on %s (%d queues, %d topics) in %v; stop with Ctrl-C\n",
 		srv.Addr(), len(cfg.entities.Queues), len(cfg.entities.Topics), time.Since(start).Round(time.Microsecond))
 	if ready != nil {
@@ -104,9 +121,12 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer, ready cha
 	return err
 }
 
-// config is what the flags say.
+// config is what the flags and the environment say.
 type config struct {
 	addr           string
+	httpAddr       string // "" for none
+	advertise      string
+	configFiles    []string
 	adminCert      string
 	verbose        bool
 	version        bool
@@ -117,15 +137,18 @@ type config struct {
 	faults         []faultSpec
 }
 
-func parseFlags(args []string, stderr io.Writer) (*config, error) {
+func parseFlags(args []string, lookupEnv func(string) (string, bool), stderr io.Writer) (*config, error) {
 	fs := flag.NewFlagSet("sbemulator", flag.ContinueOnError)
 	fs.SetOutput(stderr)
+	fs.Usage = func() { usage(fs) }
 	cfg := &config{entities: newEntities()}
-	var queues, topics, subs, configFiles []string
+	var queues, topics, subs []string
 	var entityOpts sbtest.EntityOptions
-	fs.StringVar(&cfg.addr, "addr", defaultAddr, "TCP `address` to listen on (port 0 picks a free one)")
+	fs.StringVar(&cfg.addr, "addr", defaultAddr, "TCP `address` to listen on for AMQP, and the administration API over TLS (port 0 picks a free one)")
+	fs.StringVar(&cfg.httpAddr, "http-addr", "", "TCP `address` of the administration API over plain HTTP and GET /health, or off (default: -addr's host, port $EMULATOR_HTTP_PORT or 5300, as Microsoft's emulator; a free port when -addr's port is 0)")
+	fs.StringVar(&cfg.advertise, "advertise", "", "`host` (name or IP) clients reach the emulator at: the connection string's, and a name of the certificate (default: -addr's IP, 127.0.0.1 when it listens on every interface)")
 	fs.StringVar(&cfg.adminCert, "admin-cert", "", "write the administration API's self-signed TLS certificate (PEM) to `file`, for clients to trust")
-	fs.Func("config", "configuration `file` in the format of Microsoft's Service Bus emulator (repeatable)", appendTo(&configFiles))
+	fs.Func("config", "configuration `file` in the format of Microsoft's Service Bus emulator, comments allowed (repeatable; default "+defaultConfigPath+" when it exists)", appendTo(&cfg.configFiles))
 	fs.Func("queue", "create a queue (repeatable; comma-separated `names` allowed)", appendTo(&queues))
 	fs.Func("topic", "create a topic (repeatable; comma-separated `names` allowed)", appendTo(&topics))
 	fs.Func("subscription", "create a subscription, and its topic if needed (`topic/name`; repeatable, comma-separated allowed)", appendTo(&subs))
@@ -152,7 +175,19 @@ func parseFlags(args []string, stderr io.Writer) (*config, error) {
 	if fs.NArg() > 0 {
 		return nil, fmt.Errorf("sbemulator: unexpected arguments %q (entities are declared with -queue, -topic, -subscription or -config)", fs.Args())
 	}
-	for _, f := range configFiles {
+	if err := applyEnv(fs, lookupEnv); err != nil {
+		return nil, err
+	}
+	var err error
+	if cfg.httpAddr, err = resolveHTTPAddr(cfg.httpAddr, cfg.addr, lookupEnv); err != nil {
+		return nil, err
+	}
+	if len(cfg.configFiles) == 0 {
+		if _, err := os.Stat(defaultConfigPath); err == nil {
+			cfg.configFiles = []string{defaultConfigPath}
+		}
+	}
+	for _, f := range cfg.configFiles {
 		if err := loadConfigFile(f, cfg.entities); err != nil {
 			return nil, err
 		}

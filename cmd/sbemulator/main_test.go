@@ -24,6 +24,14 @@ import (
 // testTimeout bounds each wait of these tests: generous for a loaded 2-core machine.
 const testTimeout = 20 * time.Second
 
+// noEnv is an empty environment, so that the machine's variables do not change a test.
+func noEnv(string) (string, bool) { return "", false }
+
+// envOf is an environment of the given variables only.
+func envOf(vars map[string]string) func(string) (string, bool) {
+	return func(k string) (string, bool) { v, ok := vars[k]; return v, ok }
+}
+
 // TestMain runs the command itself when the test binary is started by
 // TestSignalStopsCleanly, so that the real signal handling is tested.
 func TestMain(m *testing.M) {
@@ -55,7 +63,7 @@ func TestRunServesAndStops(t *testing.T) {
 		done <- run(ctx, []string{"-addr", "127.0.0.1:0", "-config", cfgFile, "-queue", "q1,q2",
 			"-subscription", "news/web", "-lock-duration", "10s", "-fault", "q1:send:1:unauthorized",
 			"-latency", "1ms", "-store-time", "2ms", "-store-concurrency", "3", "-max-connections", "1",
-			"-admin-cert", certFile}, &stdout, &stderr, ready)
+			"-admin-cert", certFile}, noEnv, &stdout, &stderr, ready)
 	}()
 	var srv *sbtest.Server
 	select {
@@ -230,7 +238,7 @@ func TestFlagErrors(t *testing.T) {
 		{[]string{"-nosuchflag"}, "not defined"},
 	} {
 		var stderr bytes.Buffer
-		_, err := parseFlags(tt.args, &stderr)
+		_, err := parseFlags(tt.args, noEnv, &stderr)
 		msg := ""
 		if err != nil {
 			msg = err.Error() + stderr.String()
@@ -255,7 +263,7 @@ func TestRunRefusesBadSetup(t *testing.T) {
 		{[]string{"-addr", "256.0.0.1:1", "-queue", "q"}, "sbtest: server"},
 	} {
 		var stdout, stderr bytes.Buffer
-		err := run(context.Background(), append([]string{"-addr", "127.0.0.1:0"}, tt.args...), &stdout, &stderr, nil)
+		err := run(context.Background(), append([]string{"-addr", "127.0.0.1:0"}, tt.args...), noEnv, &stdout, &stderr, nil)
 		if err == nil || !strings.Contains(err.Error(), tt.want) {
 			t.Errorf("run(%q) = %v, want an error mentioning %q", tt.args, err, tt.want)
 		}

@@ -53,7 +53,7 @@ func TestVersionFlag(t *testing.T) {
 	t.Parallel()
 	var stdout, stderr bytes.Buffer
 	ready := make(chan *sbtest.Server, 1)
-	if err := run(context.Background(), []string{"-version", "-addr", "127.0.0.1:0"}, &stdout, &stderr, ready); err != nil {
+	if err := run(context.Background(), []string{"-version", "-addr", "127.0.0.1:0"}, noEnv, &stdout, &stderr, ready); err != nil {
 		t.Fatalf("run(-version) = %v (%s)", err, stderr.String())
 	}
 	bi, ok := debug.ReadBuildInfo()

@@ -5,6 +5,10 @@
 //	SERVICEBUS_CONNECTION_STRING=... node conformance.mjs
 //	                                            test a running emulator that has Config.json's entities
 //
+// Against a running emulator, SBEMULATOR_HTTP_URL (http://HOST:PORT of its plain-HTTP
+// port) enables the health check step and SBEMULATOR_ADMIN_CERT_FILE (the file its
+// -admin-cert wrote) the admin client step.
+//
 // Each step runs against its own entity of Config.json. The last line is
 // "N passed, M failed"; the exit code is 1 when a step failed.
 import { spawn } from "node:child_process";
@@ -22,7 +26,10 @@ const shortWait = { maxWaitTimeInMs: 1000 };
 // ---- the emulator process -------------------------------------------------------------
 
 let emulator; // the child process, when this script started it
-const certFile = join(tmpdir(), `sbemulator-admin-${process.pid}.pem`); // -admin-cert
+// -admin-cert: the running emulator's, or the one this script's emulator writes.
+const ownCert = !process.env.SBEMULATOR_ADMIN_CERT_FILE;
+const certFile = process.env.SBEMULATOR_ADMIN_CERT_FILE || join(tmpdir(), `sbemulator-admin-${process.pid}.pem`);
+let httpURL = process.env.SBEMULATOR_HTTP_URL; // the plain-HTTP port, http://HOST:PORT
 let emulatorExit; // resolves with the exit code
 
 async function startEmulator(bin) {
@@ -38,6 +45,9 @@ async function startEmulator(bin) {
     emulatorExit.then((e) => Promise.reject(new Error(`emulator exited (${e.code}): ${e.stderr}`))),
     sleep(10000).then(() => Promise.reject(new Error("emulator printed no connection string in 10s"))),
   ]);
+  // stderr names the plain-HTTP port before the "listening on" line.
+  for (let i = 0; i < 100 && !stderr.includes("listening on"); i++) await sleep(100);
+  httpURL = stderr.match(/health check on (http:\/\/\S+)/)?.[1];
   return first.trim();
 }
 
@@ -408,7 +418,15 @@ step("auto-forwarding passes messages on", async (client) => {
   await expectEmpty(client, "forward-in", "the forwarding queue");
 });
 
-// Needs the certificate the emulator wrote, so only when this script started it.
+// Microsoft's emulator's health check (its installer's HealthCheckApiSchema.md), which
+// its samples wait on before anything else.
+step("GET /health on the plain-HTTP port is 200 healthy", async () => {
+  const res = await fetch(`${httpURL}/health`);
+  const body = await res.json();
+  expectEq([res.status, body.status], [200, "healthy"], "the health check's status and body");
+}, { needs: () => (httpURL ? null : "the plain-HTTP port's URL (SBEMULATOR_HTTP_URL)") });
+
+// Needs the certificate the emulator wrote.
 step("the admin client creates, reads, lists and deletes entities", async (_client, conn) => {
   const child = spawn(process.execPath, [join(here, "admin.mjs")], {
     env: { ...process.env, NODE_EXTRA_CA_CERTS: certFile, SERVICEBUS_CONNECTION_STRING: conn },
@@ -418,7 +436,7 @@ step("the admin client creates, reads, lists and deletes entities", async (_clie
   child.stderr.on("data", (d) => (stderr += d));
   const code = await new Promise((resolve) => child.on("exit", resolve));
   expectEq(code, 0, `admin.mjs exit code (${stderr.trim()})`);
-}, { needsEmulator: true });
+}, { needs: () => (emulator || !ownCert ? null : "the emulator's certificate (SBEMULATOR_ADMIN_CERT_FILE)") });
 
 step("a missing entity is MessagingEntityNotFound", async (client) => {
   const s = client.createSender("no-such-queue");
@@ -459,10 +477,11 @@ async function main() {
   }
   const client = new ServiceBusClient(conn, { retryOptions: { maxRetries: 1, retryDelayInMs: 200, timeoutInMs: 10000 } });
   let skipped = 0;
-  for (const { name, fn, needsEmulator } of steps) {
-    if (needsEmulator && !emulator) {
+  for (const { name, fn, needs } of steps) {
+    const missing = needs?.();
+    if (missing) {
       skipped++;
-      console.log(`skip ${name} (needs the emulator started by this script)`);
+      console.log(`skip ${name} (needs ${missing})`);
       continue;
     }
     const t0 = Date.now();
@@ -486,7 +505,7 @@ async function main() {
     failed++;
     console.log(`FAIL the emulator stops cleanly on SIGTERM: ${err.message}`);
   }
-  rmSync(certFile, { force: true });
+  if (ownCert) rmSync(certFile, { force: true });
   console.log(`${passed} passed, ${failed} failed` + (skipped ? `, ${skipped} skipped` : ""));
   process.exit(failed === 0 ? 0 : 1);
 }
