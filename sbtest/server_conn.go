@@ -111,7 +111,7 @@ func newSrvConn(s *Server, nc net.Conn) *srvConn {
 // abort tears the connection down from outside (Server.Close).
 func (c *srvConn) abort() {
 	c.cancel()
-	_ = c.nc.Close()
+	_ = closeNow(c.nc)
 }
 
 // serve runs the connection, its handshake done (br holds what the client sent after
