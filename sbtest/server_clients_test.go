@@ -10,11 +10,12 @@ import (
 
 	"github.com/Azure/azure-sdk-for-go/sdk/messaging/azservicebus"
 	"github.com/Azure/azure-sdk-for-go/sdk/messaging/azservicebus/admin"
+	goamqp "github.com/Azure/go-amqp"
 	"github.com/sbkit/sbkit/sbtest/internal/amqp"
 )
 
 // What clients other than the Go SDK with its emulator flag need from the server: AMQP
-// over TLS (the SDKs without emulator support).
+// over TLS (the SDKs without emulator support), addresses in every spelling.
 
 // tlsConfig trusts srv's certificate.
 func tlsConfig(t *testing.T, srv *Server) *tls.Config {
@@ -107,5 +108,139 @@ func TestServerTLSFirstBytes(t *testing.T) {
 	line, err := bufio.NewReader(tc).ReadString('\n')
 	if err != nil || !strings.HasPrefix(line, "HTTP/1.1 200") {
 		t.Fatalf("HTTP request inside TLS answered %q, %v; want HTTP/1.1 200", line, err)
+	}
+}
+
+// TestServerAddressSpellings: a link attaches to an entity however the client spells
+// it: a URI with or without the port (the Python SDK's uamqp drops it), the Java SDK's
+// lower-case "subscriptions" and "$deadletterqueue", another letter case for the name
+// (resource names are case-insensitive), surrounding slashes.
+func TestServerAddressSpellings(t *testing.T) {
+	t.Parallel()
+	w := newWire(t, &ServerOptions{Queues: map[string]*EntityOptions{"Orders": nil},
+		Topics: map[string]ServerTopic{"t": {Subscriptions: map[string]*EntityOptions{"s": nil}}}})
+	host := w.srv.Addr().String()
+	_, sess := amqpSession(t, w.srv)
+	ctx := wireCtx(t)
+	for _, addr := range []string{"Orders", "orders", "/ORDERS/", "amqps://" + host + "/orders", "amqps://127.0.0.1/Orders/",
+		"t", "T/", "amqps://127.0.0.1/t"} {
+		snd, err := sess.NewSender(ctx, addr, nil)
+		if err != nil {
+			t.Fatalf("sending link to %q: %v", addr, err)
+		}
+		if err := snd.Send(ctx, goamqp.NewMessage([]byte(addr)), nil); err != nil {
+			t.Fatalf("send to %q: %v", addr, err)
+		}
+		_ = snd.Close(ctx)
+	}
+	q, _ := w.srv.Namespace().Entity("Orders")
+	if n := len(q.Active()); n != 5 {
+		t.Fatalf("queue Orders holds %d messages, want the 5 sent to its spellings", n)
+	}
+	sub, _ := w.srv.Namespace().Entity("t/Subscriptions/s")
+	if n := len(sub.Active()); n != 3 {
+		t.Fatalf("subscription t/Subscriptions/s holds %d messages, want the 3 sent to the topic's spellings", n)
+	}
+	for _, addr := range []string{"t/subscriptions/s", "amqps://127.0.0.1/T/SUBSCRIPTIONS/S/", "t/Subscriptions/s/$deadletterqueue",
+		"orders/$DEADLETTERQUEUE", "amqps://" + host + "/orders/$deadletterqueue"} {
+		rcv, err := sess.NewReceiver(ctx, addr, nil)
+		if err != nil {
+			t.Fatalf("receiving link from %q: %v", addr, err)
+		}
+		_ = rcv.Close(ctx)
+	}
+	if _, err := sess.NewReceiver(ctx, "t/subscriptions/nope", nil); err == nil {
+		t.Fatal("a receiving link from a missing subscription was attached")
+	}
+
+	for in, want := range map[string]string{
+		"q": "q", "amqps://ns.servicebus.windows.net/q": "q", "amqp://h:5672/t/Subscriptions/s/$DeadLetterQueue": "t/Subscriptions/s/$DeadLetterQueue",
+		"sb://h": "", "$cbs": "$cbs", "q/$management": "q/$management", "/q/": "q", "amqps://h/q/": "q",
+		"t/subscriptions/s/$deadletterqueue": "t/Subscriptions/s/$DeadLetterQueue", "q/$MANAGEMENT": "q/$management",
+		"q/$transfer/$deadletterqueue": "q/$Transfer/$DeadLetterQueue", "subscriptions": "subscriptions",
+	} {
+		if got := linkAddress(in); got != want {
+			t.Errorf("linkAddress(%q) = %q, want %q", in, got, want)
+		}
+	}
+}
+
+// TestServerSessionSourceEcho: the Python SDK's uamqp attaches a session receiver to
+// amqps://host/entity, without the port its connection string's Endpoint has, and then
+// compares the source the server echoes with amqps://host:port/entity (azure-servicebus
+// 7.x receiver_mixins.py _on_attach): the echo names the entity as the client's token
+// audience did, port included, so that the SDK learns the session's id and lock expiry.
+func TestServerSessionSourceEcho(t *testing.T) {
+	t.Parallel()
+	w := newWire(t, &ServerOptions{Queues: map[string]*EntityOptions{"s": {RequiresSession: true}}})
+	port := w.srv.Addr().(interface{ String() string }).String()
+	port = port[strings.LastIndex(port, ":"):]
+	if err := w.sender(t, "s").SendMessage(wireCtx(t), &azservicebus.Message{Body: []byte("m"), SessionID: ptr("a")}, nil); err != nil {
+		t.Fatal(err)
+	}
+	for _, tc := range []struct{ audience, source, want string }{
+		{"sb://127.0.0.1" + port + "/s", "amqps://127.0.0.1/s", "amqps://127.0.0.1" + port + "/s"},
+		{"sb://LocalHost" + port + "/s", "amqps://localhost/s", "amqps://LocalHost" + port + "/s"},
+		{"sb://127.0.0.1/s", "amqps://127.0.0.1/s", "amqps://127.0.0.1/s"}, // no port to give back
+		{"sb://127.0.0.1" + port + "/s", "s", "s"},                         // not a URI
+	} {
+		c := dialRaw(t, w.srv)
+		c.open()
+		c.beginSession(100)
+		putTokenFor(t, c, tc.audience)
+		c.writeFrame(amqp.FrameTypeAMQP, 0, &amqp.Attach{Name: "r", Handle: 2, Role: amqp.RoleReceiver,
+			RcvSettleMode: amqp.Ptr(amqp.ReceiverSettleSecond), Target: &amqp.Target{Address: "raw"},
+			Source: &amqp.Source{Address: tc.source, Filter: amqp.Map{{Key: sessionFilterName, Value: "a"}}}}, nil)
+		for {
+			fr := c.readFrame()
+			a, ok := fr.Body.(*amqp.Attach)
+			if !ok || a.Handle != 2 {
+				continue
+			}
+			if a.Source == nil {
+				t.Fatalf("session link on %q refused", tc.source)
+			}
+			if a.Source.Address != tc.want {
+				t.Errorf("audience %q, source %q: echoed %q, want %q", tc.audience, tc.source, a.Source.Address, tc.want)
+			}
+			break
+		}
+		_ = c.nc.Close()
+	}
+}
+
+// putTokenFor attaches $cbs links on handles 0 and 1 of c's session and puts a token for
+// audience, expecting status 200.
+func putTokenFor(t *testing.T, c *rawConn, audience string) {
+	t.Helper()
+	c.writeFrame(amqp.FrameTypeAMQP, 0, &amqp.Attach{Name: "cbs-sender", Handle: 0, Role: amqp.RoleSender,
+		Source: &amqp.Source{}, Target: &amqp.Target{Address: cbsNode}}, nil)
+	c.writeFrame(amqp.FrameTypeAMQP, 0, &amqp.Attach{Name: "cbs-receiver", Handle: 1, Role: amqp.RoleReceiver,
+		Source: &amqp.Source{Address: cbsNode}, Target: &amqp.Target{Address: "cbs-reply"}}, nil)
+	c.flow(0, 100, 0, 10, false)
+	req := &amqp.Message{
+		Properties: &amqp.Properties{MessageID: "1", ReplyTo: amqp.Ptr("cbs-reply")},
+		ApplicationProperties: amqp.Map{{Key: "operation", Value: "put-token"},
+			{Key: "type", Value: "servicebus.windows.net:sastoken"}, {Key: "name", Value: audience}},
+		Value: "SharedAccessSignature sr=x&sig=y&se=1&skn=k", HasValue: true,
+	}
+	payload, err := req.MarshalBinary()
+	if err != nil {
+		t.Fatal(err)
+	}
+	c.writeFrame(amqp.FrameTypeAMQP, 0, &amqp.Transfer{Handle: 0, DeliveryID: amqp.Ptr(uint32(0)),
+		DeliveryTag: []byte("t"), MessageFormat: amqp.Ptr(uint32(0)), Settled: true}, payload)
+	for {
+		fr := c.readFrame()
+		if tr, ok := fr.Body.(*amqp.Transfer); ok && tr.Handle == 1 {
+			var resp amqp.Message
+			if err := resp.UnmarshalBinary(fr.Payload); err != nil {
+				t.Fatal(err)
+			}
+			if code, _ := mapGet(resp.ApplicationProperties, "status-code"); code != int32(200) {
+				t.Fatalf("put-token for %q answered %v", audience, code)
+			}
+			return
+		}
 	}
 }

@@ -207,14 +207,6 @@ func TestServerEntityURIAddress(t *testing.T) {
 	c.flow(1, 100, 0, 1, false)
 	c.expectTransfers(1)
 
-	for in, want := range map[string]string{
-		"q": "q", "amqps://ns.servicebus.windows.net/q": "q", "amqp://h:5672/t/Subscriptions/s/$DeadLetterQueue": "t/Subscriptions/s/$DeadLetterQueue",
-		"sb://h": "", "$cbs": "$cbs", "q/$management": "q/$management",
-	} {
-		if got := linkAddress(in); got != want {
-			t.Errorf("linkAddress(%q) = %q, want %q", in, got, want)
-		}
-	}
 }
 
 // TestServerSessionFilterEcho: the server's attach echoes the session filter in the form

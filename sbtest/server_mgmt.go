@@ -101,7 +101,7 @@ func (n *mgmtNode) serve(ctx context.Context, l *srvLink, req *amqp.Message) *am
 		if op != opPutToken {
 			return n.badRequest("unknown $cbs operation %q", op)
 		}
-		return n.putToken(req)
+		return n.putToken(l.s.c, req)
 	}
 	body, _ := req.Value.(amqp.Map)
 	l.log.Debug("management request", "operation", op)
@@ -126,11 +126,13 @@ func (n *mgmtNode) serve(ctx context.Context, l *srvLink, req *amqp.Message) *am
 }
 
 // putToken accepts any token, but answers 404 for an audience that names no entity, as
-// the service does; the SDK reports it as CodeNotFound (azure-sdk-for-go#24499).
-func (n *mgmtNode) putToken(req *amqp.Message) *amqp.Message {
+// the service does; the SDK reports it as CodeNotFound (azure-sdk-for-go#24499). The
+// connection remembers how the client spells the namespace (echoAddress).
+func (n *mgmtNode) putToken(c *srvConn, req *amqp.Message) *amqp.Message {
 	v, _ := mapGet(req.ApplicationProperties, "name")
 	audience, _ := v.(string)
-	if path, ok := audiencePath(audience); ok && !n.ns.exists(path) {
+	c.noteAudience(audience)
+	if path, ok := audiencePath(audience); ok && !n.ns.exists(n.ns.resolvePath(path)) {
 		return n.response(404, fmt.Sprintf("The messaging entity '%s' could not be found.", path), nil)
 	}
 	return n.response(200, "OK", nil)
@@ -140,14 +142,11 @@ func (n *mgmtNode) putToken(req *amqp.Message) *amqp.Message {
 // ("amqp://host:port/queue/$management"): the URL path without its sub-queue or
 // $management suffix. ok is false when the audience names no entity (the namespace).
 func audiencePath(audience string) (string, bool) {
-	_, rest, found := strings.Cut(audience, "://")
-	if !found {
-		rest = audience
+	if !strings.Contains(audience, "://") {
+		_, audience, _ = strings.Cut(audience, "/") // host/path
 	}
-	_, path, found := strings.Cut(rest, "/")
-	path = strings.TrimSuffix(strings.TrimSuffix(path, "/"), mgmtNodeSuffix)
-	path, _ = splitSubQueue(path)
-	return path, found && path != ""
+	path, _ := nodePath(linkAddress(audience))
+	return path, path != ""
 }
 
 func (n *mgmtNode) renewLock(ctx context.Context, body amqp.Map) *amqp.Message {

@@ -91,6 +91,7 @@ func (l *srvLink) setupSession(a *amqp.Attach, id *string, reply *amqp.Attach) *
 	l.s.c.registerReceiveLink(l)
 	l.mu.Unlock()
 	src := *a.Source
+	src.Address = l.s.c.echoAddress(src.Address)
 	src.Filter = amqp.Map{{Key: sessionFilterName, Value: sessionFilterEcho(a, sr.SessionID())}}
 	reply.Source = &src
 	reply.Properties = amqp.Map{{Key: propLockedUntilUTC, Value: ticks(sr.LockedUntil())}}
