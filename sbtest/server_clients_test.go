@@ -15,7 +15,8 @@ import (
 )
 
 // What clients other than the Go SDK with its emulator flag need from the server: AMQP
-// over TLS (the SDKs without emulator support), addresses in every spelling.
+// over TLS (the SDKs without emulator support), addresses in every spelling, and the
+// errorCondition of $management errors.
 
 // tlsConfig trusts srv's certificate.
 func tlsConfig(t *testing.T, srv *Server) *tls.Config {
@@ -243,4 +244,111 @@ func putTokenFor(t *testing.T, c *rawConn, audience string) {
 			return
 		}
 	}
+}
+
+// mgmtClient sends $management requests to one entity over go-amqp.
+type mgmtClient struct {
+	snd *goamqp.Sender
+	rcv *goamqp.Receiver
+	n   int
+}
+
+func newMgmtClient(t *testing.T, sess *goamqp.Session, entity string) *mgmtClient {
+	t.Helper()
+	ctx := wireCtx(t)
+	snd, err := sess.NewSender(ctx, entity+mgmtNodeSuffix, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	rcv, err := sess.NewReceiver(ctx, entity+mgmtNodeSuffix, &goamqp.ReceiverOptions{TargetAddress: "mgmt-reply", Credit: 10})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return &mgmtClient{snd: snd, rcv: rcv}
+}
+
+// do sends operation op with body and extra application properties, and returns the
+// response's application properties.
+func (m *mgmtClient) do(t *testing.T, op string, body map[string]any, props map[string]any) map[string]any {
+	t.Helper()
+	ctx := wireCtx(t)
+	m.n++
+	ap := map[string]any{"operation": op}
+	for k, v := range props {
+		ap[k] = v
+	}
+	req := &goamqp.Message{
+		Properties:            &goamqp.MessageProperties{MessageID: uint64(m.n), ReplyTo: ptr("mgmt-reply")},
+		ApplicationProperties: ap,
+		Value:                 body,
+	}
+	if err := m.snd.Send(ctx, req, nil); err != nil {
+		t.Fatal(err)
+	}
+	resp, err := m.rcv.Receive(ctx, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	_ = m.rcv.AcceptMessage(ctx, resp)
+	return resp.ApplicationProperties
+}
+
+// TestServerManagementErrorCondition: an unsuccessful $management response names its
+// error in the errorCondition application property, a symbol, as the service does: the
+// Python, .NET, Java and JavaScript SDKs map it to their error types (azure-servicebus
+// 7.x mgmt_handlers.py: MessageLockLostError for com.microsoft:message-lock-lost,
+// SessionLockLostError for com.microsoft:session-lock-lost, MessageNotFoundError for
+// com.microsoft:message-not-found).
+func TestServerManagementErrorCondition(t *testing.T) {
+	t.Parallel()
+	w := newWire(t, &ServerOptions{Queues: map[string]*EntityOptions{"q": nil, "s": {RequiresSession: true}}})
+	_, sess := amqpSession(t, w.srv)
+	q := newMgmtClient(t, sess, "q")
+	check := func(what string, props map[string]any, code int32, cond string) {
+		t.Helper()
+		// go-amqp decodes symbols as strings; the encoding is checked below.
+		if props["statusCode"] != code || props["errorCondition"] != cond {
+			t.Errorf("%s: statusCode %v, errorCondition %#v; want %d and %s", what,
+				props["statusCode"], props["errorCondition"], code, cond)
+		}
+	}
+	unknown := [16]byte{1, 2, 3}
+	check("renew-lock of an unknown lock token", q.do(t, opRenewLock,
+		map[string]any{"lock-tokens": []goamqp.UUID{unknown}}, nil), 410, "com.microsoft:message-lock-lost")
+	check("update-disposition of an unknown lock token", q.do(t, opUpdateDisp,
+		map[string]any{"lock-tokens": []goamqp.UUID{unknown}, "disposition-status": "completed"}, nil), 410, "com.microsoft:message-lock-lost")
+	check("receive-by-sequence-number of a message that is not there", q.do(t, opReceiveBySeq,
+		map[string]any{"sequence-numbers": []int64{99}, "receiver-settle-mode": uint32(1)}, nil), 404, "com.microsoft:message-not-found")
+	check("renew-lock without lock tokens", q.do(t, opRenewLock, map[string]any{}, nil), 400, "com.microsoft:argument-error")
+	check("an operation sbtest does not emulate", q.do(t, "com.microsoft:add-rule", map[string]any{}, nil), 501, "amqp:not-implemented")
+	b, err := (&mgmtNode{}).fail(errLockLost()).MarshalBinary()
+	if err != nil {
+		t.Fatal(err)
+	}
+	var decoded amqp.Message
+	if err := decoded.UnmarshalBinary(b); err != nil {
+		t.Fatal(err)
+	}
+	if v, _ := mapGet(decoded.ApplicationProperties, "errorCondition"); v != condLockLost {
+		t.Errorf("errorCondition encoded as %#v (%T), want the symbol %s", v, v, condLockLost)
+	}
+	if ok := q.do(t, opPeek, map[string]any{"from-sequence-number": int64(1), "message-count": int32(1)}, nil); ok["errorCondition"] != nil {
+		t.Errorf("a successful response carries errorCondition %v", ok["errorCondition"])
+	}
+
+	// A session whose lock is lost: com.microsoft:session-lock-lost.
+	if err := w.sender(t, "s").SendMessage(wireCtx(t), &azservicebus.Message{Body: []byte("m"), SessionID: ptr("a")}, nil); err != nil {
+		t.Fatal(err)
+	}
+	e, _ := w.srv.Namespace().Entity("s")
+	e.InjectFault(Fault{Op: OpRenewSessionLock, Err: &azservicebus.Error{Code: azservicebus.CodeLockLost}})
+	sr, err := sess.NewReceiver(wireCtx(t), "s", &goamqp.ReceiverOptions{Name: "session-a",
+		Filters: []goamqp.LinkFilter{goamqp.NewLinkFilter(string(sessionFilterName), 0x137000000C, "a")}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer sr.Close(context.Background())
+	sm := newMgmtClient(t, sess, "s")
+	check("renew-session-lock of a lost session", sm.do(t, opRenewSessionLock, map[string]any{"session-id": "a"},
+		map[string]any{propAssociatedLink: "session-a"}), 410, "com.microsoft:session-lock-lost")
 }

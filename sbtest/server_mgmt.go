@@ -84,13 +84,20 @@ func (n *mgmtNode) response(code int32, desc string, value amqp.Map) *amqp.Messa
 	return m
 }
 
+// failure builds an unsuccessful $management response, its condition in the
+// errorCondition application property (a symbol, as the service sends it).
+func (n *mgmtNode) failure(code int32, cond amqp.Symbol, desc string) *amqp.Message {
+	m := n.response(code, desc, nil)
+	m.ApplicationProperties = append(m.ApplicationProperties, amqp.MapEntry{Key: "errorCondition", Value: cond})
+	return m
+}
+
 func (n *mgmtNode) fail(err error) *amqp.Message {
-	code, desc := statusFor(err)
-	return n.response(code, desc, nil)
+	return n.failure(statusFor(err))
 }
 
 func (n *mgmtNode) badRequest(format string, args ...any) *amqp.Message {
-	return n.response(400, fmt.Sprintf(format, args...), nil)
+	return n.failure(400, condArgumentError, fmt.Sprintf(format, args...))
 }
 
 // serve runs one request and returns its response (without correlation-id).
@@ -122,7 +129,7 @@ func (n *mgmtNode) serve(ctx context.Context, l *srvLink, req *amqp.Message) *am
 	case opUpdateDisp:
 		return n.updateDisposition(ctx, body)
 	}
-	return n.response(501, fmt.Sprintf("sbtest does not emulate the operation %q", op), nil)
+	return n.failure(501, condNotImplemented, fmt.Sprintf("sbtest does not emulate the operation %q", op))
 }
 
 // putToken accepts any token, but answers 404 for an audience that names no entity, as
