@@ -176,22 +176,24 @@ func TestServerSessionSourceEcho(t *testing.T) {
 	w := newWire(t, &ServerOptions{Queues: map[string]*EntityOptions{"s": {RequiresSession: true}}})
 	port := w.srv.Addr().(interface{ String() string }).String()
 	port = port[strings.LastIndex(port, ":"):]
-	if err := w.sender(t, "s").SendMessage(wireCtx(t), &azservicebus.Message{Body: []byte("m"), SessionID: ptr("a")}, nil); err != nil {
-		t.Fatal(err)
-	}
 	for _, tc := range []struct{ audience, source, want string }{
 		{"sb://127.0.0.1" + port + "/s", "amqps://127.0.0.1/s", "amqps://127.0.0.1" + port + "/s"},
 		{"sb://LocalHost" + port + "/s", "amqps://localhost/s", "amqps://LocalHost" + port + "/s"},
 		{"sb://127.0.0.1/s", "amqps://127.0.0.1/s", "amqps://127.0.0.1/s"}, // no port to give back
 		{"sb://127.0.0.1" + port + "/s", "s", "s"},                         // not a URI
 	} {
+		// A session of its own: the previous case's is released after its connection.
+		id := tc.audience + " " + tc.source
+		if err := w.sender(t, "s").SendMessage(wireCtx(t), &azservicebus.Message{Body: []byte("m"), SessionID: &id}, nil); err != nil {
+			t.Fatal(err)
+		}
 		c := dialRaw(t, w.srv)
 		c.open()
 		c.beginSession(100)
 		putTokenFor(t, c, tc.audience)
 		c.writeFrame(amqp.FrameTypeAMQP, 0, &amqp.Attach{Name: "r", Handle: 2, Role: amqp.RoleReceiver,
 			RcvSettleMode: amqp.Ptr(amqp.ReceiverSettleSecond), Target: &amqp.Target{Address: "raw"},
-			Source: &amqp.Source{Address: tc.source, Filter: amqp.Map{{Key: sessionFilterName, Value: "a"}}}}, nil)
+			Source: &amqp.Source{Address: tc.source, Filter: amqp.Map{{Key: sessionFilterName, Value: id}}}}, nil)
 		for {
 			fr := c.readFrame()
 			a, ok := fr.Body.(*amqp.Attach)
