@@ -164,9 +164,12 @@ type ServerTopic struct {
 // or the model), transactions, and the other $management operations (answered with
 // status 501).
 // Messages keep what the SDK's Message cannot carry (a value or sequence body, several
-// data sections, message and delivery annotations, footer, priority) and are delivered
-// as sent, plus the broker's annotations (SDK live tests TestSender_SendAMQPMessageWith*);
-// in memory they appear in ReceivedMessage.RawAMQPMessage.
+// data sections, message and delivery annotations, footer, priority, a message-id or
+// correlation-id that is not a string, user-id, content-encoding, creation-time,
+// group-sequence) and are delivered as sent, plus the broker's annotations (SDK live
+// tests TestSender_SendAMQPMessageWith*); in memory they appear in
+// ReceivedMessage.RawAMQPMessage. A peek-lock delivery carries its lock token both as the
+// delivery tag and as the x-opt-lock-token delivery annotation.
 //
 // Locks outlive their link as on the service and in sbtest's Receiver: when a receiver
 // link detaches, a session ends or a connection drops, the locks it holds are kept until

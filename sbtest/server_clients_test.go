@@ -7,6 +7,7 @@ import (
 	"crypto/x509"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/Azure/azure-sdk-for-go/sdk/messaging/azservicebus"
 	"github.com/Azure/azure-sdk-for-go/sdk/messaging/azservicebus/admin"
@@ -212,9 +213,10 @@ func TestServerSessionSourceEcho(t *testing.T) {
 	}
 }
 
-// putTokenFor attaches $cbs links on handles 0 and 1 of c's session and puts a token for
-// audience, expecting status 200.
-func putTokenFor(t *testing.T, c *rawConn, audience string) {
+// putTokenFor attaches $cbs links on handles 0 and 1 of c's session, puts a token for
+// audience, and returns the response's status code and description; a status outside
+// 2xx fails the test.
+func putTokenFor(t *testing.T, c *rawConn, audience string) (int32, string) {
 	t.Helper()
 	c.writeFrame(amqp.FrameTypeAMQP, 0, &amqp.Attach{Name: "cbs-sender", Handle: 0, Role: amqp.RoleSender,
 		Source: &amqp.Source{}, Target: &amqp.Target{Address: cbsNode}}, nil)
@@ -240,10 +242,13 @@ func putTokenFor(t *testing.T, c *rawConn, audience string) {
 			if err := resp.UnmarshalBinary(fr.Payload); err != nil {
 				t.Fatal(err)
 			}
-			if code, _ := mapGet(resp.ApplicationProperties, "status-code"); code != int32(200) {
+			code, _ := mapGet(resp.ApplicationProperties, "status-code")
+			desc, _ := mapGet(resp.ApplicationProperties, "status-description")
+			if c, _ := code.(int32); c < 200 || c > 299 {
 				t.Fatalf("put-token for %q answered %v", audience, code)
 			}
-			return
+			d, _ := desc.(string)
+			return code.(int32), d
 		}
 	}
 }
@@ -273,6 +278,13 @@ func newMgmtClient(t *testing.T, sess *goamqp.Session, entity string) *mgmtClien
 // response's application properties.
 func (m *mgmtClient) do(t *testing.T, op string, body map[string]any, props map[string]any) map[string]any {
 	t.Helper()
+	return m.request(t, op, body, props).ApplicationProperties
+}
+
+// request sends operation op with body and extra application properties, and returns
+// the response.
+func (m *mgmtClient) request(t *testing.T, op string, body map[string]any, props map[string]any) *goamqp.Message {
+	t.Helper()
 	ctx := wireCtx(t)
 	m.n++
 	ap := map[string]any{"operation": op}
@@ -292,7 +304,7 @@ func (m *mgmtClient) do(t *testing.T, op string, body map[string]any, props map[
 		t.Fatal(err)
 	}
 	_ = m.rcv.AcceptMessage(ctx, resp)
-	return resp.ApplicationProperties
+	return resp
 }
 
 // TestServerManagementErrorCondition: an unsuccessful $management response names its
@@ -353,4 +365,104 @@ func TestServerManagementErrorCondition(t *testing.T) {
 	sm := newMgmtClient(t, sess, "s")
 	check("renew-session-lock of a lost session", sm.do(t, opRenewSessionLock, map[string]any{"session-id": "a"},
 		map[string]any{propAssociatedLink: "session-a"}), 410, "com.microsoft:session-lock-lost")
+}
+
+// TestServerDeliveryFidelity: what a delivery carries, as the service sends it (SDK live
+// test TestSender_SendAMQPMessageWithMultipleByteSlicesInData): the header without
+// first-acquirer, the client's own x-opt-* message annotations beside the broker's, no
+// x-opt-message-state for an active message, the lock token as the x-opt-lock-token
+// delivery annotation; the properties of the bare message as sent (AMQP 1.0 part 3.2:
+// the bare message is immutable), a uuid message-id included; and for a message without
+// a time-to-live the absolute-expiry-time the service gives it, 9999-12-31 (.NET's
+// DateTime.MaxValue).
+func TestServerDeliveryFidelity(t *testing.T) {
+	t.Parallel()
+	w := newWire(t, &ServerOptions{Queues: map[string]*EntityOptions{"q": nil}})
+	_, sess := amqpSession(t, w.srv)
+	ctx := wireCtx(t)
+	snd, err := sess.NewSender(ctx, "q", nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	id := goamqp.UUID{1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15, 16}
+	created := time.Date(2024, 1, 2, 3, 4, 5, 0, time.UTC)
+	sent := &goamqp.Message{
+		Header:      &goamqp.MessageHeader{Durable: true, Priority: 7},
+		Annotations: goamqp.Annotations{"x-opt-custom": "kept", "custom": int64(1)},
+		Properties: &goamqp.MessageProperties{MessageID: id, UserID: []byte("user"), ContentEncoding: ptr("gzip"),
+			CreationTime: &created, GroupSequence: ptr(uint32(9)), CorrelationID: uint64(42)},
+		Data: [][]byte{[]byte("body")},
+	}
+	if err := snd.Send(ctx, sent, nil); err != nil {
+		t.Fatal(err)
+	}
+	rcv, err := sess.NewReceiver(ctx, "q", &goamqp.ReceiverOptions{SettlementMode: goamqp.ReceiverSettleModeSecond.Ptr()})
+	if err != nil {
+		t.Fatal(err)
+	}
+	m, err := rcv.Receive(ctx, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if m.Header == nil || m.Header.FirstAcquirer || m.Header.Priority != 7 {
+		t.Errorf("header %+v, want priority 7 and no first-acquirer", m.Header)
+	}
+	if m.Annotations["x-opt-custom"] != "kept" || m.Annotations["custom"] != int64(1) || m.Annotations["x-opt-sequence-number"] == nil {
+		t.Errorf("message annotations %v, want the client's x-opt-custom and custom beside the broker's", m.Annotations)
+	}
+	if _, ok := m.Annotations["x-opt-message-state"]; ok {
+		t.Errorf("an active message carries x-opt-message-state %v", m.Annotations["x-opt-message-state"])
+	}
+	var tagToken [16]byte
+	copy(tagToken[:], deliveryTag([16]byte(m.DeliveryTag))) // the swap is its own inverse
+	if tok, ok := m.DeliveryAnnotations["x-opt-lock-token"].(goamqp.UUID); !ok || tok != tagToken {
+		t.Errorf("delivery annotations %v, want x-opt-lock-token %x (the delivery tag's token)", m.DeliveryAnnotations, tagToken)
+	}
+	p := m.Properties
+	if p == nil || p.MessageID != id || string(p.UserID) != "user" || p.ContentEncoding == nil || *p.ContentEncoding != "gzip" ||
+		p.CreationTime == nil || !p.CreationTime.Equal(created) || p.GroupSequence == nil || *p.GroupSequence != 9 || p.CorrelationID != uint64(42) {
+		t.Errorf("properties %+v, want those sent: %+v", p, sent.Properties)
+	}
+	if p != nil && (p.AbsoluteExpiryTime == nil || !p.AbsoluteExpiryTime.Equal(noExpiry)) {
+		t.Errorf("absolute-expiry-time %v of a message without a time-to-live, want %v", p.AbsoluteExpiryTime, noExpiry)
+	}
+	if err := rcv.AcceptMessage(ctx, m); err != nil {
+		t.Fatal(err)
+	}
+
+	// The same through $management (peek), and what the SDK makes of it.
+	if err := snd.Send(ctx, goamqp.NewMessage([]byte("peeked")), nil); err != nil {
+		t.Fatal(err)
+	}
+	resp := newMgmtClient(t, sess, "q").request(t, opPeek, map[string]any{"from-sequence-number": int64(0), "message-count": int32(1)}, nil)
+	msgs, _ := resp.Value.(map[string]any)["messages"].([]any)
+	if len(msgs) != 1 {
+		t.Fatalf("peek response %v, want one message", resp.Value)
+	}
+	var peeked goamqp.Message
+	if err := peeked.UnmarshalBinary(msgs[0].(map[string]any)["message"].([]byte)); err != nil {
+		t.Fatal(err)
+	}
+	if e := peeked.Properties.AbsoluteExpiryTime; e == nil || !e.Equal(noExpiry) {
+		t.Errorf("peeked absolute-expiry-time %v, want %v", e, noExpiry)
+	}
+	r := w.receiver(t, "q", nil)
+	pm, err := r.PeekMessages(ctx, 1, nil)
+	if err != nil || len(pm) != 1 || pm[0].State != azservicebus.MessageStateActive {
+		t.Fatalf("the SDK peeks %v, %v; want one active message", pm, err)
+	}
+}
+
+// TestServerPutTokenAccepted: the $cbs node answers a put-token with 202 Accepted, as the
+// service does; every SDK takes any 2xx (Azure/azure-amqp AmqpCbsLink.SendTokenAsync
+// checks Accepted first).
+func TestServerPutTokenAccepted(t *testing.T) {
+	t.Parallel()
+	w := newWire(t, &ServerOptions{Queues: map[string]*EntityOptions{"q": nil}})
+	c := dialRaw(t, w.srv)
+	c.open()
+	c.beginSession(100)
+	if code, desc := putTokenFor(t, c, "sb://"+w.srv.Addr().String()+"/q"); code != 202 || desc != "Accepted" {
+		t.Fatalf("put-token answered %d %q, want 202 Accepted", code, desc)
+	}
 }

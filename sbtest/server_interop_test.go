@@ -82,8 +82,8 @@ func putToken(t *testing.T, srv *Server, name string, target *amqp.Target, reply
 		if err := resp.UnmarshalBinary(fr.Payload); err != nil {
 			t.Fatal(err)
 		}
-		if code, _ := mapGet(resp.ApplicationProperties, "status-code"); code != int32(200) {
-			t.Fatalf("put-token answered with status %v (%T), want 200", code, code)
+		if code, _ := mapGet(resp.ApplicationProperties, "status-code"); code != int32(202) {
+			t.Fatalf("put-token answered with status %v (%T), want 202", code, code)
 		}
 		if resp.Properties == nil || resp.Properties.CorrelationID != messageID {
 			t.Fatalf("response correlation-id %+v, want %v", resp.Properties, messageID)

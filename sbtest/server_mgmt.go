@@ -142,7 +142,9 @@ func (n *mgmtNode) putToken(c *srvConn, req *amqp.Message) *amqp.Message {
 	if path, ok := audiencePath(audience); ok && !n.ns.exists(n.ns.resolvePath(path)) {
 		return n.response(404, fmt.Sprintf("The messaging entity '%s' could not be found.", path), nil)
 	}
-	return n.response(200, "OK", nil)
+	// 202 Accepted, as the service answers (Azure/azure-amqp AmqpCbsLink.SendTokenAsync
+	// checks Accepted, then OK); every SDK takes any 2xx.
+	return n.response(202, "Accepted", nil)
 }
 
 // audiencePath returns the entity path of a token audience
