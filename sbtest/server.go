@@ -165,8 +165,8 @@ type ServerTopic struct {
 // status 501).
 // Messages keep what the SDK's Message cannot carry (a value or sequence body, several
 // data sections, message and delivery annotations, footer, priority, a message-id or
-// correlation-id that is not a string, user-id, content-encoding, creation-time,
-// group-sequence) and are delivered as sent, plus the broker's annotations (SDK live
+// correlation-id that is not a string, user-id, content-encoding, group-sequence) and
+// are delivered as sent, plus the broker's annotations (SDK live
 // tests TestSender_SendAMQPMessageWith*); in memory they appear in
 // ReceivedMessage.RawAMQPMessage. A peek-lock delivery carries its lock token both as the
 // delivery tag and as the x-opt-lock-token delivery annotation.

@@ -207,8 +207,9 @@ func fromReceived(rm *azservicebus.ReceivedMessage, withLockToken bool) *amqp.Me
 		p.ContentType = amqp.Ptr(amqp.Symbol(*rm.ContentType))
 	}
 	if rm.EnqueuedTime != nil && rm.ExpiresAt != nil {
-		// As the service does: the SDKs of other languages derive the TTL from these when
-		// the header cannot carry it.
+		// As the service does, whatever the client sent: the JavaScript SDK derives the TTL
+		// from these (@azure/core-amqp AmqpAnnotatedMessage.fromRheaMessage:
+		// absolute-expiry-time minus creation-time).
 		p.CreationTime = ptr(rm.EnqueuedTime.UTC())
 		exp := rm.ExpiresAt.UTC()
 		if rm.TimeToLive == nil || *rm.TimeToLive >= sbkit.MaxTTL || exp.After(noExpiry) {

@@ -21,8 +21,9 @@ type rawSections struct {
 	priority   *uint8
 	// props are the properties the Message has no field for: a message-id or
 	// correlation-id that is not a string (a uuid, a ulong, a binary), user-id,
-	// content-encoding, creation-time and group-sequence. The properties belong to the
-	// bare message, which is immutable (AMQP 1.0 part 3.2).
+	// content-encoding and group-sequence. The properties belong to the bare message,
+	// which is immutable (AMQP 1.0 part 3.2); creation-time is the broker's, with
+	// absolute-expiry-time (fromReceived).
 	props *amqp.Properties
 }
 
@@ -55,16 +56,14 @@ func extraProperties(p *amqp.Properties) *amqp.Properties {
 	if p == nil {
 		return nil
 	}
-	x := &amqp.Properties{UserID: p.UserID, ContentEncoding: p.ContentEncoding, CreationTime: p.CreationTime,
-		GroupSequence: p.GroupSequence}
+	x := &amqp.Properties{UserID: p.UserID, ContentEncoding: p.ContentEncoding, GroupSequence: p.GroupSequence}
 	if _, ok := p.MessageID.(string); !ok {
 		x.MessageID = p.MessageID
 	}
 	if _, ok := p.CorrelationID.(string); !ok {
 		x.CorrelationID = p.CorrelationID
 	}
-	if x.MessageID == nil && x.CorrelationID == nil && x.UserID == nil && x.ContentEncoding == nil &&
-		x.CreationTime == nil && x.GroupSequence == nil {
+	if x.MessageID == nil && x.CorrelationID == nil && x.UserID == nil && x.ContentEncoding == nil && x.GroupSequence == nil {
 		return nil
 	}
 	return x
@@ -92,8 +91,7 @@ func (r *rawSections) annotated(body []byte) *azservicebus.AMQPAnnotatedMessage 
 	}
 	if p := r.props; p != nil {
 		am.Properties = &azservicebus.AMQPAnnotatedMessageProperties{MessageID: p.MessageID, CorrelationID: p.CorrelationID,
-			UserID: p.UserID, ContentEncoding: symbolToString(p.ContentEncoding), CreationTime: p.CreationTime,
-			GroupSequence: p.GroupSequence}
+			UserID: p.UserID, ContentEncoding: symbolToString(p.ContentEncoding), GroupSequence: p.GroupSequence}
 	}
 	return am
 }
@@ -137,9 +135,6 @@ func applyRaw(m *amqp.Message, raw *azservicebus.AMQPAnnotatedMessage) {
 		}
 		if rp.ContentEncoding != nil {
 			p.ContentEncoding = amqp.Ptr(amqp.Symbol(*rp.ContentEncoding))
-		}
-		if rp.CreationTime != nil {
-			p.CreationTime = rp.CreationTime
 		}
 		if rp.GroupSequence != nil {
 			p.GroupSequence = rp.GroupSequence
