@@ -82,12 +82,12 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer, ready cha
 	if err != nil {
 		return err
 	}
-	if cfg.adminCert != "" {
-		if err := os.WriteFile(cfg.adminCert, srv.AdminCertificatePEM(), 0o644); err != nil {
+	if cfg.cert != "" {
+		if err := os.WriteFile(cfg.cert, srv.CertificatePEM(), 0o644); err != nil {
 			closeCtx, cancel := context.WithTimeout(context.Background(), closeTimeout)
 			defer cancel()
 			_ = srv.Close(closeCtx)
-			return fmt.Errorf("sbemulator: -admin-cert: %w", err)
+			return fmt.Errorf("sbemulator: -cert: %w", err)
 		}
 	}
 	fmt.Fprintln(stdout, srv.ConnectionString())
@@ -107,7 +107,7 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer, ready cha
 // config is what the flags say.
 type config struct {
 	addr           string
-	adminCert      string
+	cert           string
 	verbose        bool
 	version        bool
 	maxMessageSize int
@@ -124,7 +124,8 @@ func parseFlags(args []string, stderr io.Writer) (*config, error) {
 	var queues, topics, subs, configFiles []string
 	var entityOpts sbtest.EntityOptions
 	fs.StringVar(&cfg.addr, "addr", defaultAddr, "TCP `address` to listen on (port 0 picks a free one)")
-	fs.StringVar(&cfg.adminCert, "admin-cert", "", "write the administration API's self-signed TLS certificate (PEM) to `file`, for clients to trust")
+	fs.StringVar(&cfg.cert, "cert", "", "write the self-signed TLS certificate of AMQPS and the HTTPS administration API (PEM) to `file`, for clients to trust")
+	fs.StringVar(&cfg.cert, "admin-cert", "", "the same as -cert (its former name)")
 	fs.Func("config", "configuration `file` in the format of Microsoft's Service Bus emulator (repeatable)", appendTo(&configFiles))
 	fs.Func("queue", "create a queue (repeatable; comma-separated `names` allowed)", appendTo(&queues))
 	fs.Func("topic", "create a topic (repeatable; comma-separated `names` allowed)", appendTo(&topics))
@@ -137,7 +138,7 @@ func parseFlags(args []string, stderr io.Writer) (*config, error) {
 	fs.DurationVar(&cfg.latency.RoundTrip, "latency", 0, "simulated round trip slept by every operation")
 	fs.DurationVar(&cfg.latency.StoreTime, "store-time", 0, "simulated store time slept additionally by every send")
 	fs.IntVar(&cfg.latency.StoreConcurrency, "store-concurrency", 0, "how many stores run at once (default unlimited)")
-	fs.Func("fault", "inject a fault: `entity:op[:count[:error]]` with entity a queue, a topic (send only) or topic/Subscriptions/name, op one of send, receive, complete, abandon, deadletter, defer, renew; count 0 (default) means until restart; error one of transient (default), lock-lost, unauthorized, hang (repeatable)", func(s string) error {
+	fs.Func("fault", "inject a fault: `entity:op[:count[:error]]` with entity a queue, a topic (send only) or topic/Subscriptions/name, op one of send, receive, complete, abandon, deadletter, defer, renew, accept-session, renew-session-lock, session-state; count 0 (default) means until restart; error one of transient (default), lock-lost, unauthorized, hang (repeatable)", func(s string) error {
 		f, err := parseFault(s)
 		if err == nil {
 			cfg.faults = append(cfg.faults, f)

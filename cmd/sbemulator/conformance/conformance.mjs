@@ -22,11 +22,11 @@ const shortWait = { maxWaitTimeInMs: 1000 };
 // ---- the emulator process -------------------------------------------------------------
 
 let emulator; // the child process, when this script started it
-const certFile = join(tmpdir(), `sbemulator-admin-${process.pid}.pem`); // -admin-cert
+const certFile = join(tmpdir(), `sbemulator-cert-${process.pid}.pem`); // -cert
 let emulatorExit; // resolves with the exit code
 
 async function startEmulator(bin) {
-  emulator = spawn(bin, ["-addr", "127.0.0.1:0", "-config", join(here, "Config.json"), "-admin-cert", certFile], {
+  emulator = spawn(bin, ["-addr", "127.0.0.1:0", "-config", join(here, "Config.json"), "-cert", certFile], {
     stdio: ["ignore", "pipe", "pipe"],
   });
   let stderr = "";
