@@ -207,9 +207,27 @@ type entityCounts struct {
 	active, deadLetter, scheduled, total, size int64
 }
 
+// accessedAt returns when a message last arrived at e or a receive from it was last
+// asked for, or the zero time: the .NET SDK's QueueRuntimeProperties.AccessedAt, "the
+// last time a message was sent or the last time there was a receive request".
+func (e *Entity) accessedAt() time.Time {
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	return e.accessed
+}
+
+// accessedAt returns when a message was last sent to t, or the zero time (the .NET SDK's
+// TopicRuntimeProperties.AccessedAt).
+func (t *Topic) accessedAt() time.Time {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	return t.accessed
+}
+
 // counts returns the entity's counts as the administration API reports them: active
-// messages are the available and locked ones, total counts every message of the
-// entity and its dead-letter queue, size is the sum of MessageSize.
+// messages are the available and locked ones, not the deferred ones ("Get message
+// counters": ActiveMessageCount counts the messages "in the active state"), total counts
+// every message of the entity and its dead-letter queue, size is the sum of MessageSize.
 func (e *Entity) counts() entityCounts {
 	e.ns.flushForwards()
 	e.mu.Lock()

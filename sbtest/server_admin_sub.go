@@ -127,10 +127,10 @@ func (a *adminServer) describeSubscription(e *Entity) *atom.SubscriptionDescript
 	def(&d.EnableBatchedOperations, true)
 	d.Status = ptr(string(e.Status()))
 	d.EntityAvailabilityStatus = ptr("Available") // the JavaScript admin client requires it (subscriptionResourceSerializer.js)
-	def(&d.AutoDeleteOnIdle, atom.MaxTimeSpan)
+	reportAutoDelete(&d.AutoDeleteOnIdle, e.Options())
 	c := e.counts()
 	d.MessageCount, d.CountDetails = &c.total, countDetails(c)
-	d.CreatedAt, d.UpdatedAt, d.AccessedAt = stamp(m.created), stamp(m.updated), adminZeroTime
+	d.CreatedAt, d.UpdatedAt, d.AccessedAt = stamp(m.created), stamp(m.updated), accessedStamp(e.accessedAt())
 	return &d
 }
 
