@@ -22,11 +22,11 @@ import (
 func (ns *Namespace) DeleteQueue(name string) error {
 	ns.mu.Lock()
 	defer ns.mu.Unlock()
-	e := ns.entities[name]
+	e := ns.entities[ns.keyLocked(name)]
 	if e == nil || e.topic != nil {
 		return fmt.Errorf("%w: queue %q", ErrNotFound, name)
 	}
-	delete(ns.entities, name)
+	delete(ns.entities, e.path)
 	e.life.end()
 	return nil
 }
@@ -37,11 +37,11 @@ func (ns *Namespace) DeleteQueue(name string) error {
 func (ns *Namespace) DeleteTopic(name string) error {
 	ns.mu.Lock()
 	defer ns.mu.Unlock()
-	t := ns.topics[name]
+	t := ns.topics[ns.keyLocked(name)]
 	if t == nil {
 		return fmt.Errorf("%w: topic %q", ErrNotFound, name)
 	}
-	delete(ns.topics, name)
+	delete(ns.topics, t.name)
 	t.life.end()
 	for _, s := range t.Subscriptions() {
 		delete(ns.entities, s.path)
@@ -54,9 +54,9 @@ func (ns *Namespace) DeleteTopic(name string) error {
 // subscription of that name. Receivers already open on it fail with CodeNotFound from
 // then on, as for DeleteQueue.
 func (t *Topic) DeleteSubscription(name string) error {
-	path := subscriptionPath(t.name, name)
 	t.ns.mu.Lock()
 	defer t.ns.mu.Unlock()
+	path := t.ns.keyLocked(subscriptionPath(t.name, name))
 	t.mu.Lock()
 	defer t.mu.Unlock()
 	i := slices.IndexFunc(t.subs, func(e *Entity) bool { return e.path == path })

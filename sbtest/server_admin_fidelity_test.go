@@ -201,3 +201,28 @@ func TestAdminForwardingNeverIdle(t *testing.T) {
 		t.Fatalf("a queue that does not forward: %v, %v", plain, err)
 	}
 }
+
+// TestAdminNamesIgnoreCase: the admin API finds an entity by its name in any letter case
+// (resource names are case-insensitive) and refuses to create one that differs only in
+// case.
+func TestAdminNamesIgnoreCase(t *testing.T) {
+	t.Parallel()
+	_, ac := adminWire(t)
+	ctx := wireCtx(t)
+	if _, err := ac.CreateQueue(ctx, "Orders", &admin.CreateQueueOptions{Properties: &admin.QueueProperties{UserMetadata: to.Ptr("m")}}); err != nil {
+		t.Fatal(err)
+	}
+	got, err := ac.GetQueue(ctx, "orders", nil)
+	if err != nil || got == nil || got.UserMetadata == nil || *got.UserMetadata != "m" {
+		t.Fatalf("GetQueue(orders) = %+v, %v; want Orders with its UserMetadata", got, err)
+	}
+	got.UserMetadata = to.Ptr("n")
+	if _, err := ac.UpdateQueue(ctx, "ORDERS", got.QueueProperties, nil); err != nil {
+		t.Fatal(err)
+	}
+	if again, _ := ac.GetQueue(ctx, "Orders", nil); *again.UserMetadata != "n" {
+		t.Fatalf("after an update through ORDERS, UserMetadata %q, want n", *again.UserMetadata)
+	}
+	_, err = ac.CreateQueue(ctx, "ORDERS", nil)
+	wantStatus(t, "create ORDERS beside Orders", err, http.StatusConflict)
+}

@@ -58,7 +58,7 @@ func (a *adminServer) putQueue(r *http.Request, name string, d *atom.QueueDescri
 	}
 	ns := a.srv.ns
 	if e, ok := ns.Entity(name); ok && e.topic == nil && isUpdate(r) {
-		prev, _ := lastPut[atom.QueueDescription](a, name, e)
+		prev, _ := lastPut[atom.QueueDescription](a, e.path, e)
 		if err := fixedAtCreation("Queue", e.Options().DuplicateDetectionWindow > 0, prev.EnablePartitioning != nil && *prev.EnablePartitioning,
 			prev.MaxSizeInMegabytes, d.RequiresDuplicateDetection, d.EnablePartitioning, &d.MaxSizeInMegabytes); err != nil {
 			return nil, 0, err
@@ -91,7 +91,7 @@ func (a *adminServer) putQueue(r *http.Request, name string, d *atom.QueueDescri
 		return nil, 0, err
 	}
 	stored := *d
-	a.remember(name, e, &stored)
+	a.remember(e.path, e, &stored)
 	return a.entry(r, name, name, atom.Content{Queue: a.describeQueue(e)}), status, nil
 }
 
@@ -140,7 +140,7 @@ func (a *adminServer) putTopic(r *http.Request, name string, d *atom.TopicDescri
 	}
 	ns := a.srv.ns
 	if t, ok := ns.Topic(name); ok && isUpdate(r) {
-		prev, _ := lastPut[atom.TopicDescription](a, name, t)
+		prev, _ := lastPut[atom.TopicDescription](a, t.name, t)
 		if err := fixedAtCreation("Topic", t.Options().DuplicateDetectionWindow > 0, prev.EnablePartitioning != nil && *prev.EnablePartitioning,
 			prev.MaxSizeInMegabytes, d.RequiresDuplicateDetection, d.EnablePartitioning, &d.MaxSizeInMegabytes); err != nil {
 			return nil, 0, err
@@ -164,7 +164,7 @@ func (a *adminServer) putTopic(r *http.Request, name string, d *atom.TopicDescri
 		return nil, 0, err
 	}
 	stored := *d
-	a.remember(name, t, &stored)
+	a.remember(t.name, t, &stored)
 	return a.entry(r, name, name, atom.Content{Topic: a.describeTopic(t)}), status, nil
 }
 

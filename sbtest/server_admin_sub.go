@@ -115,7 +115,7 @@ func (a *adminServer) putSubscription(r *http.Request, topic, sub string, d *ato
 	}
 	stored := *d
 	stored.DefaultRuleDescription = nil
-	a.remember(path, e, &stored)
+	a.remember(e.path, e, &stored)
 	return a.entry(r, path, sub, atom.Content{Subscription: a.describeSubscription(e)}), status, nil
 }
 

@@ -3,9 +3,6 @@ package sbtest
 import (
 	"context"
 	"errors"
-	"iter"
-	"maps"
-	"strings"
 	"time"
 
 	"github.com/Azure/azure-sdk-for-go/sdk/messaging/azservicebus"
@@ -102,31 +99,12 @@ func (l *srvLink) entityLife() *lifetime {
 	return nil
 }
 
-// resolvePath returns the path of the queue, topic or subscription that path names when
-// letter case is ignored, as the service ignores it ("Naming rules and restrictions for
-// Azure resources": resource names are case-insensitive), or path itself when it names
-// one exactly, none, or several.
+// resolvePath returns the path under which ns keeps the queue, topic or subscription
+// path names in any letter case (Namespace.keyLocked), or path when it names none.
 func (ns *Namespace) resolvePath(path string) string {
 	ns.mu.Lock()
 	defer ns.mu.Unlock()
-	if ns.entities[path] != nil || ns.topics[path] != nil {
-		return path
-	}
-	found := ""
-	for _, names := range []iter.Seq[string]{maps.Keys(ns.entities), maps.Keys(ns.topics)} {
-		for p := range names {
-			if strings.EqualFold(p, path) {
-				if found != "" {
-					return path
-				}
-				found = p
-			}
-		}
-	}
-	if found == "" {
-		return path
-	}
-	return found
+	return ns.keyLocked(path)
 }
 
 // storeWait sleeps the latency model's wait for one send request, or less when ctx ends

@@ -47,7 +47,7 @@ func (t *Topic) NewSubscription(name string, opts *EntityOptions) (*Entity, erro
 	path := subscriptionPath(t.name, name)
 	t.ns.mu.Lock()
 	defer t.ns.mu.Unlock()
-	if t.ns.entities[path] != nil {
+	if t.ns.existsLocked(path) {
 		return nil, fmt.Errorf("%w: %q", ErrExists, path)
 	}
 	t.mu.Lock() // t.opts may change (SetOptions): read it and join t.subs in one step
