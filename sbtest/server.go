@@ -182,7 +182,11 @@ type ServerTopic struct {
 // them (sbkit.MessageExpiresAt reads that as unknown).
 //
 // Entities are looked up when a link attaches, so entities added to the Namespace after
-// NewServer are reachable too. Deleting an entity (DeleteQueue, DeleteTopic,
+// NewServer are reachable too; a link address may be the entity path or a URI
+// (amqps://host[:port]/path), in any letter case (server_address.go). An unsuccessful
+// $management response names its error in the errorCondition application property, as
+// the service does (com.microsoft:message-lock-lost, com.microsoft:session-lock-lost,
+// com.microsoft:message-not-found, ...). Deleting an entity (DeleteQueue, DeleteTopic,
 // DeleteSubscription, or the admin API) detaches the links attached to it with
 // amqp:not-found, which the SDK reports without retrying; an entity created again with
 // the same name is a new one, reached by new links.

@@ -231,9 +231,11 @@ func (s *Server) AdminClientOptions() *admin.ClientOptions {
 // CertificatePEM returns the server's self-signed TLS certificate in PEM, generated when
 // the server starts, for clients to trust: clients speaking AMQP over TLS (the SDKs
 // without emulator support, given a connection string without UseDevelopmentEmulator)
-// and the administration API's. How each language trusts it: SSL_CERT_FILE (OpenSSL,
-// Go, Python's uamqp), NODE_EXTRA_CA_CERTS (Node.js), REQUESTS_CA_BUNDLE (Python's admin
-// client), curl --cacert, a Java trust store (keytool -importcert) or the .NET/OS store.
+// and the administration API's. How each language trusts it: SSL_CERT_FILE (OpenSSL:
+// Python's uamqp), NODE_EXTRA_CA_CERTS (Node.js), REQUESTS_CA_BUNDLE (Python's admin
+// client), curl --cacert, a Java trust store (keytool -importcert), the OS store (.NET),
+// or a tls.Config's RootCAs in Go (with ServerName set to the host: go-amqp would name
+// the server host:port).
 func (s *Server) CertificatePEM() []byte {
 	return pem.EncodeToMemory(&pem.Block{Type: "CERTIFICATE", Bytes: s.admin.cert})
 }
