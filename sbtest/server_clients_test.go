@@ -223,18 +223,7 @@ func putTokenFor(t *testing.T, c *rawConn, audience string) (int32, string) {
 	c.writeFrame(amqp.FrameTypeAMQP, 0, &amqp.Attach{Name: "cbs-receiver", Handle: 1, Role: amqp.RoleReceiver,
 		Source: &amqp.Source{Address: cbsNode}, Target: &amqp.Target{Address: "cbs-reply"}}, nil)
 	c.flow(0, 100, 0, 10, false)
-	req := &amqp.Message{
-		Properties: &amqp.Properties{MessageID: "1", ReplyTo: amqp.Ptr("cbs-reply")},
-		ApplicationProperties: amqp.Map{{Key: "operation", Value: "put-token"},
-			{Key: "type", Value: "servicebus.windows.net:sastoken"}, {Key: "name", Value: audience}},
-		Value: "SharedAccessSignature sr=x&sig=y&se=1&skn=k", HasValue: true,
-	}
-	payload, err := req.MarshalBinary()
-	if err != nil {
-		t.Fatal(err)
-	}
-	c.writeFrame(amqp.FrameTypeAMQP, 0, &amqp.Transfer{Handle: 0, DeliveryID: amqp.Ptr(uint32(0)),
-		DeliveryTag: []byte("t"), MessageFormat: amqp.Ptr(uint32(0)), Settled: true}, payload)
+	writePutToken(t, c, "1", amqp.Ptr("cbs-reply"), audience)
 	for {
 		fr := c.readFrame()
 		if tr, ok := fr.Body.(*amqp.Transfer); ok && tr.Handle == 1 {
@@ -251,6 +240,24 @@ func putTokenFor(t *testing.T, c *rawConn, audience string) (int32, string) {
 			return code.(int32), d
 		}
 	}
+}
+
+// writePutToken sends a put-token request for audience as delivery 0 on handle 0 of c's
+// session.
+func writePutToken(t *testing.T, c *rawConn, messageID any, replyTo *string, audience string) {
+	t.Helper()
+	req := &amqp.Message{
+		Properties: &amqp.Properties{MessageID: messageID, ReplyTo: replyTo},
+		ApplicationProperties: amqp.Map{{Key: "operation", Value: "put-token"},
+			{Key: "type", Value: "servicebus.windows.net:sastoken"}, {Key: "name", Value: audience}},
+		Value: "SharedAccessSignature sr=x&sig=y&se=1&skn=k", HasValue: true,
+	}
+	payload, err := req.MarshalBinary()
+	if err != nil {
+		t.Fatal(err)
+	}
+	c.writeFrame(amqp.FrameTypeAMQP, 0, &amqp.Transfer{Handle: 0, DeliveryID: amqp.Ptr(uint32(0)),
+		DeliveryTag: []byte("t"), MessageFormat: amqp.Ptr(uint32(0)), Settled: true}, payload)
 }
 
 // mgmtClient sends $management requests to one entity over go-amqp.

@@ -57,18 +57,7 @@ func putToken(t *testing.T, srv *Server, name string, target *amqp.Target, reply
 		}
 	}
 	c.flow(0, 100, 0, 10, false)
-	req := &amqp.Message{
-		Properties: &amqp.Properties{MessageID: messageID, ReplyTo: replyTo},
-		ApplicationProperties: amqp.Map{{Key: "operation", Value: "put-token"},
-			{Key: "type", Value: "servicebus.windows.net:sastoken"}, {Key: "name", Value: "sb://" + srv.Addr().String() + "/q"}},
-		Value: "SharedAccessSignature sr=x&sig=y&se=1&skn=k", HasValue: true,
-	}
-	payload, err := req.MarshalBinary()
-	if err != nil {
-		t.Fatal(err)
-	}
-	c.writeFrame(amqp.FrameTypeAMQP, 0, &amqp.Transfer{Handle: 0, DeliveryID: amqp.Ptr(uint32(0)),
-		DeliveryTag: []byte("t"), MessageFormat: amqp.Ptr(uint32(0)), Settled: true}, payload)
+	writePutToken(t, c, messageID, replyTo, "sb://"+srv.Addr().String()+"/q")
 	for {
 		fr := c.readFrame()
 		tr, ok := fr.Body.(*amqp.Transfer)

@@ -23,6 +23,8 @@ import time
 import traceback
 import uuid
 
+from checks import Steps, expect, expect_eq, failure_text
+
 HERE = os.path.dirname(os.path.abspath(__file__))
 STEP_TIMEOUT = 20  # seconds, as conformance.mjs
 SHORT_WAIT = 1  # seconds: max_wait_time of receives that expect messages
@@ -87,16 +89,6 @@ class Emulator:
             raise AssertionError("the emulator exited with %s after SIGTERM: %s" % (code, "".join(self.stderr)))
 
 
-def expect(cond, what):
-    if not cond:
-        raise AssertionError(what)
-
-
-def expect_eq(got, want, what):
-    if got != want:
-        raise AssertionError("%s: got %r, want %r" % (what, got, want))
-
-
 def text(v):
     return v.decode() if isinstance(v, bytes) else v
 
@@ -157,15 +149,8 @@ def expect_raises(cls, fn, what):
     raise AssertionError("%s: succeeded, want %s" % (what, cls.__name__))
 
 
-STEPS = []
-
-
-def step(name):
-    def register(fn):
-        STEPS.append((name, fn))
-        return fn
-
-    return register
+STEPS = Steps()
+step = STEPS
 
 
 @step("send a single message; receive it in peek-lock mode; complete it")
@@ -572,7 +557,7 @@ class Run:
                 self.fn(self.client, self.env)
                 self.failure = None
             except Exception as err:  # reported as the step's failure
-                self.failure = str(err) if isinstance(err, AssertionError) else "%s: %s" % (type(err).__name__, err)
+                self.failure = failure_text(err)
                 if os.environ.get("CONFORMANCE_TRACE"):
                     traceback.print_exc()
             self.t1 = time.monotonic()

@@ -22,6 +22,8 @@ from proton import Delivery, Message, SSLDomain, int32, symbol, ulong
 from proton.reactor import AtMostOnce
 from proton.utils import BlockingConnection
 
+from checks import Steps, expect, expect_eq, failure_text
+
 QUEUES = ["outcomes", "credit", "inflight", "big", "sections", "tls"]
 WAIT = 10  # seconds any single wait may take
 
@@ -48,16 +50,6 @@ class Emulator:
             pass
         if code != 0:
             raise AssertionError("the emulator exited with %s: %s" % (code, "".join(self.stderr)))
-
-
-def expect(cond, what):
-    if not cond:
-        raise AssertionError(what)
-
-
-def expect_eq(got, want, what):
-    if got != want:
-        raise AssertionError("%s: got %r, want %r" % (what, got, want))
 
 
 def connect(env, tls=False):
@@ -141,15 +133,8 @@ def seq(m):
     return m.annotations["x-opt-sequence-number"]
 
 
-STEPS = []
-
-
-def step(name):
-    def register(fn):
-        STEPS.append((name, fn))
-        return fn
-
-    return register
+STEPS = Steps()
+step = STEPS
 
 
 @step("every outcome: accepted, released, rejected, modified (failed; undeliverable-here)")
@@ -327,7 +312,7 @@ def main():
             print("ok   %s (%d ms)" % (name, (time.monotonic() - t0) * 1000), flush=True)
         except Exception as err:  # reported as the step's failure
             failed += 1
-            print("FAIL %s (%d ms): %s: %s" % (name, (time.monotonic() - t0) * 1000, type(err).__name__, err), flush=True)
+            print("FAIL %s (%d ms): %s" % (name, (time.monotonic() - t0) * 1000, failure_text(err)), flush=True)
             if os.environ.get("CONFORMANCE_TRACE"):
                 traceback.print_exc()
     try:

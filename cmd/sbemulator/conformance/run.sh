@@ -55,7 +55,7 @@ python() {
     return
   fi
   echo "== Python: $script"
-  timeout 300 "$py" "$here/$script" "$work/sbemulator" || failed+=("$script")
+  PYTHONDONTWRITEBYTECODE=1 timeout 300 "$py" "$here/$script" "$work/sbemulator" || failed+=("$script")
 }
 
 javascript
