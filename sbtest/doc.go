@@ -97,6 +97,14 @@
 //     active, and cancelled ones are not either, so numbers have gaps there.
 //   - Partitioned entities, quotas (MaxSizeInMegabytes), the premium tier's large messages
 //     and AutoDeleteOnIdle are not modelled; time is the local clock, with no skew.
+//   - Over the wire, a message-id or correlation-id that is not a string (a uuid, a ulong,
+//     a binary) comes back with the type it was sent with, as AMQP keeps the bare message
+//     (AMQP 1.0 part 3.2); the service documents MessageId only as a string, and the
+//     in-memory model keeps its string form.
+//   - An entity made in the model with duplicate detection off (NewQueue without a
+//     DuplicateDetectionWindow, or sbemulator's Config.json) reports the default window,
+//     PT10M, over the admin API whatever window its configuration named: the model keeps
+//     a window only while detection is on.
 //   - The dead-letter reasons ForwardTargetUnavailableReason, ForwardCopiesExceededReason
 //     and RuleEvaluationFailedReason are sbtest's own: the service documents the
 //     dead-lettering, not the text. DeadLetteringOnFilterEvaluationExceptions is always
@@ -114,8 +122,11 @@
 // NewServer serves a Namespace over AMQP 1.0 on a loopback TCP port, so that the
 // unmodified azservicebus client runs against sbtest: hand it Server.ConnectionString
 // (UseDevelopmentEmulator=true). No Docker, no SQL, no network beyond 127.0.0.1. The
-// entities, faults, latency and inspection are the Namespace's; what the wire does and
-// does not emulate is listed on Server.
+// same port serves AMQP over TLS and the administration API over HTTPS with a
+// self-signed certificate (Server.CertificatePEM), so the SDKs of other languages,
+// including releases without emulator support, connect too. The entities, faults,
+// latency and inspection are the Namespace's; what the wire does and does not emulate is
+// listed on Server.
 //
 // A Server bounds what a client can make it hold (ServerOptions, see Server for the
 // whole list): by default 64 connections (AMQP and administration alike), 256 sessions

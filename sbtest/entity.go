@@ -41,6 +41,9 @@ type Entity struct {
 	readySess    *heapq.Heap[*session] // unlocked sessions with available messages, oldest first
 	heldSess     *heapq.Heap[*session] // locked sessions, by lock expiry
 	sessAvailLen int                   // available messages over every session
+	// accessed is when a message last arrived or a receive was last asked for (a
+	// subscription's starts at its creation); reported as AccessedAt (manage.go).
+	accessed time.Time
 }
 
 // subqueue is the main queue or the dead-letter queue of an entity, guarded by the
@@ -165,6 +168,7 @@ func (e *Entity) newMessage(p *payload, seq int64, now, sched time.Time) *messag
 
 // insert stores a new message (see newMessage). Called with e.mu held.
 func (e *Entity) insert(p *payload, seq int64, now, sched time.Time) {
+	e.accessed = now
 	p.countForwarded()
 	m := e.newMessage(p, seq, now, sched)
 	if e.forwardOnInsert(m, sched) || e.forwardHopsExceeded(m) {

@@ -36,5 +36,14 @@ func errNotFound() error { return &azservicebus.Error{Code: azservicebus.CodeNot
 // deferredNotFound fails a receive of deferred messages by sequence number, as the
 // service does for a number it has no deferred message for (SDK: CodeNotFound).
 func deferredNotFound(seq int64) error {
-	return fmt.Errorf("sbtest: no deferred message with sequence number %d: %w", seq, errNotFound())
+	return &messageNotFoundError{seq: seq}
 }
+
+// messageNotFoundError is CodeNotFound for a message rather than an entity.
+type messageNotFoundError struct{ seq int64 }
+
+func (e *messageNotFoundError) Error() string {
+	return fmt.Sprintf("sbtest: no deferred message with sequence number %d: %v", e.seq, errNotFound())
+}
+
+func (e *messageNotFoundError) Unwrap() error { return errNotFound() }

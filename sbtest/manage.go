@@ -22,11 +22,11 @@ import (
 func (ns *Namespace) DeleteQueue(name string) error {
 	ns.mu.Lock()
 	defer ns.mu.Unlock()
-	e := ns.entities[name]
+	e := ns.entities[ns.keyLocked(name)]
 	if e == nil || e.topic != nil {
 		return fmt.Errorf("%w: queue %q", ErrNotFound, name)
 	}
-	delete(ns.entities, name)
+	delete(ns.entities, e.path)
 	e.life.end()
 	return nil
 }
@@ -37,11 +37,11 @@ func (ns *Namespace) DeleteQueue(name string) error {
 func (ns *Namespace) DeleteTopic(name string) error {
 	ns.mu.Lock()
 	defer ns.mu.Unlock()
-	t := ns.topics[name]
+	t := ns.topics[ns.keyLocked(name)]
 	if t == nil {
 		return fmt.Errorf("%w: topic %q", ErrNotFound, name)
 	}
-	delete(ns.topics, name)
+	delete(ns.topics, t.name)
 	t.life.end()
 	for _, s := range t.Subscriptions() {
 		delete(ns.entities, s.path)
@@ -54,9 +54,9 @@ func (ns *Namespace) DeleteTopic(name string) error {
 // subscription of that name. Receivers already open on it fail with CodeNotFound from
 // then on, as for DeleteQueue.
 func (t *Topic) DeleteSubscription(name string) error {
-	path := subscriptionPath(t.name, name)
 	t.ns.mu.Lock()
 	defer t.ns.mu.Unlock()
+	path := t.ns.keyLocked(subscriptionPath(t.name, name))
 	t.mu.Lock()
 	defer t.mu.Unlock()
 	i := slices.IndexFunc(t.subs, func(e *Entity) bool { return e.path == path })
@@ -207,9 +207,27 @@ type entityCounts struct {
 	active, deadLetter, scheduled, total, size int64
 }
 
+// accessedAt returns when a message last arrived at e or a receive from it was last
+// asked for, or the zero time: the .NET SDK's QueueRuntimeProperties.AccessedAt, "the
+// last time a message was sent or the last time there was a receive request".
+func (e *Entity) accessedAt() time.Time {
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	return e.accessed
+}
+
+// accessedAt returns when a message was last sent to t, or the zero time (the .NET SDK's
+// TopicRuntimeProperties.AccessedAt).
+func (t *Topic) accessedAt() time.Time {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	return t.accessed
+}
+
 // counts returns the entity's counts as the administration API reports them: active
-// messages are the available and locked ones, total counts every message of the
-// entity and its dead-letter queue, size is the sum of MessageSize.
+// messages are the available and locked ones, not the deferred ones ("Get message
+// counters": ActiveMessageCount counts the messages "in the active state"), total counts
+// every message of the entity and its dead-letter queue, size is the sum of MessageSize.
 func (e *Entity) counts() entityCounts {
 	e.ns.flushForwards()
 	e.mu.Lock()

@@ -90,7 +90,7 @@ func (ns *Namespace) NewQueue(name string, opts *EntityOptions) (*Entity, error)
 	}
 	ns.mu.Lock()
 	defer ns.mu.Unlock()
-	if ns.entities[name] != nil || ns.topics[name] != nil {
+	if ns.existsLocked(name) {
 		return nil, fmt.Errorf("%w: %q", ErrExists, name)
 	}
 	e := newEntity(ns, name, nil, o, o.DefaultTTL)
@@ -110,7 +110,7 @@ func (ns *Namespace) NewTopic(name string, opts *EntityOptions) (*Topic, error) 
 	}
 	ns.mu.Lock()
 	defer ns.mu.Unlock()
-	if ns.entities[name] != nil || ns.topics[name] != nil {
+	if ns.existsLocked(name) {
 		return nil, fmt.Errorf("%w: %q", ErrExists, name)
 	}
 	t := &Topic{ns: ns, name: name, opts: o}
@@ -120,20 +120,50 @@ func (ns *Namespace) NewTopic(name string, opts *EntityOptions) (*Topic, error) 
 }
 
 // Entity returns the queue or subscription at path: "queue" or
-// "topic/Subscriptions/sub".
+// "topic/Subscriptions/sub", in any letter case.
 func (ns *Namespace) Entity(path string) (*Entity, bool) {
 	ns.mu.Lock()
 	defer ns.mu.Unlock()
-	e, ok := ns.entities[path]
+	e, ok := ns.entities[ns.keyLocked(path)]
 	return e, ok
 }
 
-// Topic returns the topic with the given name.
+// Topic returns the topic with the given name, in any letter case.
 func (ns *Namespace) Topic(name string) (*Topic, bool) {
 	ns.mu.Lock()
 	defer ns.mu.Unlock()
-	t, ok := ns.topics[name]
+	t, ok := ns.topics[ns.keyLocked(name)]
 	return t, ok
+}
+
+// keyLocked returns the path under which ns keeps the queue, topic or subscription that
+// path names: path itself, or the one equal to it when letter case is ignored, as the
+// service ignores it ("Naming rules and restrictions for Azure resources": resource
+// names are case-insensitive). A name that differs from an existing one only in case is
+// ErrExists, so at most one matches. A miss costs one pass over the entities. Called
+// with ns.mu held.
+func (ns *Namespace) keyLocked(path string) string {
+	if ns.entities[path] != nil || ns.topics[path] != nil {
+		return path
+	}
+	for p := range ns.entities {
+		if strings.EqualFold(p, path) {
+			return p
+		}
+	}
+	for p := range ns.topics {
+		if strings.EqualFold(p, path) {
+			return p
+		}
+	}
+	return path
+}
+
+// existsLocked reports whether path names a queue, topic or subscription in any letter
+// case. Called with ns.mu held.
+func (ns *Namespace) existsLocked(path string) bool {
+	k := ns.keyLocked(path)
+	return ns.entities[k] != nil || ns.topics[k] != nil
 }
 
 func subscriptionPath(topic, sub string) string { return topic + "/Subscriptions/" + sub }
@@ -142,5 +172,5 @@ func subscriptionPath(topic, sub string) string { return topic + "/Subscriptions
 func (ns *Namespace) exists(path string) bool {
 	ns.mu.Lock()
 	defer ns.mu.Unlock()
-	return ns.entities[path] != nil || ns.topics[path] != nil
+	return ns.existsLocked(path)
 }

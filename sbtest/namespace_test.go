@@ -67,3 +67,61 @@ func TestNegativeLatencyIsZero(t *testing.T) {
 		}
 	})
 }
+
+// Entity names are case-insensitive, as the service's ("Naming rules and restrictions for
+// Azure resources": resource names are case-insensitive): a name that differs from an
+// existing one only in case is taken, and every lookup finds an entity in any case; the
+// entity keeps the name it was created with.
+func TestEntityNamesIgnoreCase(t *testing.T) {
+	ns := NewNamespace(nil)
+	q, err := ns.NewQueue("Orders", nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	top, err := ns.NewTopic("Events", nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := top.NewSubscription("Audit", nil); err != nil {
+		t.Fatal(err)
+	}
+	for _, name := range []string{"orders", "EVENTS"} {
+		if _, err := ns.NewQueue(name, nil); !errors.Is(err, ErrExists) {
+			t.Errorf("NewQueue(%q) = %v, want ErrExists", name, err)
+		}
+		if _, err := ns.NewTopic(name, nil); !errors.Is(err, ErrExists) {
+			t.Errorf("NewTopic(%q) = %v, want ErrExists", name, err)
+		}
+	}
+	if _, err := top.NewSubscription("audit", nil); !errors.Is(err, ErrExists) {
+		t.Errorf("NewSubscription(audit) = %v, want ErrExists", err)
+	}
+	if e, ok := ns.Entity("ORDERS"); !ok || e != q || e.Name() != "Orders" {
+		t.Errorf("Entity(ORDERS) = %v, %v; want the queue Orders", e, ok)
+	}
+	if _, ok := ns.Entity("events/subscriptions/AUDIT"); !ok {
+		t.Error("Entity(events/subscriptions/AUDIT) found nothing")
+	}
+	if _, ok := ns.Topic("events"); !ok {
+		t.Error("Topic(events) found nothing")
+	}
+	if _, ok := top.Subscription("AUDIT"); !ok {
+		t.Error("Subscription(AUDIT) found nothing")
+	}
+	s, err := ns.NewSender("oRDERS", nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := s.SendMessage(context.Background(), &azservicebus.Message{Body: []byte("m")}, nil); err != nil || len(q.Active()) != 1 {
+		t.Fatalf("send through oRDERS: %v, queue holds %d", err, len(q.Active()))
+	}
+	if err := top.DeleteSubscription("AUDIT"); err != nil {
+		t.Errorf("DeleteSubscription(AUDIT): %v", err)
+	}
+	if err := ns.DeleteQueue("orders"); err != nil {
+		t.Errorf("DeleteQueue(orders): %v", err)
+	}
+	if err := ns.DeleteTopic("events"); err != nil {
+		t.Errorf("DeleteTopic(events): %v", err)
+	}
+}

@@ -266,6 +266,7 @@ func (w *waiter) wait(ctx context.Context, wake, done <-chan struct{}, now, due 
 
 // take hands out up to max available messages of r's subqueue. Called with e.mu held.
 func (r *Receiver) take(now time.Time, max int) []*azservicebus.ReceivedMessage {
+	r.e.accessed = now
 	sq := r.sq
 	avail := &sq.heaps[hAvail]
 	if r.sess != nil {

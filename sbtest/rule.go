@@ -86,7 +86,7 @@ func compileRule(r admin.RuleProperties) (*rule, error) {
 			return nil, fmt.Errorf("%w: rule %q: %w", ErrInvalidOptions, r.Name, err)
 		}
 		c.match = func(p *payload, seq int64, b *sqlfilter.Budget) (bool, error) {
-			return sf.Match(payloadView{p, seq}, b)
+			return sf.Match(&payloadView{p: p, seq: seq}, b)
 		}
 	case *admin.CorrelationFilter:
 		if !hasCondition(f) {
@@ -255,8 +255,9 @@ func propertyBytes(fp *sqlfilter.Properties) int {
 
 // payloadView lets a SQL filter read a payload without copying it.
 type payloadView struct {
-	p   *payload
-	seq int64
+	p    *payload
+	seq  int64
+	fold sqlfilter.Fold // user property names in any letter case
 }
 
 // stringSysProps are the string system properties a SQL filter reads and an action may
@@ -274,11 +275,11 @@ var stringSysProps = map[string]func(p *payload) **string{
 }
 
 // Property implements sqlfilter.Message with the properties filterProps lists.
-func (v payloadView) Property(sys bool, name string) (any, bool) {
+func (v *payloadView) Property(sys bool, name string) (any, bool) {
 	p := v.p
 	if !sys {
-		val, ok := p.props[name]
-		return val, ok
+		key, ok := v.fold.Key(p.props, name)
+		return p.props[key], ok
 	}
 	switch name {
 	case "SequenceNumber":

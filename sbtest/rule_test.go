@@ -104,6 +104,28 @@ func TestRulesRouteMessages(t *testing.T) {
 	}
 }
 
+// A SQL rule names application properties in any letter case ("Subscription Rule SQL
+// Filter Syntax": "Property names are case-insensitive"), in its filter and its action.
+func TestRulePropertyNamesIgnoreCase(t *testing.T) {
+	ns, _, subs := ruleTopic(t, "s")
+	onlyRule(t, subs["s"], admin.RuleProperties{Name: "r", Filter: &admin.SQLFilter{Expression: "Priority = 'high'"},
+		Action: &admin.SQLAction{Expression: "SET ROUTED = 'yes'"}})
+	s, _ := ns.NewSender("t", nil)
+	for _, p := range []string{"high", "low"} {
+		m := &azservicebus.Message{Body: []byte(p), ApplicationProperties: map[string]any{"priority": p, "routed": "no"}}
+		if err := s.SendMessage(context.Background(), m, nil); err != nil {
+			t.Fatal(err)
+		}
+	}
+	got := subs["s"].Active()
+	if len(got) != 1 || string(got[0].Body) != "high" {
+		t.Fatalf("subscription holds %v, want the message whose priority is high", bodies(got))
+	}
+	if p := got[0].ApplicationProperties; p["routed"] != "yes" || p["ROUTED"] != nil {
+		t.Fatalf("properties after SET ROUTED: %v, want routed set to yes", p)
+	}
+}
+
 // "Topic filters and actions": rules without actions give one copy; each matching rule
 // with an action gives a copy of its own with RuleName set and the action applied.
 func TestRuleActionsMakeCopies(t *testing.T) {
@@ -190,7 +212,7 @@ func TestPayloadViewMatchesFilterProps(t *testing.T) {
 		ReplyTo: sp("rt"), ReplyToSessionID: sp("rts"), SessionID: sp("s"), Subject: sp("l"), To: sp("to"), TimeToLive: &ttl,
 		ApplicationProperties: map[string]any{"u": 1}})
 	fp := p.filterProps(7)
-	v := payloadView{p, 7}
+	v := payloadView{p: p, seq: 7}
 	for _, name := range append(sqlSysNames(), "Nope") {
 		a, aok := v.Property(true, name)
 		b, bok := fp.Property(true, name)
@@ -201,7 +223,7 @@ func TestPayloadViewMatchesFilterProps(t *testing.T) {
 	if u, ok := v.Property(false, "u"); !ok || u != 1 {
 		t.Errorf("user property %v %v", u, ok)
 	}
-	empty := payloadView{newPayload(&azservicebus.Message{}), 1}
+	empty := payloadView{p: newPayload(&azservicebus.Message{}), seq: 1}
 	for _, name := range []string{"Label", "To", "TimeToLive"} {
 		if _, ok := empty.Property(true, name); ok {
 			t.Errorf("unset sys.%s reported as set", name)

@@ -33,9 +33,10 @@ func (ns *Namespace) NewSender(queueOrTopic string, options *azservicebus.NewSen
 	ns.mu.Lock()
 	defer ns.mu.Unlock()
 	var target sendTarget
-	if t := ns.topics[queueOrTopic]; t != nil {
+	key := ns.keyLocked(queueOrTopic)
+	if t := ns.topics[key]; t != nil {
 		target = t
-	} else if e := ns.entities[queueOrTopic]; e != nil && e.topic == nil {
+	} else if e := ns.entities[key]; e != nil && e.topic == nil {
 		target = e
 	} else {
 		return nil, errNotFound()

@@ -74,11 +74,11 @@ type ServerOptions struct {
 	// (64), negative means unlimited. An AMQP connection beyond it is opened and closed
 	// at once with amqp:resource-limit-exceeded, which the SDK reports without retrying
 	// (the service rejects connections beyond its quota the same way); an HTTPS one is
-	// closed after its TLS handshake.
+	// closed once its TLS handshake is done and its first bytes are read.
 	MaxConnections int
-	// MaxHandshakes bounds the connections in their handshake (the first byte, TLS, or
-	// the AMQP protocol header, SASL and open exchange), which do not count against
-	// MaxConnections; default DefaultServerMaxHandshakes (64), negative means unlimited.
+	// MaxHandshakes bounds the connections in their handshake (the first byte, TLS and
+	// the first bytes inside it, the AMQP protocol header, SASL and open exchange), which
+	// do not count against MaxConnections; default DefaultServerMaxHandshakes (64), negative means unlimited.
 	// A connection beyond it closes the one that has waited longest, so sockets that
 	// never finish their handshake cannot lock a healthy client out.
 	MaxHandshakes int
@@ -161,9 +161,14 @@ type ServerTopic struct {
 // either succeeds on the re-accepted session or fails with
 // com.microsoft:session-cannot-be-locked when another receiver took it.
 //
-// The administration API (the ATOM/XML REST API of the SDK's admin client) is served on
-// the same port over TLS with a certificate generated at start: build the admin client
-// from ConnectionString with AdminClientOptions. It creates, gets, updates, lists and
+// TLS: the port also serves AMQP over TLS ("amqps", AMQP 1.0 part 5.2) and the
+// administration API over HTTPS, with a self-signed certificate generated at start
+// (CertificatePEM); after the TLS handshake the client's first bytes tell AMQP from HTTP.
+// So an SDK without emulator support (which speaks only TLS) connects with
+// ConnectionString minus UseDevelopmentEmulator=true, trusting the certificate.
+//
+// The administration API (the ATOM/XML REST API of the SDK's admin client): build the
+// admin client from ConnectionString with AdminClientOptions. It creates, gets, updates, lists and
 // deletes queues, topics, subscriptions and rules, and reports runtime properties; which
 // properties are modelled and which only reported back is listed in
 // server_admin_props.go. An empty server plus an admin client is a complete workflow.
@@ -171,14 +176,18 @@ type ServerTopic struct {
 // are also served in plain HTTP on a second port, as Microsoft's emulator serves them
 // on port 5300, for the clients and samples written for it (server_endpoint.go).
 //
-// What it does not: TLS for AMQP and web sockets (plain TCP on loopback), authorization
+// What it does not: AMQP over web sockets (the SDKs' proxy and port-443 transport),
+// authorization
 // (any token is accepted, on both protocols), the AMQP rule operations (use the admin API
 // or the model), transactions, and the other $management operations (answered with
 // status 501).
 // Messages keep what the SDK's Message cannot carry (a value or sequence body, several
-// data sections, message and delivery annotations, footer, priority) and are delivered
-// as sent, plus the broker's annotations (SDK live tests TestSender_SendAMQPMessageWith*);
-// in memory they appear in ReceivedMessage.RawAMQPMessage.
+// data sections, message and delivery annotations, footer, priority, a message-id or
+// correlation-id that is not a string, user-id, content-encoding, group-sequence) and
+// are delivered as sent, plus the broker's annotations (SDK live
+// tests TestSender_SendAMQPMessageWith*); in memory they appear in
+// ReceivedMessage.RawAMQPMessage. A peek-lock delivery carries its lock token both as the
+// delivery tag and as the x-opt-lock-token delivery annotation.
 //
 // Locks outlive their link as on the service and in sbtest's Receiver: when a receiver
 // link detaches, a session ends or a connection drops, the locks it holds are kept until
@@ -191,7 +200,11 @@ type ServerTopic struct {
 // them (sbkit.MessageExpiresAt reads that as unknown).
 //
 // Entities are looked up when a link attaches, so entities added to the Namespace after
-// NewServer are reachable too. Deleting an entity (DeleteQueue, DeleteTopic,
+// NewServer are reachable too; a link address may be the entity path or a URI
+// (amqps://host[:port]/path), in any letter case (server_address.go). An unsuccessful
+// $management response names its error in the errorCondition application property, as
+// the service does (com.microsoft:message-lock-lost, com.microsoft:session-lock-lost,
+// com.microsoft:message-not-found, ...). Deleting an entity (DeleteQueue, DeleteTopic,
 // DeleteSubscription, or the admin API) detaches the links attached to it with
 // amqp:not-found, which the SDK reports without retrying; an entity created again with
 // the same name is a new one, reached by new links.
@@ -454,9 +467,9 @@ func (s *Server) acceptLoop(ln net.Listener, handle func(net.Conn, *handshake)) 
 	}
 }
 
-// handle serves a new connection: the first byte tells TLS (the administration API)
-// from AMQP; the handshake of either must end by HandshakeTimeout, and counts against
-// MaxHandshakes until then.
+// handle serves a new connection: the first byte tells TLS (AMQP or the administration
+// API inside, serveTLS) from plain AMQP; the handshake of either must end by
+// HandshakeTimeout, and counts against MaxHandshakes until then.
 func (s *Server) handle(nc net.Conn, hs *handshake) {
 	defer s.wg.Done()
 	defer s.endHandshake(hs)
@@ -466,7 +479,7 @@ func (s *Server) handle(nc net.Conn, hs *handshake) {
 	case pc == nil:
 		_ = nc.Close()
 	case isTLS:
-		s.admin.serveConn(pc, deadline, hs)
+		s.serveTLS(pc, deadline, hs)
 	default:
 		s.serveConn(pc, deadline, hs)
 	}

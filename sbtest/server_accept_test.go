@@ -174,6 +174,11 @@ func TestServerAdminConnectionsBounded(t *testing.T) {
 				continue // refused during its handshake: also fine
 			}
 			t.Cleanup(func() { _ = c.Close() })
+			// Its first request makes it an administration connection (until then it is
+			// in its handshake: it could still be AMQP over TLS), then it stays idle.
+			if _, err := io.WriteString(c, "GET /$namespaceinfo HTTP/1.1\r\nHost: sbtest\r\n\r\n"); err != nil {
+				continue
+			}
 			conns = append(conns, c)
 		}
 		open := 0

@@ -23,11 +23,12 @@ import (
 	"github.com/Azure/azure-sdk-for-go/sdk/messaging/azservicebus/admin"
 )
 
-// The administration API shares the AMQP port: the SDK's admin client speaks HTTPS to
-// the host and port of the connection string's Endpoint (its entity manager builds
-// https://<namespace>/), and a TLS connection starts with a handshake record (first byte
-// 0x16) where an AMQP connection starts with "AMQP". So one connection string serves
-// both clients, and the same limits (ServerOptions) apply to both.
+// TLS shares the AMQP port: the SDKs speak AMQP over TLS (without the emulator flag) and
+// the admin client HTTPS to the host and port of the connection string's Endpoint (its
+// entity manager builds https://<namespace>/), and a TLS connection starts with a
+// handshake record (first byte 0x16) where a plain AMQP connection starts with "AMQP"
+// (serveTLS tells AMQP from HTTP inside). So one connection string serves every client,
+// and the same limits (ServerOptions) apply to all.
 const tlsHandshakeRecord = 0x16
 
 // adminServer serves the administration API over TLS for a Server, and in plain HTTP
@@ -94,9 +95,9 @@ func newAdminServer(s *Server, plain net.Listener) (*adminServer, error) {
 const maxAdminHeader = 64 << 10
 
 // peekFirst reads the first byte of a new connection by deadline and returns the
-// connection, byte included, and whether it starts a TLS handshake (the administration
-// API) rather than AMQP. It returns nil when the connection closes or sends nothing by
-// deadline.
+// connection, byte included, and whether it starts a TLS handshake (AMQP or the
+// administration API inside) rather than plain AMQP. It returns nil when the connection
+// closes or sends nothing by deadline.
 func peekFirst(nc net.Conn, deadline time.Time) (net.Conn, bool) {
 	_ = nc.SetReadDeadline(deadline)
 	br := bufio.NewReaderSize(nc, 1)
@@ -108,23 +109,9 @@ func peekFirst(nc net.Conn, deadline time.Time) (net.Conn, bool) {
 	return &peekedConn{Conn: nc, r: br}, first[0] == tlsHandshakeRecord
 }
 
-// serveConn completes the TLS handshake hs of an administration connection by deadline
-// and, unless MaxConnections are served already, hands it to the HTTP server, which
-// closes it when it is done.
-func (a *adminServer) serveConn(nc net.Conn, deadline time.Time, hs *handshake) {
-	tc := tls.Server(nc, a.tls)
-	_ = nc.SetDeadline(deadline)
-	if err := tc.Handshake(); err != nil {
-		_ = nc.Close()
-		return
-	}
-	_ = nc.SetDeadline(time.Time{})
-	a.admit(tc, hs)
-}
-
-// admit hands the administration connection c, whose handshake hs is done, to the HTTP
-// server, which closes it when it is done, unless MaxConnections are served already:
-// then it closes c.
+// admit hands an administration connection c whose TLS handshake, if any, is done
+// (serveTLS), to the HTTP server, which closes it when it is done, unless MaxConnections
+// are served already: then it closes c.
 func (a *adminServer) admit(c net.Conn, hs *handshake) {
 	s := a.srv
 	s.mu.Lock()
@@ -174,7 +161,7 @@ type peekedConn struct {
 
 func (c *peekedConn) Read(p []byte) (int, error) { return c.r.Read(p) }
 
-// connListener is a net.Listener fed by adminServer.serveConn.
+// connListener is a net.Listener fed by adminServer.admit.
 type connListener struct {
 	addr   net.Addr
 	conns  chan net.Conn
@@ -269,12 +256,22 @@ func (s *Server) AdminClientOptions() *admin.ClientOptions {
 	return &admin.ClientOptions{ClientOptions: azcore.ClientOptions{Transport: s.AdminHTTPClient()}}
 }
 
-// AdminCertificatePEM returns the administration API's self-signed certificate in PEM,
-// for clients other than Go's to trust (NODE_EXTRA_CA_CERTS for Node.js, curl --cacert,
-// a .NET or Java trust store).
-func (s *Server) AdminCertificatePEM() []byte {
+// CertificatePEM returns the server's self-signed TLS certificate in PEM, generated when
+// the server starts, for clients to trust: clients speaking AMQP over TLS (the SDKs
+// without emulator support, given a connection string without UseDevelopmentEmulator)
+// and the administration API's. How each language trusts it: SSL_CERT_FILE (OpenSSL:
+// Python's uamqp), NODE_EXTRA_CA_CERTS (Node.js), REQUESTS_CA_BUNDLE (Python's admin
+// client), curl --cacert, a Java trust store (keytool -importcert), the OS store (.NET),
+// or a tls.Config's RootCAs in Go (with ServerName set to the host: go-amqp would name
+// the server host:port).
+func (s *Server) CertificatePEM() []byte {
 	return pem.EncodeToMemory(&pem.Block{Type: "CERTIFICATE", Bytes: s.admin.cert})
 }
+
+// AdminCertificatePEM returns the same as CertificatePEM.
+//
+// Deprecated: use CertificatePEM; the certificate serves AMQP over TLS too.
+func (s *Server) AdminCertificatePEM() []byte { return s.CertificatePEM() }
 
 // AdminHTTPClient returns an *http.Client that trusts the server's certificate, for
 // talking to the administration API at https://ADDR/ with other tools.

@@ -18,10 +18,12 @@ import (
 // DuplicateDetectionHistoryTimeWindow, RequiresSession, ForwardTo,
 // ForwardDeadLetteredMessagesTo (auto-forwarding, forward.go), Status (status.go), and a
 // subscription's DefaultRuleDescription. Accepted, validated and reported back as given
-// (the model ignores them): AutoDeleteOnIdle,
-// MaxSizeInMegabytes, MaxMessageSizeInKilobytes, EnableBatchedOperations,
-// EnablePartitioning, SupportOrdering, UserMetadata, AuthorizationRules,
-// DeadLetteringOnFilterEvaluationExceptions. Defaults are the service's for a Standard
+// (the model ignores them): AutoDeleteOnIdle (the maximum for an entity that forwards),
+// MaxSizeInMegabytes (16 times it for a partitioned entity), MaxMessageSizeInKilobytes,
+// EnableBatchedOperations, EnablePartitioning, SupportOrdering, UserMetadata,
+// AuthorizationRules, DeadLetteringOnFilterEvaluationExceptions. RequiresSession,
+// RequiresDuplicateDetection and EnablePartitioning cannot change after creation.
+// AccessedAt is the last send or receive. Defaults are the service's for a Standard
 // namespace (SDK live tests TestAdminClient_CreateQueue_Standard and
 // TestAdminClient_QueueWithMaxValues).
 
@@ -241,6 +243,63 @@ func def[T any](p **T, v T) {
 	if *p == nil {
 		*p = &v
 	}
+}
+
+// adminPartitions is how many partitions of MaxSizeInMegabytes each the service gives a
+// partitioned entity of the Standard tier; the admin API reports their total (SDK live
+// tests TestAdminClient_CreateQueue_Standard, TestAdminClient_QueueWithMaxValues).
+const adminPartitions = 16
+
+// reportSize reports MaxSizeInMegabytes, kept per partition, as the service does.
+func reportSize(size **int32, partitioned *bool) {
+	def(size, adminDefaultMaxSizeMB)
+	if partitioned != nil && *partitioned {
+		*size = ptr(**size * adminPartitions)
+	}
+}
+
+// fixedAtCreation refuses an update that changes what the service fixes when an entity
+// is created: duplicate detection ("Enable duplicate message detection": "You can't
+// enable or disable duplicate detection after the queue or topic is created") and
+// partitioning (SDK live test TestAdminClient_UpdateTopic: "Partitioning cannot be
+// changed for Topic."). For a partitioned entity it takes the MaxSizeInMegabytes the
+// client read back (reportSize) as the size of a partition it was: prevSize.
+func fixedAtCreation(kind string, hadDup, hadPart bool, prevSize *int32, dup, part *bool, size **int32) error {
+	if (dup != nil && *dup) != hadDup {
+		return bad("The value for the RequiresDuplicateDetection property of an existing %s cannot be changed.", kind)
+	}
+	if (part != nil && *part) != hadPart {
+		return bad("Partitioning cannot be changed for %s. ", kind)
+	}
+	if hadPart && *size != nil {
+		per := int32(adminDefaultMaxSizeMB)
+		if prevSize != nil {
+			per = *prevSize
+		}
+		if **size == per*adminPartitions {
+			*size = ptr(per)
+		}
+	}
+	return nil
+}
+
+// reportAutoDelete reports AutoDeleteOnIdle: an entity that auto-forwards is never idle
+// and reports the maximum ("Chaining Service Bus entities with autoforwarding": "the
+// value for AutoDeleteOnIdle on the source entity is automatically set to the maximum
+// value of the data type").
+func reportAutoDelete(autoDelete **string, o EntityOptions) {
+	if o.ForwardTo != "" {
+		*autoDelete = ptr(atom.MaxTimeSpan)
+	}
+	def(autoDelete, atom.MaxTimeSpan)
+}
+
+// accessedStamp reports an entity's AccessedAt: the zero time until it is used.
+func accessedStamp(t time.Time) string {
+	if t.IsZero() {
+		return adminZeroTime
+	}
+	return stamp(t)
 }
 
 // countDetails reports an entity's counts by subqueue (transfer queues are always empty).

@@ -56,6 +56,14 @@ func (a *adminServer) putQueue(r *http.Request, name string, d *atom.QueueDescri
 	if err := dupOptions(&o, d.RequiresDuplicateDetection, d.DuplicateDetectionHistoryTimeWindow); err != nil {
 		return nil, 0, err
 	}
+	ns := a.srv.ns
+	if e, ok := ns.Entity(name); ok && e.topic == nil && isUpdate(r) {
+		prev, _ := lastPut[atom.QueueDescription](a, e.path, e)
+		if err := fixedAtCreation("Queue", e.Options().DuplicateDetectionWindow > 0, prev.EnablePartitioning != nil && *prev.EnablePartitioning,
+			prev.MaxSizeInMegabytes, d.RequiresDuplicateDetection, d.EnablePartitioning, &d.MaxSizeInMegabytes); err != nil {
+			return nil, 0, err
+		}
+	}
 	if err := checkReported(d.Status, d.AutoDeleteOnIdle, d.MaxSizeInMegabytes, d.MaxMessageSizeInKilobytes); err != nil {
 		return nil, 0, err
 	}
@@ -65,7 +73,6 @@ func (a *adminServer) putQueue(r *http.Request, name string, d *atom.QueueDescri
 	if err := a.forwardOptions(&o, d.ForwardTo, d.ForwardDeadLetteredMessagesTo, name); err != nil {
 		return nil, 0, err
 	}
-	ns := a.srv.ns
 	e, status, err := createOrUpdate(r, "Queue", name, &o, d.Status,
 		func() (*Entity, bool) {
 			e, ok := ns.Entity(name)
@@ -84,7 +91,7 @@ func (a *adminServer) putQueue(r *http.Request, name string, d *atom.QueueDescri
 		return nil, 0, err
 	}
 	stored := *d
-	a.remember(name, e, &stored)
+	a.remember(e.path, e, &stored)
 	return a.entry(r, name, name, atom.Content{Queue: a.describeQueue(e)}), status, nil
 }
 
@@ -95,17 +102,17 @@ func (a *adminServer) describeQueue(e *Entity) *atom.QueueDescription {
 	o := e.Options()
 	reportCommon(o, &d.LockDuration, &d.DefaultMessageTimeToLive, &d.MaxDeliveryCount, &d.DeadLetteringOnMessageExpiration, &d.RequiresSession)
 	reportDup(o, &d.RequiresDuplicateDetection, &d.DuplicateDetectionHistoryTimeWindow)
-	def(&d.MaxSizeInMegabytes, adminDefaultMaxSizeMB)
+	reportSize(&d.MaxSizeInMegabytes, d.EnablePartitioning)
 	def(&d.MaxMessageSizeInKilobytes, adminDefaultMaxMsgKB)
 	def(&d.EnableBatchedOperations, true)
 	def(&d.EnablePartitioning, false)
 	def(&d.EnableExpress, false)                  // the JavaScript admin client requires it (queueResourceSerializer.js)
 	d.EntityAvailabilityStatus = ptr("Available") // as the service reports an entity in service
 	d.Status = ptr(string(e.Status()))
-	def(&d.AutoDeleteOnIdle, atom.MaxTimeSpan)
+	reportAutoDelete(&d.AutoDeleteOnIdle, o)
 	c := e.counts()
 	d.SizeInBytes, d.MessageCount, d.CountDetails = &c.size, &c.total, countDetails(c)
-	d.CreatedAt, d.UpdatedAt, d.AccessedAt = stamp(m.created), stamp(m.updated), adminZeroTime
+	d.CreatedAt, d.UpdatedAt, d.AccessedAt = stamp(m.created), stamp(m.updated), accessedStamp(e.accessedAt())
 	return &d
 }
 
@@ -131,13 +138,20 @@ func (a *adminServer) putTopic(r *http.Request, name string, d *atom.TopicDescri
 	if err := dupOptions(&o, d.RequiresDuplicateDetection, d.DuplicateDetectionHistoryTimeWindow); err != nil {
 		return nil, 0, err
 	}
+	ns := a.srv.ns
+	if t, ok := ns.Topic(name); ok && isUpdate(r) {
+		prev, _ := lastPut[atom.TopicDescription](a, t.name, t)
+		if err := fixedAtCreation("Topic", t.Options().DuplicateDetectionWindow > 0, prev.EnablePartitioning != nil && *prev.EnablePartitioning,
+			prev.MaxSizeInMegabytes, d.RequiresDuplicateDetection, d.EnablePartitioning, &d.MaxSizeInMegabytes); err != nil {
+			return nil, 0, err
+		}
+	}
 	if err := checkReported(d.Status, d.AutoDeleteOnIdle, d.MaxSizeInMegabytes, d.MaxMessageSizeInKilobytes); err != nil {
 		return nil, 0, err
 	}
 	if err := checkKept(d.UserMetadata, d.AuthorizationRules); err != nil {
 		return nil, 0, err
 	}
-	ns := a.srv.ns
 	t, status, err := createOrUpdate(r, "Topic", name, &o, d.Status,
 		func() (*Topic, bool) { return ns.Topic(name) },
 		func() (*Topic, error) {
@@ -150,7 +164,7 @@ func (a *adminServer) putTopic(r *http.Request, name string, d *atom.TopicDescri
 		return nil, 0, err
 	}
 	stored := *d
-	a.remember(name, t, &stored)
+	a.remember(t.name, t, &stored)
 	return a.entry(r, name, name, atom.Content{Topic: a.describeTopic(t)}), status, nil
 }
 
@@ -161,7 +175,7 @@ func (a *adminServer) describeTopic(t *Topic) *atom.TopicDescription {
 	o := t.Options()
 	reportDuration(&d.DefaultMessageTimeToLive, o.DefaultTTL)
 	reportDup(o, &d.RequiresDuplicateDetection, &d.DuplicateDetectionHistoryTimeWindow)
-	def(&d.MaxSizeInMegabytes, adminDefaultMaxSizeMB)
+	reportSize(&d.MaxSizeInMegabytes, d.EnablePartitioning)
 	def(&d.MaxMessageSizeInKilobytes, adminDefaultMaxMsgKB)
 	def(&d.EnableBatchedOperations, true)
 	def(&d.EnablePartitioning, false)
@@ -192,7 +206,7 @@ func (a *adminServer) describeTopic(t *Topic) *atom.TopicDescription {
 	d.CountDetails = atom.NewCountDetails(0, 0, scheduled)
 	d.SubscriptionCount = ptr(int32(len(subs)))
 	d.SQLFilterCount, d.CorrelationFilterCount = &sqlFilters, &corrFilters
-	d.CreatedAt, d.UpdatedAt, d.AccessedAt = stamp(m.created), stamp(m.updated), adminZeroTime
+	d.CreatedAt, d.UpdatedAt, d.AccessedAt = stamp(m.created), stamp(m.updated), accessedStamp(t.accessedAt())
 	return &d
 }
 

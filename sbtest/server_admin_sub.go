@@ -115,7 +115,7 @@ func (a *adminServer) putSubscription(r *http.Request, topic, sub string, d *ato
 	}
 	stored := *d
 	stored.DefaultRuleDescription = nil
-	a.remember(path, e, &stored)
+	a.remember(e.path, e, &stored)
 	return a.entry(r, path, sub, atom.Content{Subscription: a.describeSubscription(e)}), status, nil
 }
 
@@ -127,10 +127,10 @@ func (a *adminServer) describeSubscription(e *Entity) *atom.SubscriptionDescript
 	def(&d.EnableBatchedOperations, true)
 	d.Status = ptr(string(e.Status()))
 	d.EntityAvailabilityStatus = ptr("Available") // the JavaScript admin client requires it (subscriptionResourceSerializer.js)
-	def(&d.AutoDeleteOnIdle, atom.MaxTimeSpan)
+	reportAutoDelete(&d.AutoDeleteOnIdle, e.Options())
 	c := e.counts()
 	d.MessageCount, d.CountDetails = &c.total, countDetails(c)
-	d.CreatedAt, d.UpdatedAt, d.AccessedAt = stamp(m.created), stamp(m.updated), adminZeroTime
+	d.CreatedAt, d.UpdatedAt, d.AccessedAt = stamp(m.created), stamp(m.updated), accessedStamp(e.accessedAt())
 	return &d
 }
 

@@ -85,6 +85,9 @@ type srvConn struct {
 	sessions map[uint16]*srvSession
 	replies  map[string]*srvLink // response links of $cbs/$management by target address
 	rlinks   map[string]*srvLink // receive links by name, for associated-link-name
+	// authorities are the host:port of the client's token audiences by lower-case host
+	// (echoAddress).
+	authorities map[string]string
 
 	// ending holds the sessions the client ended whose end is not answered yet (their
 	// earlier frames are still taking effect), guarded by mu.
@@ -111,7 +114,7 @@ func newSrvConn(s *Server, nc net.Conn) *srvConn {
 // abort tears the connection down from outside (Server.Close).
 func (c *srvConn) abort() {
 	c.cancel()
-	_ = c.nc.Close()
+	_ = closeNow(c.nc)
 }
 
 // serve runs the connection, its handshake done (br holds what the client sent after

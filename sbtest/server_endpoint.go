@@ -92,7 +92,7 @@ func (a *adminServer) handlePlain(nc net.Conn, hs *handshake) {
 	case pc == nil:
 		_ = nc.Close()
 	case isTLS:
-		a.serveConn(pc, deadline, hs)
+		s.serveTLS(pc, deadline, hs)
 	default:
 		a.admit(pc, hs)
 	}

@@ -157,7 +157,7 @@ func (s *srvSession) attach(a *amqp.Attach) error {
 		refusal = protoError(condResourceLimit,
 			"sbtest: server: the session has %d links (ServerOptions.MaxLinksPerSession)", c.srv.limits.links)
 	case isSession:
-		l.kind, l.addr = linkReceive, linkAddress(a.Source.Address)
+		l.kind, l.addr = linkReceive, resolveAddress(c.srv.ns, a.Source.Address)
 	default:
 		refusal = l.setup(a)
 	}
@@ -231,7 +231,7 @@ func (l *srvLink) setup(a *amqp.Attach) *amqp.Error {
 		if a.Target == nil {
 			return protoError(condInvalidField, "attach without a target")
 		}
-		l.addr = linkAddress(a.Target.Address)
+		l.addr = resolveAddress(ns, a.Target.Address)
 		switch {
 		case l.addr == cbsNode:
 			l.kind = linkRequest
@@ -253,7 +253,7 @@ func (l *srvLink) setup(a *amqp.Attach) *amqp.Error {
 	if a.Source == nil {
 		return protoError(condInvalidField, "attach without a source")
 	}
-	l.addr = linkAddress(a.Source.Address)
+	l.addr = resolveAddress(ns, a.Source.Address)
 	if l.addr == cbsNode || strings.HasSuffix(l.addr, mgmtNodeSuffix) {
 		l.kind = linkResponse
 		l.settled = true
@@ -296,18 +296,6 @@ func (l *srvLink) receiveMode(a *amqp.Attach) azservicebus.ReceiveMode {
 	}
 	l.settled = mode == azservicebus.ReceiveModeReceiveAndDelete
 	return mode
-}
-
-// linkAddress returns the entity path of a link address, which clients may give as a
-// URI: the Python SDK attaches to amqps://host/queue (azure-servicebus
-// _create_attribute: _entity_uri), the service takes the path after the host.
-func linkAddress(addr string) string {
-	_, rest, ok := strings.Cut(addr, "://")
-	if !ok {
-		return addr
-	}
-	_, path, _ := strings.Cut(rest, "/")
-	return path
 }
 
 // newEntityReceiver makes a sbtest receiver for a receive address: "queue",

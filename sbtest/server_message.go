@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"github.com/Azure/azure-sdk-for-go/sdk/messaging/azservicebus"
+	"github.com/sbkit/sbkit"
 	"github.com/sbkit/sbkit/sbtest/internal/amqp"
 )
 
@@ -26,6 +27,23 @@ const (
 	propDLReason                    = "DeadLetterReason"
 	propDLDescription               = "DeadLetterErrorDescription"
 )
+
+// brokerAnnotations are the message annotations the broker reads into the message (the
+// partition key, the schedule) or sets itself, ignoring what a client sent ("AMQP 1.0 in
+// Azure Service Bus and Event Hubs protocol guide", message annotations). A client's
+// other annotations, x-opt-* ones included, are kept (SDK live test
+// TestSender_SendAMQPMessageWithMultipleByteSlicesInData).
+var brokerAnnotations = map[string]bool{
+	string(annSequenceNumber): true, string(annEnqueuedTime): true, string(annLockedUntil): true,
+	string(annMessageState): true, string(annScheduledEnqueue): true, string(annPartitionKey): true,
+	string(annDeadLetterSource): true, string(annEnqueuedSeq): true, "x-opt-offset": true,
+}
+
+// noExpiry is the absolute-expiry-time of a message without a time-to-live: the
+// service's, .NET's DateTimeOffset.MaxValue (the .NET SDK's ServiceBusReceivedMessage
+// ExpiresAt for the default TimeToLive, TimeSpan.MaxValue), to the millisecond an AMQP
+// timestamp carries.
+var noExpiry = time.Date(9999, 12, 31, 23, 59, 59, 999e6, time.UTC)
 
 // mapGet looks a key up as a string or a symbol: Service Bus peers are not consistent
 // about which one they use in maps with textual keys.
@@ -155,16 +173,18 @@ func ttlMillis(ttl time.Duration) (uint32, bool) {
 }
 
 // fromReceived converts a message of the entity model into the AMQP message the service
-// delivers: header (delivery-count is the number of earlier deliveries, ttl when it fits),
-// properties, application properties with the dead-letter reason and description, and the
-// x-opt-* annotations. withLockToken adds the lock token as the x-opt-lock-token delivery
-// annotation, as $management responses carry it.
+// delivers: header (delivery-count is the number of earlier deliveries, ttl when it fits,
+// no first-acquirer: the SDK live test TestSender_SendAMQPMessageWithMultipleByteSlicesInData
+// receives a header with only what it sent), properties, application properties with the
+// dead-letter reason and description, and the x-opt-* annotations, x-opt-message-state only
+// for a deferred or scheduled message (the same live test). withLockToken adds the lock
+// token as the x-opt-lock-token delivery annotation, as the service sends it with a
+// peek-lock delivery (the same live test) and in $management responses.
 func fromReceived(rm *azservicebus.ReceivedMessage, withLockToken bool) *amqp.Message {
 	m := &amqp.Message{Header: &amqp.Header{Durable: true}}
 	if rm.DeliveryCount > 0 {
 		m.Header.DeliveryCount = rm.DeliveryCount - 1
 	}
-	m.Header.FirstAcquirer = rm.DeliveryCount <= 1
 	if rm.TimeToLive != nil {
 		if ms, ok := ttlMillis(*rm.TimeToLive); ok {
 			m.Header.TTL = &ms
@@ -186,11 +206,16 @@ func fromReceived(rm *azservicebus.ReceivedMessage, withLockToken bool) *amqp.Me
 	if rm.ContentType != nil {
 		p.ContentType = amqp.Ptr(amqp.Symbol(*rm.ContentType))
 	}
-	if rm.EnqueuedTime != nil && rm.ExpiresAt != nil && rm.ExpiresAt.Year() < 10000 {
-		// As the service does: the SDKs of other languages derive the TTL from these when
-		// the header cannot carry it.
+	if rm.EnqueuedTime != nil && rm.ExpiresAt != nil {
+		// As the service does, whatever the client sent: the JavaScript SDK derives the TTL
+		// from these (@azure/core-amqp AmqpAnnotatedMessage.fromRheaMessage:
+		// absolute-expiry-time minus creation-time).
 		p.CreationTime = ptr(rm.EnqueuedTime.UTC())
-		p.AbsoluteExpiryTime = ptr(rm.ExpiresAt.UTC())
+		exp := rm.ExpiresAt.UTC()
+		if rm.TimeToLive == nil || *rm.TimeToLive >= sbkit.MaxTTL || exp.After(noExpiry) {
+			exp = noExpiry
+		}
+		p.AbsoluteExpiryTime = &exp
 	}
 	m.Properties = p
 
@@ -231,14 +256,12 @@ func fromReceived(rm *azservicebus.ReceivedMessage, withLockToken bool) *amqp.Me
 	if rm.EnqueuedSequenceNumber != nil {
 		ann = append(ann, amqp.MapEntry{Key: annEnqueuedSeq, Value: *rm.EnqueuedSequenceNumber})
 	}
-	var state int32
 	switch rm.State {
 	case azservicebus.MessageStateDeferred:
-		state = 1
+		ann = append(ann, amqp.MapEntry{Key: annMessageState, Value: int32(1)})
 	case azservicebus.MessageStateScheduled:
-		state = 2
+		ann = append(ann, amqp.MapEntry{Key: annMessageState, Value: int32(2)})
 	}
-	ann = append(ann, amqp.MapEntry{Key: annMessageState, Value: state})
 	m.MessageAnnotations = ann
 
 	if withLockToken && rm.LockToken != ([16]byte{}) {

@@ -84,13 +84,20 @@ func (n *mgmtNode) response(code int32, desc string, value amqp.Map) *amqp.Messa
 	return m
 }
 
+// failure builds an unsuccessful $management response, its condition in the
+// errorCondition application property (a symbol, as the service sends it).
+func (n *mgmtNode) failure(code int32, cond amqp.Symbol, desc string) *amqp.Message {
+	m := n.response(code, desc, nil)
+	m.ApplicationProperties = append(m.ApplicationProperties, amqp.MapEntry{Key: "errorCondition", Value: cond})
+	return m
+}
+
 func (n *mgmtNode) fail(err error) *amqp.Message {
-	code, desc := statusFor(err)
-	return n.response(code, desc, nil)
+	return n.failure(statusFor(err))
 }
 
 func (n *mgmtNode) badRequest(format string, args ...any) *amqp.Message {
-	return n.response(400, fmt.Sprintf(format, args...), nil)
+	return n.failure(400, condArgumentError, fmt.Sprintf(format, args...))
 }
 
 // serve runs one request and returns its response (without correlation-id).
@@ -101,7 +108,7 @@ func (n *mgmtNode) serve(ctx context.Context, l *srvLink, req *amqp.Message) *am
 		if op != opPutToken {
 			return n.badRequest("unknown $cbs operation %q", op)
 		}
-		return n.putToken(req)
+		return n.putToken(l.s.c, req)
 	}
 	body, _ := req.Value.(amqp.Map)
 	l.log.Debug("management request", "operation", op)
@@ -122,32 +129,33 @@ func (n *mgmtNode) serve(ctx context.Context, l *srvLink, req *amqp.Message) *am
 	case opUpdateDisp:
 		return n.updateDisposition(ctx, body)
 	}
-	return n.response(501, fmt.Sprintf("sbtest does not emulate the operation %q", op), nil)
+	return n.failure(501, condNotImplemented, fmt.Sprintf("sbtest does not emulate the operation %q", op))
 }
 
 // putToken accepts any token, but answers 404 for an audience that names no entity, as
-// the service does; the SDK reports it as CodeNotFound (azure-sdk-for-go#24499).
-func (n *mgmtNode) putToken(req *amqp.Message) *amqp.Message {
+// the service does; the SDK reports it as CodeNotFound (azure-sdk-for-go#24499). The
+// connection remembers how the client spells the namespace (echoAddress).
+func (n *mgmtNode) putToken(c *srvConn, req *amqp.Message) *amqp.Message {
 	v, _ := mapGet(req.ApplicationProperties, "name")
 	audience, _ := v.(string)
-	if path, ok := audiencePath(audience); ok && !n.ns.exists(path) {
+	c.noteAudience(audience)
+	if path, ok := audiencePath(audience); ok && !n.ns.exists(n.ns.resolvePath(path)) {
 		return n.response(404, fmt.Sprintf("The messaging entity '%s' could not be found.", path), nil)
 	}
-	return n.response(200, "OK", nil)
+	// 202 Accepted, as the service answers (Azure/azure-amqp AmqpCbsLink.SendTokenAsync
+	// checks Accepted, then OK); every SDK takes any 2xx.
+	return n.response(202, "Accepted", nil)
 }
 
 // audiencePath returns the entity path of a token audience
 // ("amqp://host:port/queue/$management"): the URL path without its sub-queue or
 // $management suffix. ok is false when the audience names no entity (the namespace).
 func audiencePath(audience string) (string, bool) {
-	_, rest, found := strings.Cut(audience, "://")
-	if !found {
-		rest = audience
+	if !strings.Contains(audience, "://") {
+		_, audience, _ = strings.Cut(audience, "/") // host/path
 	}
-	_, path, found := strings.Cut(rest, "/")
-	path = strings.TrimSuffix(strings.TrimSuffix(path, "/"), mgmtNodeSuffix)
-	path, _ = splitSubQueue(path)
-	return path, found && path != ""
+	path, _ := nodePath(linkAddress(audience))
+	return path, path != ""
 }
 
 func (n *mgmtNode) renewLock(ctx context.Context, body amqp.Map) *amqp.Message {

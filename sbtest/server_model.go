@@ -99,6 +99,14 @@ func (l *srvLink) entityLife() *lifetime {
 	return nil
 }
 
+// resolvePath returns the path under which ns keeps the queue, topic or subscription
+// path names in any letter case (Namespace.keyLocked), or path when it names none.
+func (ns *Namespace) resolvePath(path string) string {
+	ns.mu.Lock()
+	defer ns.mu.Unlock()
+	return ns.keyLocked(path)
+}
+
 // storeWait sleeps the latency model's wait for one send request, or less when ctx ends
 // first.
 func (s *Sender) storeWait(ctx context.Context) { _ = s.ns.latency.store(ctx) }
@@ -142,34 +150,56 @@ func amqpErrorFor(err error) *amqp.Error {
 	return &amqp.Error{Condition: cond, Description: err.Error()}
 }
 
-// statusFor maps an error of the entity model to a $management status code and
-// description: 410 (Gone) for a lost lock, which the SDK reports as CodeLockLost, 404,
-// 401, 503 for transient faults (retried by the SDK), 408, 400 and 500.
-func statusFor(err error) (int32, string) {
+// $management error conditions: the service names the error of an unsuccessful
+// response in an errorCondition application property, which the Python, .NET, Java and
+// JavaScript SDKs map to their error types (azure-servicebus 7.x mgmt_handlers.py and
+// exceptions.py _ERROR_CODE_TO_ERROR_MAPPING; @azure/core-amqp requestResponseLink.js);
+// the Go SDK reads only the status code. Status codes and conditions pair as in
+// @azure/core-amqp errors.js ConditionStatusMapper.
+const (
+	condSessionLockLost amqp.Symbol = "com.microsoft:session-lock-lost"
+	condMessageNotFound amqp.Symbol = "com.microsoft:message-not-found"
+	condServerBusy      amqp.Symbol = "com.microsoft:server-busy"
+	condArgumentError   amqp.Symbol = "com.microsoft:argument-error"
+)
+
+// statusFor maps an error of the entity model to a $management status code, error
+// condition and description: 410 (Gone) and com.microsoft:message-lock-lost for a lost
+// lock, which the SDKs report as lock lost, 404 (amqp:not-found, or
+// com.microsoft:message-not-found for a message), 401, 503 (com.microsoft:server-busy)
+// for transient faults, which the SDKs retry, 408, 400 and 500.
+func statusFor(err error) (int32, amqp.Symbol, string) {
 	var sbErr *azservicebus.Error
 	var ae *goamqp.Error
+	var noMsg *messageNotFoundError
 	switch {
-	case errors.Is(err, azservicebus.ErrMessageTooLarge), errors.Is(err, ErrInvalidArgument), errors.Is(err, ErrNotSettleable):
-		return 400, err.Error()
+	case errors.Is(err, azservicebus.ErrMessageTooLarge):
+		return 400, condMessageTooLarge, err.Error()
+	case errors.Is(err, ErrInvalidArgument), errors.Is(err, ErrNotSettleable):
+		return 400, condArgumentError, err.Error()
 	case errors.As(err, &ae) && ae.Condition == goamqp.ErrCondNotAllowed:
-		return 405, ae.Description
+		return 405, condNotAllowed, ae.Description
+	case errors.As(err, &ae):
+		return 500, amqp.Symbol(ae.Condition), ae.Description
+	case errors.As(err, &noMsg):
+		return 404, condMessageNotFound, err.Error()
 	case errors.As(err, &sbErr):
 		switch sbErr.Code {
 		case azservicebus.CodeLockLost:
-			return 410, "The lock supplied is invalid. Either the lock expired, or the message has already been removed from the queue."
+			return 410, condLockLost, "The lock supplied is invalid. Either the lock expired, or the message has already been removed from the queue."
 		case azservicebus.CodeNotFound:
-			return 404, err.Error()
+			return 404, condNotFound, err.Error()
 		case azservicebus.CodeUnauthorizedAccess:
-			return 401, err.Error()
+			return 401, condUnauthorized, err.Error()
 		case azservicebus.CodeConnectionLost:
-			return 503, err.Error()
+			return 503, condServerBusy, err.Error()
 		case azservicebus.CodeTimeout:
-			return 408, err.Error()
+			return 408, condTimeout, err.Error()
 		}
 	case errors.Is(err, context.Canceled), errors.Is(err, context.DeadlineExceeded):
-		return 408, err.Error()
+		return 408, condTimeout, err.Error()
 	}
-	return 500, err.Error()
+	return 500, condInternalError, err.Error()
 }
 
 // forToken returns the receiver that renews or settles the lock with token through

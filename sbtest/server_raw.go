@@ -1,8 +1,6 @@
 package sbtest
 
 import (
-	"strings"
-
 	"github.com/Azure/azure-sdk-for-go/sdk/messaging/azservicebus"
 	"github.com/sbkit/sbkit/sbtest/internal/amqp"
 )
@@ -17,10 +15,16 @@ type rawSections struct {
 	sequence   [][]any
 	value      any
 	hasValue   bool
-	msgAnn     amqp.Map // without the x-opt-* annotations the broker sets itself
+	msgAnn     amqp.Map // without the annotations the broker reads or sets (brokerAnnotations)
 	deliveryAn amqp.Map
 	footer     amqp.Map
 	priority   *uint8
+	// props are the properties the Message has no field for: a message-id or
+	// correlation-id that is not a string (a uuid, a ulong, a binary), user-id,
+	// content-encoding and group-sequence. The properties belong to the bare message,
+	// which is immutable (AMQP 1.0 part 3.2); creation-time is the broker's, with
+	// absolute-expiry-time (fromReceived).
+	props *amqp.Properties
 }
 
 // rawOf returns what of m the SDK's Message cannot carry, or nil when there is nothing.
@@ -31,19 +35,38 @@ func rawOf(m *amqp.Message) *rawSections {
 		r.data = m.Data
 	}
 	for _, e := range m.MessageAnnotations {
-		if k, ok := keyString(e.Key); ok && strings.HasPrefix(k, "x-opt-") {
-			continue // the partition key and schedule are read into the Message
+		if k, ok := keyString(e.Key); ok && brokerAnnotations[k] {
+			continue // read into the Message, or the broker's own
 		}
 		r.msgAnn = append(r.msgAnn, e)
 	}
 	if m.Header != nil {
 		r.priority = m.Header.Priority
 	}
+	r.props = extraProperties(m.Properties)
 	if r.data == nil && len(r.sequence) == 0 && !r.hasValue && len(r.msgAnn) == 0 &&
-		len(r.deliveryAn) == 0 && len(r.footer) == 0 && r.priority == nil {
+		len(r.deliveryAn) == 0 && len(r.footer) == 0 && r.priority == nil && r.props == nil {
 		return nil
 	}
 	return r
+}
+
+// extraProperties returns what of p the SDK's Message cannot carry, or nil.
+func extraProperties(p *amqp.Properties) *amqp.Properties {
+	if p == nil {
+		return nil
+	}
+	x := &amqp.Properties{UserID: p.UserID, ContentEncoding: p.ContentEncoding, GroupSequence: p.GroupSequence}
+	if _, ok := p.MessageID.(string); !ok {
+		x.MessageID = p.MessageID
+	}
+	if _, ok := p.CorrelationID.(string); !ok {
+		x.CorrelationID = p.CorrelationID
+	}
+	if x.MessageID == nil && x.CorrelationID == nil && x.UserID == nil && x.ContentEncoding == nil && x.GroupSequence == nil {
+		return nil
+	}
+	return x
 }
 
 // annotated returns the sections as the SDK's AMQPAnnotatedMessage.
@@ -65,6 +88,10 @@ func (r *rawSections) annotated(body []byte) *azservicebus.AMQPAnnotatedMessage 
 	}
 	if r.priority != nil {
 		am.Header = &azservicebus.AMQPAnnotatedMessageHeader{Priority: *r.priority}
+	}
+	if p := r.props; p != nil {
+		am.Properties = &azservicebus.AMQPAnnotatedMessageProperties{MessageID: p.MessageID, CorrelationID: p.CorrelationID,
+			UserID: p.UserID, ContentEncoding: symbolToString(p.ContentEncoding), GroupSequence: p.GroupSequence}
 	}
 	return am
 }
@@ -94,6 +121,24 @@ func applyRaw(m *amqp.Message, raw *azservicebus.AMQPAnnotatedMessage) {
 	if raw.Header != nil {
 		p := raw.Header.Priority
 		m.Header.Priority = &p
+	}
+	if rp := raw.Properties; rp != nil {
+		p := m.Properties
+		if rp.MessageID != nil {
+			p.MessageID = rp.MessageID
+		}
+		if rp.CorrelationID != nil {
+			p.CorrelationID = rp.CorrelationID
+		}
+		if rp.UserID != nil {
+			p.UserID = rp.UserID
+		}
+		if rp.ContentEncoding != nil {
+			p.ContentEncoding = amqp.Ptr(amqp.Symbol(*rp.ContentEncoding))
+		}
+		if rp.GroupSequence != nil {
+			p.GroupSequence = rp.GroupSequence
+		}
 	}
 }
 

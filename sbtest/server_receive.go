@@ -74,7 +74,7 @@ func (l *srvLink) deliver(rm *azservicebus.ReceivedMessage) bool {
 		// Receive-and-delete: the message is already gone from the entity; deliver it
 		// rather than lose it (the client only lowers credit when it stops reading).
 	}
-	payload, err := fromReceived(rm, false).MarshalBinary()
+	payload, err := fromReceived(rm, !l.settled).MarshalBinary()
 	if err != nil {
 		l.log.Error("encoding a message failed", "err", err)
 		return false
@@ -100,7 +100,12 @@ func (l *srvLink) deliver(rm *azservicebus.ReceivedMessage) bool {
 // the annotations as properties to modify; rejected dead-letters, with the
 // DeadLetterReason and DeadLetterErrorDescription of the error's info (the rest of the
 // info are properties to modify); released (and received) give the message back without
-// counting the delivery.
+// counting the delivery. A modified outcome counts the delivery whatever its
+// delivery-failed says, where AMQP 1.0 (part 3.4.5) counts only failed ones: the Go SDK
+// abandons with modified{delivery-failed: false} and defers with
+// modified{delivery-failed: false, undeliverable-here: true} (azservicebus
+// messageSettler.go), and the service counts an abandoned delivery (SDK live test
+// TestReceiver_SettleWithOnlyLockToken: redelivered with DeliveryCount 2).
 func (l *srvLink) settle(token [16]byte, state amqp.DeliveryState) amqp.DeliveryState {
 	var st settlement
 	switch s := state.(type) {

@@ -91,6 +91,7 @@ func (l *srvLink) setupSession(a *amqp.Attach, id *string, reply *amqp.Attach) *
 	l.s.c.registerReceiveLink(l)
 	l.mu.Unlock()
 	src := *a.Source
+	src.Address = l.s.c.echoAddress(src.Address)
 	src.Filter = amqp.Map{{Key: sessionFilterName, Value: sessionFilterEcho(a, sr.SessionID())}}
 	reply.Source = &src
 	reply.Properties = amqp.Map{{Key: propLockedUntilUTC, Value: ticks(sr.LockedUntil())}}
@@ -167,13 +168,13 @@ func (n *mgmtNode) serveSession(ctx context.Context, l *srvLink, op string, req 
 	switch op {
 	case opRenewSessionLock:
 		if err := sr.RenewSessionLock(ctx, nil); err != nil {
-			return n.fail(err), true
+			return n.failSession(err), true
 		}
 		return n.response(200, "OK", amqp.Map{{Key: "expiration", Value: sr.LockedUntil().UTC()}}), true
 	case opGetSessionState:
 		state, err := sr.GetSessionState(ctx, nil)
 		if err != nil {
-			return n.fail(err), true
+			return n.failSession(err), true
 		}
 		var v any // absent state: a null value, which the SDK reads as nil
 		if state != nil {
@@ -190,7 +191,7 @@ func (n *mgmtNode) serveSession(ctx context.Context, l *srvLink, op string, req 
 			state = b
 		}
 		if err := sr.SetSessionState(ctx, state, nil); err != nil {
-			return n.fail(err), true
+			return n.failSession(err), true
 		}
 		return n.response(200, "OK", nil), true
 	case opPeek:
@@ -198,4 +199,15 @@ func (n *mgmtNode) serveSession(ctx context.Context, l *srvLink, op string, req 
 	default: // opReceiveBySeq
 		return n.receiveBySequence(ctx, body, sr.r), true
 	}
+}
+
+// failSession is fail for an operation on a session: a lost lock is the session's,
+// com.microsoft:session-lock-lost (the Python SDK's SessionLockLostError, the .NET
+// SDK's SessionLockLost reason), with the status of a lost lock.
+func (n *mgmtNode) failSession(err error) *amqp.Message {
+	code, cond, desc := statusFor(err)
+	if cond == condLockLost {
+		cond, desc = condSessionLockLost, "The session lock has expired on the MessageSession. Accept a new MessageSession."
+	}
+	return n.failure(code, cond, desc)
 }

@@ -25,6 +25,8 @@ type Topic struct {
 	seqs   atomic.Int64 // the last sequence number, shared by the subscriptions
 	dup    dupDetector
 	copies map[int64][]int64 // extra copies of scheduled messages made by action rules (rule.go)
+	// accessed is when a message was last sent to the topic (AccessedAt, manage.go).
+	accessed time.Time
 }
 
 // Name returns the topic's name.
@@ -45,13 +47,14 @@ func (t *Topic) NewSubscription(name string, opts *EntityOptions) (*Entity, erro
 	path := subscriptionPath(t.name, name)
 	t.ns.mu.Lock()
 	defer t.ns.mu.Unlock()
-	if t.ns.entities[path] != nil {
+	if t.ns.existsLocked(path) {
 		return nil, fmt.Errorf("%w: %q", ErrExists, path)
 	}
 	t.mu.Lock() // t.opts may change (SetOptions): read it and join t.subs in one step
 	defer t.mu.Unlock()
 	e := newEntity(t.ns, path, t, o, sbkit.SubscriptionDefaultTTL(t.opts.DefaultTTL, o.DefaultTTL))
 	e.rules.rules = []*rule{defaultRule()}
+	e.accessed = time.Now() // as the service reports a new subscription (SDK live test TestAdminClient_ListSubscriptionRuntimeProperties)
 	t.ns.entities[path] = e
 	t.subs = append(t.subs, e)
 	return e, nil
@@ -80,6 +83,7 @@ func (t *Topic) lifespan() *lifetime   { return &t.life }
 func (t *Topic) store(now time.Time, out []outgoing) []int64 {
 	t.mu.Lock()
 	defer t.mu.Unlock()
+	t.accessed = now
 	for _, s := range t.subs { // scheduled messages due by now take their numbers first
 		s.mu.Lock()
 		s.tick(now)

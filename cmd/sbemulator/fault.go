@@ -19,7 +19,8 @@ type faultSpec struct {
 var faultOps = map[string]sbtest.Op{
 	"send": sbtest.OpSend, "receive": sbtest.OpReceive, "complete": sbtest.OpComplete,
 	"abandon": sbtest.OpAbandon, "deadletter": sbtest.OpDeadLetter, "defer": sbtest.OpDefer,
-	"renew": sbtest.OpRenew,
+	"renew": sbtest.OpRenew, "accept-session": sbtest.OpAcceptSession,
+	"renew-session-lock": sbtest.OpRenewSessionLock, "session-state": sbtest.OpSessionState,
 }
 
 // parseFault parses entity:op[:count[:error]].

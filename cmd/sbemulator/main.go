@@ -93,12 +93,12 @@ func run(ctx context.Context, args []string, lookupEnv func(string) (string, boo
 	if err != nil {
 		return err
 	}
-	if cfg.adminCert != "" {
-		if err := os.WriteFile(cfg.adminCert, srv.AdminCertificatePEM(), 0o644); err != nil {
+	if cfg.cert != "" {
+		if err := os.WriteFile(cfg.cert, srv.CertificatePEM(), 0o644); err != nil {
 			closeCtx, cancel := context.WithTimeout(context.Background(), closeTimeout)
 			defer cancel()
 			_ = srv.Close(closeCtx)
-			return fmt.Errorf("sbemulator: -admin-cert: %w", err)
+			return fmt.Errorf("sbemulator: -cert: %w", err)
 		}
 	}
 	fmt.Fprintln(stdout, srv.ConnectionString())
@@ -127,7 +127,7 @@ type config struct {
 	httpAddr       string // "" for none
 	advertise      string
 	configFiles    []string
-	adminCert      string
+	cert           string
 	verbose        bool
 	version        bool
 	maxMessageSize int
@@ -144,10 +144,11 @@ func parseFlags(args []string, lookupEnv func(string) (string, bool), stderr io.
 	cfg := &config{entities: newEntities()}
 	var queues, topics, subs []string
 	var entityOpts sbtest.EntityOptions
-	fs.StringVar(&cfg.addr, "addr", defaultAddr, "TCP `address` to listen on for AMQP, and the administration API over TLS (port 0 picks a free one)")
+	fs.StringVar(&cfg.addr, "addr", defaultAddr, "TCP `address` to listen on for AMQP, AMQP over TLS and the administration API over TLS (port 0 picks a free one)")
 	fs.StringVar(&cfg.httpAddr, "http-addr", "", "TCP `address` of the administration API over plain HTTP and GET /health, or off (default: -addr's host, port $EMULATOR_HTTP_PORT or 5300, as Microsoft's emulator; a free port when -addr's port is 0)")
 	fs.StringVar(&cfg.advertise, "advertise", "", "`host` (name or IP) clients reach the emulator at: the connection string's, and a name of the certificate (default: -addr's IP, 127.0.0.1 when it listens on every interface)")
-	fs.StringVar(&cfg.adminCert, "admin-cert", "", "write the administration API's self-signed TLS certificate (PEM) to `file`, for clients to trust")
+	fs.StringVar(&cfg.cert, "cert", "", "write the self-signed TLS certificate of AMQP over TLS and the HTTPS administration API (PEM) to `file`, for clients to trust")
+	fs.StringVar(&cfg.cert, "admin-cert", "", "the same as -cert (its former name)")
 	fs.Func("config", "configuration `file` in the format of Microsoft's Service Bus emulator, comments allowed (repeatable; default "+defaultConfigPath+" when it exists)", appendTo(&cfg.configFiles))
 	fs.Func("queue", "create a queue (repeatable; comma-separated `names` allowed)", appendTo(&queues))
 	fs.Func("topic", "create a topic (repeatable; comma-separated `names` allowed)", appendTo(&topics))
@@ -160,7 +161,7 @@ func parseFlags(args []string, lookupEnv func(string) (string, bool), stderr io.
 	fs.DurationVar(&cfg.latency.RoundTrip, "latency", 0, "simulated round trip slept by every operation")
 	fs.DurationVar(&cfg.latency.StoreTime, "store-time", 0, "simulated store time slept additionally by every send")
 	fs.IntVar(&cfg.latency.StoreConcurrency, "store-concurrency", 0, "how many stores run at once (default unlimited)")
-	fs.Func("fault", "inject a fault: `entity:op[:count[:error]]` with entity a queue, a topic (send only) or topic/Subscriptions/name, op one of send, receive, complete, abandon, deadletter, defer, renew; count 0 (default) means until restart; error one of transient (default), lock-lost, unauthorized, hang (repeatable)", func(s string) error {
+	fs.Func("fault", "inject a fault: `entity:op[:count[:error]]` with entity a queue, a topic (send only) or topic/Subscriptions/name, op one of send, receive, complete, abandon, deadletter, defer, renew, accept-session, renew-session-lock, session-state; count 0 (default) means until restart; error one of transient (default), lock-lost, unauthorized, hang (repeatable)", func(s string) error {
 		f, err := parseFault(s)
 		if err == nil {
 			cfg.faults = append(cfg.faults, f)

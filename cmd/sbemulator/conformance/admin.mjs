@@ -1,6 +1,6 @@
 // The JavaScript admin client against cmd/sbemulator's admin API. conformance.mjs runs
 // this file in a child process with NODE_EXTRA_CA_CERTS naming the certificate the
-// emulator wrote (-admin-cert) and SERVICEBUS_CONNECTION_STRING; it creates a queue,
+// emulator wrote (-cert) and SERVICEBUS_CONNECTION_STRING; it creates a queue,
 // reads it back with its runtime properties, uses it, and deletes it. Exit code 0 on
 // success; the error on stderr otherwise.
 import { ServiceBusAdministrationClient, ServiceBusClient } from "@azure/service-bus";

@@ -26,14 +26,14 @@ const shortWait = { maxWaitTimeInMs: 1000 };
 // ---- the emulator process -------------------------------------------------------------
 
 let emulator; // the child process, when this script started it
-// -admin-cert: the running emulator's, or the one this script's emulator writes.
+// -cert: the running emulator's, or the one this script's emulator writes.
 const ownCert = !process.env.SBEMULATOR_ADMIN_CERT_FILE;
-const certFile = process.env.SBEMULATOR_ADMIN_CERT_FILE || join(tmpdir(), `sbemulator-admin-${process.pid}.pem`);
+const certFile = process.env.SBEMULATOR_ADMIN_CERT_FILE || join(tmpdir(), `sbemulator-cert-${process.pid}.pem`);
 let httpURL = process.env.SBEMULATOR_HTTP_URL; // the plain-HTTP port, http://HOST:PORT
 let emulatorExit; // resolves with the exit code
 
 async function startEmulator(bin) {
-  emulator = spawn(bin, ["-addr", "127.0.0.1:0", "-config", join(here, "Config.json"), "-admin-cert", certFile], {
+  emulator = spawn(bin, ["-addr", "127.0.0.1:0", "-config", join(here, "Config.json"), "-cert", certFile], {
     stdio: ["ignore", "pipe", "pipe"],
   });
   let stderr = "";

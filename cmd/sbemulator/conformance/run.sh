@@ -1,19 +1,21 @@
 #!/usr/bin/env bash
-# Runs conformance.mjs, the JavaScript Service Bus SDK (@azure/service-bus, pinned with
-# package-lock.json) against cmd/sbemulator, and exits non-zero on any failed step.
-# npm installs into a temporary directory under a timeout; the installed modules are kept
-# in a cache keyed by the lock file's hash, so later runs do not touch the registry.
-# Without node or npm it skips, except under CI=true, where it fails.
-# With SERVICEBUS_CONNECTION_STRING set it tests that running emulator instead of building
-# one (conformance.mjs says which other variables it reads then; ../docker/run.sh uses
-# this for the container image).
+# Runs cmd/sbemulator against three independent AMQP stacks and exits non-zero when any
+# step of any of them fails:
+#   conformance.mjs  the JavaScript SDK (@azure/service-bus, pinned with package-lock.json);
+#                    npm installs it into a temporary directory under a timeout, and the
+#                    modules are kept in a cache keyed by the lock file's hash
+#   conformance.py   the Python SDK as Debian ships it (python3-azure: azure-servicebus
+#                    7.8.2 on uamqp), over AMQP with TLS, as an SDK without emulator support
+#   probe.py         a generic AMQP 1.0 client, Apache Qpid Proton (python3-qpid-proton)
+# Each one skips with a message when what it needs is not installed, except under CI=true,
+# where that fails. The Python ones run with Debian's python3 (SBKIT_PYTHON overrides it).
+# With SERVICEBUS_CONNECTION_STRING set, the JavaScript steps test that running emulator
+# instead of building one (conformance.mjs says which other variables it reads then;
+# ../docker/run.sh uses this for the container image); the Python ones, which start their
+# own emulator on the AMQP-over-TLS port, are skipped then.
 set -euo pipefail
 here=$(cd "$(dirname "$0")" && pwd)
-
-if ! command -v node >/dev/null || ! command -v npm >/dev/null; then
-  if [ "${CI:-}" = true ]; then echo "conformance: node and npm are required under CI=true"; exit 1; fi
-  echo "conformance: skipped (node or npm not installed)"; exit 0
-fi
+py=${SBKIT_PYTHON:-/usr/bin/python3}
 
 work=$(mktemp -d)
 trap 'rm -rf "$work"' EXIT
@@ -22,22 +24,54 @@ if [ -z "${SERVICEBUS_CONNECTION_STRING:-}" ]; then
   (cd "$here" && go build -o "$work/sbemulator" ..)
   emulator=("$work/sbemulator")
 fi
-cp "$here/package.json" "$here/package-lock.json" "$here/conformance.mjs" "$here/admin.mjs" "$here/Config.json" "$work/"
+failed=()
 
-cache="${XDG_CACHE_HOME:-$HOME/.cache}/sbkit/conformance-$(sha256sum "$here/package-lock.json" | cut -c1-16)"
-if [ -d "$cache/node_modules" ]; then
-  ln -s "$cache/node_modules" "$work/node_modules"
-else
-  for attempt in 1 2; do
-    if (cd "$work" && timeout 180 npm ci --no-audit --no-fund --prefer-offline --loglevel=error); then
-      break
-    fi
-    if [ "$attempt" = 2 ]; then echo "conformance: npm ci failed twice"; exit 1; fi
-    rm -rf "$work/node_modules"
-  done
-  mkdir -p "$cache"
-  tmp="$cache/node_modules.$$"
-  cp -r "$work/node_modules" "$tmp" && mv -T "$tmp" "$cache/node_modules" 2>/dev/null || rm -rf "$tmp"
+# missing WHAT: skips with a message, or fails under CI=true.
+missing() {
+  if [ "${CI:-}" = true ]; then echo "conformance: $1 is required under CI=true"; failed+=("$1"); return; fi
+  echo "conformance: skipped ($1 not installed)"
+}
+
+javascript() {
+  if ! command -v node >/dev/null || ! command -v npm >/dev/null; then missing "node and npm"; return; fi
+  cp "$here/package.json" "$here/package-lock.json" "$here/conformance.mjs" "$here/admin.mjs" "$here/Config.json" "$work/"
+  local cache
+  cache="${XDG_CACHE_HOME:-$HOME/.cache}/sbkit/conformance-$(sha256sum "$here/package-lock.json" | cut -c1-16)"
+  if [ -d "$cache/node_modules" ]; then
+    ln -s "$cache/node_modules" "$work/node_modules"
+  else
+    for attempt in 1 2; do
+      if (cd "$work" && timeout 180 npm ci --no-audit --no-fund --prefer-offline --loglevel=error); then
+        break
+      fi
+      if [ "$attempt" = 2 ]; then echo "conformance: npm ci failed twice"; failed+=(npm); return; fi
+      rm -rf "$work/node_modules"
+    done
+    mkdir -p "$cache"
+    local tmp="$cache/node_modules.$$"
+    cp -r "$work/node_modules" "$tmp" && mv -T "$tmp" "$cache/node_modules" 2>/dev/null || rm -rf "$tmp"
+  fi
+  echo "== JavaScript: @azure/service-bus"
+  timeout 420 node "$work/conformance.mjs" "${emulator[@]}" || failed+=(conformance.mjs)
+}
+
+# python SCRIPT MODULES...: runs SCRIPT when Debian's python3 has every module.
+python() {
+  local script=$1; shift
+  if [ ${#emulator[@]} -eq 0 ]; then echo "conformance: $script skipped (it starts its own emulator)"; return; fi
+  if ! command -v "$py" >/dev/null || ! "$py" -c "import $(IFS=,; echo "$*")" 2>/dev/null; then
+    missing "$py with $* (apt-get install python3-azure python3-uamqp python3-qpid-proton)"
+    return
+  fi
+  echo "== Python: $script"
+  PYTHONDONTWRITEBYTECODE=1 timeout 300 "$py" "$here/$script" "$work/sbemulator" || failed+=("$script")
+}
+
+javascript
+python conformance.py azure.servicebus uamqp
+python probe.py proton
+
+if [ ${#failed[@]} -gt 0 ]; then
+  echo "conformance: failed: ${failed[*]}"
+  exit 1
 fi
-
-timeout 420 node "$work/conformance.mjs" "${emulator[@]}"

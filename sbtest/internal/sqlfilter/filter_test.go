@@ -283,3 +283,56 @@ func TestSystemPropertiesAreParsable(t *testing.T) {
 		}
 	}
 }
+
+// User property names are case-insensitive ("Subscription Rule SQL Filter Syntax",
+// considerations: "Property names are case-insensitive"): a filter or action names a
+// property in any case; an exact match wins over one that differs in case.
+func TestUserPropertyNamesIgnoreCase(t *testing.T) {
+	for _, tt := range []struct {
+		expr string
+		want bool
+	}{
+		{"COLOR = 'blue'", true},
+		{"user.Color = 'blue'", true},
+		{"messageproperty = 'A'", true},
+		{"EXISTS(STOREID)", true},
+		{"priority = 3", true},
+		{"priority = 4", false},
+		{"property('QUANTITY') = 10", true},
+	} {
+		f, err := ParseFilter(tt.expr, nil)
+		if err != nil {
+			t.Fatalf("ParseFilter(%q): %v", tt.expr, err)
+		}
+		if got, err := f.Match(msg(), NewBudget()); err != nil || got != tt.want {
+			t.Errorf("%q = %v, %v; want %v", tt.expr, got, err, tt.want)
+		}
+	}
+	exact := &Properties{User: map[string]any{"a": 1, "A": 2}}
+	if f, _ := ParseFilter("A = 2 AND a = 1", nil); !mustMatch(t, f, exact) {
+		t.Error("an exact name did not win over one that differs in case")
+	}
+	p := msg()
+	a, err := ParseAction("SET QUANTITY = 11; REMOVE Color", nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := a.Apply(p, NewBudget()); err != nil {
+		t.Fatal(err)
+	}
+	if _, ok := p.User["QUANTITY"]; ok || p.User["quantity"] != int64(11) {
+		t.Errorf("SET QUANTITY made %v; want quantity set to 11", p.User)
+	}
+	if _, ok := p.User["color"]; ok {
+		t.Errorf("REMOVE Color left color: %v", p.User)
+	}
+}
+
+func mustMatch(t *testing.T, f *Filter, m Message) bool {
+	t.Helper()
+	ok, err := f.Match(m, NewBudget())
+	if err != nil {
+		t.Fatal(err)
+	}
+	return ok
+}

@@ -23,27 +23,35 @@ type MutableMessage interface {
 }
 
 // Properties is a map-backed MutableMessage: Sys holds system properties by canonical
-// name, User the user properties. Nil maps are created on first write.
+// name, User the user properties. Nil maps are created on first write. User property
+// names are looked up as [Fold] does.
 type Properties struct {
 	Sys  map[string]any
 	User map[string]any
+
+	fold Fold // of User
 }
 
 // Property implements [Message].
 func (p *Properties) Property(sys bool, name string) (any, bool) {
-	m := p.User
 	if sys {
-		m = p.Sys
+		v, ok := p.Sys[name]
+		return v, ok
 	}
-	v, ok := m[name]
-	return v, ok
+	key, ok := p.fold.Key(p.User, name)
+	return p.User[key], ok
 }
 
-// SetProperty implements [MutableMessage].
+// SetProperty implements [MutableMessage]: a user property that exists in another
+// letter case is replaced under its name.
 func (p *Properties) SetProperty(sys bool, name string, v any) {
 	m := &p.User
 	if sys {
 		m = &p.Sys
+	} else if key, ok := p.fold.Key(p.User, name); ok {
+		name = key
+	} else {
+		p.fold.add(name)
 	}
 	if *m == nil {
 		*m = make(map[string]any)
@@ -52,7 +60,56 @@ func (p *Properties) SetProperty(sys bool, name string, v any) {
 }
 
 // RemoveProperty implements [MutableMessage].
-func (p *Properties) RemoveProperty(name string) { delete(p.User, name) }
+func (p *Properties) RemoveProperty(name string) {
+	if key, ok := p.fold.Key(p.User, name); ok {
+		delete(p.User, key)
+		p.fold = Fold{}
+	}
+}
+
+// Fold finds user properties by name with letter case ignored, as the service does
+// ("Subscription Rule SQL Filter Syntax", considerations: "Property names are
+// case-insensitive"): a name that matches exactly wins, then the first of the names
+// equal to it when case is ignored, in sorted order. Its index of lower-cased names is
+// built on the first lookup that needs it, so a message costs one pass over its
+// properties however many names a filter reads. The zero value is ready to use; it
+// must be reset (to the zero value) when a property is removed.
+type Fold struct {
+	index map[string]string // lower-cased name -> name
+	built bool
+}
+
+// Key returns the name of the property of m that name names, and whether there is one.
+func (f *Fold) Key(m map[string]any, name string) (string, bool) {
+	if _, ok := m[name]; ok {
+		return name, true
+	}
+	if len(m) == 0 {
+		return "", false
+	}
+	if !f.built {
+		f.index = make(map[string]string, len(m))
+		for k := range m {
+			if cur, ok := f.index[strings.ToLower(k)]; !ok || k < cur {
+				f.index[strings.ToLower(k)] = k
+			}
+		}
+		f.built = true
+	}
+	key, ok := f.index[strings.ToLower(name)]
+	return key, ok
+}
+
+// add records a new property name in a built index.
+func (f *Fold) add(name string) {
+	if !f.built {
+		return
+	}
+	l := strings.ToLower(name)
+	if cur, ok := f.index[l]; !ok || name < cur {
+		f.index[l] = name
+	}
+}
 
 // sysProps maps the lower-cased system property names of seed 004 ("Messages, payloads,
 // and serialization") to their canonical spelling; Subject is the newer name of Label.
