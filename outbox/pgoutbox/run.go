@@ -1,0 +1,368 @@
+package pgoutbox
+
+import (
+	"context"
+	"slices"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/cenkalti/backoff/v4"
+	"github.com/sbkit/sbkit/sender"
+)
+
+// run is one Run of a Relay: its goroutines (the claim loop on Run's goroutine, the
+// listener, the completer and the chains of transactions), its senders and its rows in
+// flight.
+type run struct {
+	r *Relay
+
+	life  context.Context // ends when the run aborts: sends are cancelled
+	abort context.CancelCauseFunc
+
+	stopOnce  sync.Once
+	stopCh    chan struct{} // closed when claiming must stop
+	stopAfter func() bool   // stops the abort scheduled at the stop context's end
+	done      chan struct{} // closed when Run has returned
+
+	wake     chan struct{} // a claim may find rows
+	outcomes chan outcome  // rows whose outcome is known, to be marked
+	rows     sync.Map      // *azservicebus.Message -> *row, for the rows given to a sender
+
+	mu       sync.Mutex
+	inFlight int           // claimed rows not yet marked
+	cut      bool          // the grace ended with rows in flight
+	idle     chan struct{} // closed when inFlight drops to 0; nil when nobody waits
+
+	dests map[string]*dest // the claim loop's, then the shutdown's
+
+	workers sync.WaitGroup // listener, completer, chains
+}
+
+// dest is a destination's sender.
+type dest struct {
+	s   *sender.Sender
+	dst any // what Destinations returned, closed at the end of the run
+}
+
+func newRun(r *Relay) *run {
+	u := &run{r: r, stopCh: make(chan struct{}), done: make(chan struct{}), wake: make(chan struct{}, 1),
+		outcomes: make(chan outcome, r.o.MaxInFlight), dests: make(map[string]*dest)}
+	u.life, u.abort = context.WithCancelCause(context.Background())
+	return u
+}
+
+// stop asks the run to stop claiming and to abort what is still in flight when grace
+// ends. Only the first call counts.
+func (u *run) stop(grace context.Context) {
+	u.stopOnce.Do(func() {
+		u.stopAfter = context.AfterFunc(grace, func() {
+			u.mu.Lock()
+			u.cut = u.inFlight > 0
+			u.mu.Unlock()
+			u.abort(errClosing)
+		})
+		close(u.stopCh)
+	})
+}
+
+// aborted reports whether the run's sends are cancelled (grace over, or the run ended).
+func (u *run) aborted() bool { return u.life.Err() != nil }
+
+// cutShort reports whether the grace ended with rows in flight.
+func (u *run) cutShort() bool {
+	u.mu.Lock()
+	defer u.mu.Unlock()
+	return u.cut
+}
+
+// signal wakes the claim loop.
+func (u *run) signal() {
+	select {
+	case u.wake <- struct{}{}:
+	default:
+	}
+}
+
+// serve runs the claim loop until ctx ends or stop, then shuts the run down.
+func (u *run) serve(ctx context.Context) {
+	listenCtx, stopListening := context.WithCancel(context.Background())
+	if !u.r.o.DisableListen {
+		u.workers.Go(func() { u.listen(listenCtx) })
+	}
+	quit := make(chan struct{})
+	u.workers.Go(func() { u.complete(quit) })
+
+	u.claimLoop(ctx)
+
+	if ctx.Err() != nil {
+		grace, cancel := context.WithTimeout(context.Background(), u.r.o.ShutdownGrace)
+		defer cancel()
+		u.stop(grace)
+	}
+	u.waitIdle(u.life.Done())
+	for _, d := range u.dests {
+		_ = d.s.Close(u.life) // nothing in flight, or aborted: cancels the requests in flight
+	}
+	u.waitIdle(nil) // the outcomes of the sends the closes cut short
+	close(quit)
+	stopListening()
+	u.workers.Wait()
+	u.stopAfter()
+	u.abort(errClosing) // releases the run's contexts
+	closeCtx, cancel := context.WithTimeout(context.Background(), time.Second)
+	defer cancel()
+	for _, d := range u.dests {
+		if c, ok := d.dst.(interface{ Close(context.Context) error }); ok {
+			_ = c.Close(closeCtx)
+		}
+	}
+}
+
+// waitIdle waits until no claimed row is unmarked, or until abort is closed.
+func (u *run) waitIdle(abort <-chan struct{}) {
+	u.mu.Lock()
+	if u.inFlight == 0 {
+		u.mu.Unlock()
+		return
+	}
+	if u.idle == nil {
+		u.idle = make(chan struct{})
+	}
+	idle := u.idle
+	u.mu.Unlock()
+	select {
+	case <-idle:
+	case <-abort:
+	}
+}
+
+// take reserves up to n rows of the in-flight window and returns how many it got.
+func (u *run) take(n int) int {
+	u.mu.Lock()
+	defer u.mu.Unlock()
+	return max(0, min(n, u.r.o.MaxInFlight-u.inFlight))
+}
+
+func (u *run) addInFlight(n int) {
+	u.mu.Lock()
+	u.inFlight += n
+	if u.inFlight == 0 && u.idle != nil {
+		close(u.idle)
+		u.idle = nil
+	}
+	u.mu.Unlock()
+	u.r.stats.inFlight.Add(int64(n))
+}
+
+// claimLoop claims rows and hands them to the senders until ctx ends or stop.
+func (u *run) claimLoop(ctx context.Context) {
+	poll := time.NewTimer(0)
+	defer poll.Stop()
+	var errBackoff backoff.BackOff
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case <-u.stopCh:
+			return
+		default:
+		}
+		n := u.take(u.r.o.ClaimBatch)
+		if n > 0 {
+			rows, c, err := u.claim(ctx, n)
+			if err != nil {
+				if ctx.Err() != nil {
+					return
+				}
+				if errBackoff == nil {
+					errBackoff = dbRetry.BackOff()
+				}
+				wait := errBackoff.NextBackOff()
+				u.r.dbError(ctx, "claim", 0, wait, err)
+				if !u.sleep(ctx, wait) {
+					return
+				}
+				continue
+			}
+			errBackoff = nil
+			if len(rows) > 0 {
+				u.dispatch(c, rows)
+			}
+			if len(rows) == n {
+				continue // there may be more
+			}
+		}
+		poll.Reset(u.r.o.PollInterval)
+		select {
+		case <-ctx.Done():
+			return
+		case <-u.stopCh:
+			return
+		case <-u.wake:
+		case <-poll.C:
+		}
+	}
+}
+
+// sleep waits d unless ctx ends or the run stops first; it reports whether it slept.
+func (u *run) sleep(ctx context.Context, d time.Duration) bool {
+	t := time.NewTimer(d)
+	defer t.Stop()
+	select {
+	case <-t.C:
+		return true
+	case <-ctx.Done():
+	case <-u.stopCh:
+	}
+	return false
+}
+
+// claim is one claim statement's rows: their sends end when half the lease is over.
+type claim struct {
+	ctx    context.Context
+	cancel context.CancelFunc
+	left   atomic.Int64 // rows without a marked outcome
+}
+
+// done records that one more of the claim's rows is marked.
+func (c *claim) done() {
+	if c.left.Add(-1) == 0 {
+		c.cancel()
+	}
+}
+
+// dispatch hands a claim's rows to the senders, in id order: rows of a session or
+// partition key directly (the ordered sender keeps their order), rows of one
+// transaction's chain one after the other on a goroutine of their own.
+func (u *run) dispatch(c *claim, rows []*row) {
+	type keyState struct {
+		ctx    context.Context
+		cancel context.CancelCauseFunc
+	}
+	keys := make(map[string]keyState)
+	chains := make(map[string][]*row)
+	var chainOrder []string
+	for _, rw := range rows {
+		rw.claim = c
+		if rw.decodeErr != nil {
+			u.report(rw, u.r.classify(rw, rw.decodeErr))
+			continue
+		}
+		d, err := u.dest(rw.destination)
+		if err != nil {
+			u.report(rw, u.r.classify(rw, err))
+			continue
+		}
+		rw.sender = d.s
+		key := rw.destination + "\x00" + rw.orderKey
+		if strings.HasPrefix(rw.orderKey, "t:") {
+			if chains[key] == nil {
+				chainOrder = append(chainOrder, key)
+			}
+			chains[key] = append(chains[key], rw)
+			continue
+		}
+		k, ok := keys[key]
+		if !ok {
+			k.ctx, k.cancel = context.WithCancelCause(c.ctx) // ends with the claim at the latest
+			keys[key] = k
+		}
+		rw.ctx, rw.cancelKey = k.ctx, k.cancel
+		u.submit(rw)
+	}
+	for _, key := range chainOrder {
+		chain := chains[key]
+		for _, rw := range chain {
+			rw.ctx = c.ctx
+		}
+		if len(chain) == 1 {
+			u.submit(chain[0])
+			continue
+		}
+		u.workers.Go(func() { u.sendChain(chain) })
+	}
+}
+
+// submit gives rw to its sender; the sender's result hook reports its outcome, whether
+// the sender accepted it or not.
+func (u *run) submit(rw *row) *sender.Result {
+	u.rows.Store(rw.msg, rw)
+	res, err := rw.sender.SendAsync(rw.ctx, rw.msg)
+	if err != nil {
+		return nil
+	}
+	return res
+}
+
+// sendChain sends a transaction's rows one after the other, each once the previous one
+// was accepted or dead-lettered; after any other failure the rest are released.
+func (u *run) sendChain(chain []*row) {
+	for i, rw := range chain {
+		res := u.submit(rw)
+		if res != nil {
+			<-res.Done()
+		}
+		if k := rw.out.kind; k != outcomeSent && k != outcomeDead {
+			for _, later := range chain[i+1:] {
+				u.report(later, outcome{kind: outcomeReleased, err: errBlocked})
+			}
+			return
+		}
+	}
+}
+
+// dest returns the sender of a destination, making it on first use.
+func (u *run) dest(name string) (*dest, error) {
+	if d := u.dests[name]; d != nil {
+		return d, nil
+	}
+	dst, err := u.r.dests(name)
+	if err != nil {
+		return nil, err
+	}
+	so := *u.r.o.Sender
+	so.Hooks = slices.Clone(so.Hooks)
+	if u.r.o.SenderHooks != nil {
+		so.Hooks = append(so.Hooks, u.r.o.SenderHooks(name)...)
+	}
+	so.Hooks = append(so.Hooks, resultHook{u})
+	s, err := sender.New(dst, &so)
+	if err != nil {
+		if c, ok := any(dst).(interface{ Close(context.Context) error }); ok {
+			_ = c.Close(u.life)
+		}
+		return nil, err
+	}
+	d := &dest{s: s, dst: dst}
+	u.dests[name] = d
+	return d, nil
+}
+
+// resultHook learns every outcome of the run's senders.
+type resultHook struct{ u *run }
+
+// OnSendResult classifies the outcome of a row's send and queues it for marking. A
+// failure that will be retried cancels the later rows of the row's key, synchronously,
+// before the ordered sender sends the key's next request.
+func (h resultHook) OnSendResult(_ context.Context, e sender.SendResult) {
+	v, ok := h.u.rows.LoadAndDelete(e.Message)
+	if !ok {
+		return
+	}
+	rw := v.(*row)
+	oc := h.u.r.classify(rw, e.Err)
+	if oc.kind != outcomeSent && oc.kind != outcomeDead && rw.cancelKey != nil {
+		rw.cancelKey(errBlocked)
+	}
+	h.u.report(rw, oc)
+}
+
+// report records rw's outcome and queues it for the completer. The queue holds
+// MaxInFlight outcomes, one per row in flight, so this never blocks.
+func (u *run) report(rw *row, oc outcome) {
+	oc.row = rw
+	rw.out = oc
+	u.outcomes <- oc
+}
