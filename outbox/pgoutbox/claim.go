@@ -100,7 +100,7 @@ func (u *run) claim(ctx context.Context, n int) ([]*row, *claim, error) {
 	c := &claim{}
 	c.ctx, c.cancel = context.WithDeadlineCause(u.life, start.Add(r.o.Lease/2), errLeaseEnding)
 	c.left.Store(int64(len(rows)))
-	u.addInFlight(len(rows))
+	r.stats.inFlight.Add(int64(len(rows)))
 	r.stats.claims.Add(1)
 	r.stats.claimed.Add(int64(len(rows)))
 	return rows, c, nil

@@ -117,6 +117,7 @@ func (u *run) mark(ctx context.Context, batch []outcome) error {
 // that waited for these.
 func (u *run) finish(batch []outcome, marked bool) {
 	r := u.r
+	var due time.Duration = -1 // the earliest retry of the batch
 	for _, oc := range batch {
 		rw := oc.row
 		e := RelayResult{ID: rw.id, Destination: rw.destination, Outcome: OutcomeSent, Attempts: rw.attempts, Err: oc.err}
@@ -138,6 +139,9 @@ func (u *run) finish(batch []outcome, marked bool) {
 			e.Attempts++
 			e.Outcome, e.Retry = OutcomeRetry, oc.delay
 			r.stats.retried.Add(1)
+			if due < 0 || oc.delay < due {
+				due = oc.delay
+			}
 			r.o.Logger.Debug("pgoutbox: send failed, retrying", "id", rw.id, "destination", rw.destination, "retryIn", oc.delay, "err", oc.err)
 		default:
 			e.Outcome = OutcomeReleased
@@ -149,5 +153,24 @@ func (u *run) finish(batch []outcome, marked bool) {
 		rw.claim.done()
 	}
 	u.addInFlight(-len(batch))
+	r.stats.inFlight.Add(-int64(len(batch)))
 	u.signal()
+	if due >= 0 {
+		u.wakeAfter(due)
+	}
+}
+
+// wakeAfter makes sure the claim loops wake within d (when a retry is due), however
+// long PollInterval is. Only the completer calls it.
+func (u *run) wakeAfter(d time.Duration) {
+	at := time.Now().Add(d)
+	if u.retryTimer != nil && !u.retryAt.After(at) && u.retryAt.After(time.Now()) {
+		return // an earlier wake-up is already set
+	}
+	if u.retryTimer == nil {
+		u.retryTimer = time.AfterFunc(d, u.signal)
+	} else {
+		u.retryTimer.Reset(d)
+	}
+	u.retryAt = at
 }

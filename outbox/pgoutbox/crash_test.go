@@ -20,7 +20,7 @@ func TestCrashAfterCommitBeforeSend(t *testing.T) {
 	e.add("q", msg("a", "1"), msg("b", "2"))
 	e.add("q", msg("c", "3"))
 	r, _ := e.relay(nil)
-	e.drained()
+	e.drained(r)
 	if got := q.ActiveCount(); got != 3 {
 		t.Fatalf("%d messages at the broker, want 3", got)
 	}
@@ -77,7 +77,7 @@ func TestCrashedRelayLeaseTakenOver(t *testing.T) {
 	if _, err := e.pool.Exec(ctx, `UPDATE `+e.ob.Table()+` SET lease_until = now() WHERE message_id = 'live'`); err != nil {
 		t.Fatal(err)
 	}
-	e.drained()
+	e.drained(r)
 	if q.ActiveCount() != 3 || q.Stats().DuplicatesDropped != 0 {
 		t.Fatalf("broker: %d messages, %+v", q.ActiveCount(), q.Stats())
 	}
@@ -154,7 +154,7 @@ func TestCrashAfterSendBeforeMark(t *testing.T) {
 		t.Fatal(err)
 	}
 	b, _ := e.relay(nil)
-	e.drained()
+	e.drained(b)
 	if st := b.Stats(); st.Sent != 1 {
 		t.Fatalf("relay B %+v", st)
 	}
@@ -172,7 +172,7 @@ func TestReplyLost(t *testing.T) {
 	q.InjectFault(sbtest.Fault{Op: sbtest.OpSend, Count: 1, After: true})
 	e.add("q", msg("m1", "once"))
 	r, _ := e.relay(&pgoutbox.RelayOptions{Sender: &sender.Options{Retry: noRetry}, Retry: fastRetry})
-	e.drained()
+	e.drained(r)
 	if got, dups := q.ActiveCount(), q.Stats().DuplicatesDropped; got != 1 || dups != 1 {
 		t.Fatalf("broker holds %d messages and dropped %d duplicates; want 1 and 1", got, dups)
 	}

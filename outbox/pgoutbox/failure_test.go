@@ -91,7 +91,7 @@ func TestPoisonMessages(t *testing.T) {
 	var res results
 	r, _ := e.relay(&pgoutbox.RelayOptions{Retry: sbkit.RetryOptions{MaxRetries: 2, RetryDelay: time.Millisecond},
 		Sender: &sbtestSenderNoRetry, Hooks: []pgoutbox.Hook{&res}})
-	e.drained()
+	e.drained(r)
 
 	dead := e.dead()
 	want := map[string]struct {
@@ -151,14 +151,15 @@ func TestBrokerOutage(t *testing.T) {
 	// the rows after it wait for it.
 	eventually(t, "the first row of every order to fail three times", func() bool {
 		var n int
-		err := e.pool.QueryRow(ctx, `SELECT count(*) FROM `+e.ob.Table()+` WHERE attempts >= 3`).Scan(&n)
+		err := e.pool.QueryRow(ctx, `SELECT count(*) FROM `+e.ob.Table()+` t WHERE attempts >= 3 AND NOT EXISTS
+			(SELECT 1 FROM `+e.ob.Table()+` e WHERE e.order_key = t.order_key AND e.id < t.id)`).Scan(&n)
 		return err == nil && n == 5
 	})
 	if rows, dead := e.count(); rows != 20 || dead != 0 || q.ActiveCount() != 0 {
 		t.Fatalf("during the outage: %d rows, %d dead, %d at the broker", rows, dead, q.ActiveCount())
 	}
 	q.ClearFaults()
-	e.drained()
+	e.drained(r)
 	if st := r.Stats(); st.Sent != 20 || st.DeadLettered != 0 || q.Stats().DuplicatesDropped != 0 {
 		t.Fatalf("relay %+v, queue %+v", st, q.Stats())
 	}
@@ -180,7 +181,7 @@ func TestRequeue(t *testing.T) {
 	if n, err := e.ob.Requeue(context.Background(), id, id+1000); err != nil || n != 1 {
 		t.Fatalf("Requeue = %d, %v; want 1", n, err)
 	}
-	e.drained()
+	e.drained(r)
 	if rows, dead := e.count(); rows+dead != 0 || q.Active()[0].MessageID != "early" {
 		t.Fatalf("%d rows, %d dead, broker holds %v", rows, dead, q.Active())
 	}

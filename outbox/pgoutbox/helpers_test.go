@@ -7,6 +7,7 @@ import (
 	"runtime"
 	"sort"
 	"strconv"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"testing"
@@ -53,8 +54,8 @@ var postgres = &storetest.External{
 }
 
 // newPool returns a pool whose connections use a schema of their own (created now,
-// dropped when t ends), so that tests and runs never share a table.
-func newPool(t testing.TB) *pgxpool.Pool {
+// dropped when t ends), so that tests and runs never share a table, and the schema.
+func newPool(t testing.TB) (*pgxpool.Pool, string) {
 	t.Helper()
 	postgres.Require(t)
 	ctx := context.Background()
@@ -85,7 +86,7 @@ func newPool(t testing.TB) *pgxpool.Pool {
 		defer c.Close(ctx)
 		_, _ = c.Exec(ctx, "DROP SCHEMA "+pgx.Identifier{schema}.Sanitize()+" CASCADE")
 	})
-	return pool
+	return pool, schema
 }
 
 // env is a database with an outbox (in a schema of its own) and an sbtest namespace
@@ -99,8 +100,9 @@ type env struct {
 
 func newEnv(t testing.TB) *env {
 	t.Helper()
-	pool := newPool(t)
-	ob, err := pgoutbox.New(pool, nil)
+	pool, schema := newPool(t)
+	// The schema named, so that the notification channel is the test's own too.
+	ob, err := pgoutbox.New(pool, &pgoutbox.Options{Schema: schema})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -201,10 +203,19 @@ func eventually(t testing.TB, what string, cond func() bool) {
 	}
 }
 
-// drained waits until the outbox table is empty.
-func (e *env) drained() {
+// drained waits until the outbox table is empty and the relays rs have nothing in
+// flight (their stats count every outcome).
+func (e *env) drained(rs ...*pgoutbox.Relay) {
 	e.t.Helper()
-	eventually(e.t, "the outbox to drain", func() bool { n, _ := e.count(); return n == 0 })
+	eventually(e.t, "the outbox to drain", func() bool {
+		for _, r := range rs {
+			if r.Stats().InFlight != 0 {
+				return false
+			}
+		}
+		n, _ := e.count()
+		return n == 0
+	})
 }
 
 // msg returns a message with body and MessageID id.
@@ -244,23 +255,39 @@ func (a *acceptances) twice() []string {
 	return ids
 }
 
-// leakCheck fails t when, after t's cleanups registered later than this call, more
-// goroutines than before remain for 5 seconds. Call it after making the pool (whose
-// background goroutines live until the end).
+// leakCheck fails t when, after t's cleanups registered later than this call,
+// goroutines of sbkit's packages (a relay's, a sender's) remain for 5 seconds. The
+// pool's own goroutines (health check, connection readers) do not count: the pool lives
+// until the end of the test.
 func leakCheck(t *testing.T) {
 	t.Helper()
-	before := runtime.NumGoroutine()
 	t.Cleanup(func() {
 		deadline := time.Now().Add(5 * time.Second)
-		for runtime.NumGoroutine() > before {
+		for {
+			leaked := sbkitGoroutines()
+			if len(leaked) == 0 {
+				return
+			}
 			if time.Now().After(deadline) {
-				buf := make([]byte, 1<<20)
-				t.Errorf("%d goroutines after the test, %d before:\n%s", runtime.NumGoroutine(), before, buf[:runtime.Stack(buf, true)])
+				t.Errorf("%d goroutines left after the test:\n%s", len(leaked), strings.Join(leaked, "\n\n"))
 				return
 			}
 			time.Sleep(10 * time.Millisecond)
 		}
 	})
+}
+
+// sbkitGoroutines returns the stacks of the goroutines running sbkit code, but for the
+// test's own.
+func sbkitGoroutines() []string {
+	buf := make([]byte, 1<<20)
+	var out []string
+	for _, g := range strings.Split(string(buf[:runtime.Stack(buf, true)]), "\n\n") {
+		if strings.Contains(g, "github.com/sbkit/sbkit/") && !strings.Contains(g, "pgoutbox_test.") {
+			out = append(out, g)
+		}
+	}
+	return out
 }
 
 // sbtestSenderNoRetry are sender options without the senders' own retries.

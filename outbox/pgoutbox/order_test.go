@@ -49,7 +49,7 @@ func TestOrder(t *testing.T) {
 		t.Fatal(err)
 	}
 	runRelay(t, r)
-	e.drained()
+	e.drained(r)
 	if st := r.Stats(); st.Sent != 200 || st.Retried == 0 || q.ActiveCount() != 200 {
 		t.Fatalf("relay %+v, broker holds %d", st, q.ActiveCount())
 	}
@@ -105,9 +105,10 @@ func TestRelaysRacing(t *testing.T) {
 	q := e.queue("q", nil)
 	var acc acceptances
 	var relays []*pgoutbox.Relay
+	var res results
 	for range 3 {
 		r, _ := e.relay(&pgoutbox.RelayOptions{ClaimBatch: 7, MaxInFlight: 20, PollInterval: 10 * time.Millisecond,
-			Sender: &sender.Options{Hooks: []sender.Hook{&acc}}})
+			Sender: &sender.Options{Hooks: []sender.Hook{&acc}}, Hooks: []pgoutbox.Hook{&res}})
 		relays = append(relays, r)
 	}
 	const txs, per = 60, 5
@@ -125,7 +126,15 @@ func TestRelaysRacing(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
-	e.drained()
+	start := time.Now()
+	e.drained(relays...)
+	if time.Since(start) > 2*time.Second {
+		for _, r := range res.all {
+			if r.Outcome != pgoutbox.OutcomeSent {
+				t.Logf("%+v", r)
+			}
+		}
+	}
 	if twice := acc.twice(); len(twice) > 0 {
 		t.Fatalf("accepted more than once: %v", twice)
 	}

@@ -15,14 +15,15 @@ import (
 
 // Defaults of [RelayOptions].
 const (
-	DefaultLease         = 30 * time.Second
-	DefaultClaimBatch    = 500
-	DefaultMaxInFlight   = 2000
-	DefaultPollInterval  = time.Second
-	DefaultShutdownGrace = 5 * time.Second
-	DefaultMaxRetries    = 10
-	DefaultRetryDelay    = time.Second
-	DefaultMaxRetryDelay = time.Minute
+	DefaultLease               = 30 * time.Second
+	DefaultClaimBatch          = 500
+	DefaultMaxInFlight         = 2000
+	DefaultMaxConcurrentClaims = 2
+	DefaultPollInterval        = time.Second
+	DefaultShutdownGrace       = 5 * time.Second
+	DefaultMaxRetries          = 10
+	DefaultRetryDelay          = time.Second
+	DefaultMaxRetryDelay       = time.Minute
 )
 
 // ErrInvalidOptions is wrapped by NewRelay's error for options it cannot use.
@@ -61,6 +62,11 @@ type RelayOptions struct {
 	// MaxInFlight bounds the rows claimed by this relay and not yet marked (sending,
 	// waiting for their predecessors, or being marked). Default DefaultMaxInFlight (2000).
 	MaxInFlight int
+
+	// MaxConcurrentClaims is how many claim statements the relay runs at once, so that
+	// claiming the next rows overlaps with reading the previous ones. Default
+	// DefaultMaxConcurrentClaims (2).
+	MaxConcurrentClaims int
 
 	// PollInterval is how often the relay looks for rows when nothing woke it: the
 	// fallback when a notification is lost or LISTEN is disabled, and the pace at which
@@ -119,6 +125,8 @@ func (o *RelayOptions) withDefaults() (RelayOptions, error) {
 		bad = fmt.Sprintf("ClaimBatch %d", v.ClaimBatch)
 	case v.MaxInFlight < 0:
 		bad = fmt.Sprintf("MaxInFlight %d", v.MaxInFlight)
+	case v.MaxConcurrentClaims < 0:
+		bad = fmt.Sprintf("MaxConcurrentClaims %d", v.MaxConcurrentClaims)
 	case v.PollInterval < 0:
 		bad = fmt.Sprintf("PollInterval %v", v.PollInterval)
 	case v.ShutdownGrace < 0:
@@ -135,6 +143,9 @@ func (o *RelayOptions) withDefaults() (RelayOptions, error) {
 	}
 	if v.MaxInFlight == 0 {
 		v.MaxInFlight = DefaultMaxInFlight
+	}
+	if v.MaxConcurrentClaims == 0 {
+		v.MaxConcurrentClaims = DefaultMaxConcurrentClaims
 	}
 	if v.PollInterval == 0 {
 		v.PollInterval = DefaultPollInterval

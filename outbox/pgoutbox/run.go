@@ -22,7 +22,8 @@ type run struct {
 	abort context.CancelCauseFunc
 
 	stopOnce  sync.Once
-	stopCh    chan struct{} // closed when claiming must stop
+	stopCtx   context.Context // ends when claiming must stop
+	stopNow   context.CancelFunc
 	stopAfter func() bool   // stops the abort scheduled at the stop context's end
 	done      chan struct{} // closed when Run has returned
 
@@ -35,9 +36,13 @@ type run struct {
 	cut      bool          // the grace ended with rows in flight
 	idle     chan struct{} // closed when inFlight drops to 0; nil when nobody waits
 
-	dests map[string]*dest // the claim loop's, then the shutdown's
+	destMu sync.Mutex
+	dests  map[string]*dest
 
 	workers sync.WaitGroup // listener, completer, chains
+
+	retryTimer *time.Timer // wakes the claim loops when a retry is due; the completer's
+	retryAt    time.Time
 }
 
 // dest is a destination's sender.
@@ -47,8 +52,9 @@ type dest struct {
 }
 
 func newRun(r *Relay) *run {
-	u := &run{r: r, stopCh: make(chan struct{}), done: make(chan struct{}), wake: make(chan struct{}, 1),
+	u := &run{r: r, done: make(chan struct{}), wake: make(chan struct{}, r.o.MaxConcurrentClaims),
 		outcomes: make(chan outcome, r.o.MaxInFlight), dests: make(map[string]*dest)}
+	u.stopCtx, u.stopNow = context.WithCancel(context.Background())
 	u.life, u.abort = context.WithCancelCause(context.Background())
 	return u
 }
@@ -63,7 +69,7 @@ func (u *run) stop(grace context.Context) {
 			u.mu.Unlock()
 			u.abort(errClosing)
 		})
-		close(u.stopCh)
+		u.stopNow()
 	})
 }
 
@@ -77,11 +83,14 @@ func (u *run) cutShort() bool {
 	return u.cut
 }
 
-// signal wakes the claim loop.
+// signal wakes the claim loops.
 func (u *run) signal() {
-	select {
-	case u.wake <- struct{}{}:
-	default:
+	for range cap(u.wake) {
+		select {
+		case u.wake <- struct{}{}:
+		default:
+			return
+		}
 	}
 }
 
@@ -94,7 +103,15 @@ func (u *run) serve(ctx context.Context) {
 	quit := make(chan struct{})
 	u.workers.Go(func() { u.complete(quit) })
 
-	u.claimLoop(ctx)
+	claimCtx, stopClaims := context.WithCancel(ctx)
+	defer stopClaims()
+	stopWatch := context.AfterFunc(u.stopCtx, stopClaims) // a claim in progress ends too
+	defer stopWatch()
+	var claimers sync.WaitGroup
+	for range u.r.o.MaxConcurrentClaims {
+		claimers.Go(func() { u.claimLoop(claimCtx) })
+	}
+	claimers.Wait()
 
 	if ctx.Err() != nil {
 		grace, cancel := context.WithTimeout(context.Background(), u.r.o.ShutdownGrace)
@@ -110,6 +127,9 @@ func (u *run) serve(ctx context.Context) {
 	stopListening()
 	u.workers.Wait()
 	u.stopAfter()
+	if u.retryTimer != nil {
+		u.retryTimer.Stop() // the completer has returned
+	}
 	u.abort(errClosing) // releases the run's contexts
 	closeCtx, cancel := context.WithTimeout(context.Background(), time.Second)
 	defer cancel()
@@ -138,13 +158,17 @@ func (u *run) waitIdle(abort <-chan struct{}) {
 	}
 }
 
-// take reserves up to n rows of the in-flight window and returns how many it got.
+// take reserves up to n rows of the in-flight window and returns how many it got; the
+// claim gives back what it did not use.
 func (u *run) take(n int) int {
 	u.mu.Lock()
 	defer u.mu.Unlock()
-	return max(0, min(n, u.r.o.MaxInFlight-u.inFlight))
+	got := max(0, min(n, u.r.o.MaxInFlight-u.inFlight))
+	u.inFlight += got
+	return got
 }
 
+// addInFlight adds n (negative: removes) rows to the window's count.
 func (u *run) addInFlight(n int) {
 	u.mu.Lock()
 	u.inFlight += n
@@ -153,10 +177,10 @@ func (u *run) addInFlight(n int) {
 		u.idle = nil
 	}
 	u.mu.Unlock()
-	u.r.stats.inFlight.Add(int64(n))
 }
 
-// claimLoop claims rows and hands them to the senders until ctx ends or stop.
+// claimLoop claims rows and hands them to the senders until ctx ends (Run's context
+// ended, or stop). MaxConcurrentClaims loops run at once.
 func (u *run) claimLoop(ctx context.Context) {
 	poll := time.NewTimer(0)
 	defer poll.Stop()
@@ -165,13 +189,12 @@ func (u *run) claimLoop(ctx context.Context) {
 		select {
 		case <-ctx.Done():
 			return
-		case <-u.stopCh:
-			return
 		default:
 		}
 		n := u.take(u.r.o.ClaimBatch)
 		if n > 0 {
 			rows, c, err := u.claim(ctx, n)
+			u.addInFlight(len(rows) - n)
 			if err != nil {
 				if ctx.Err() != nil {
 					return
@@ -198,8 +221,6 @@ func (u *run) claimLoop(ctx context.Context) {
 		select {
 		case <-ctx.Done():
 			return
-		case <-u.stopCh:
-			return
 		case <-u.wake:
 		case <-poll.C:
 		}
@@ -214,7 +235,6 @@ func (u *run) sleep(ctx context.Context, d time.Duration) bool {
 	case <-t.C:
 		return true
 	case <-ctx.Done():
-	case <-u.stopCh:
 	}
 	return false
 }
@@ -315,6 +335,8 @@ func (u *run) sendChain(chain []*row) {
 
 // dest returns the sender of a destination, making it on first use.
 func (u *run) dest(name string) (*dest, error) {
+	u.destMu.Lock()
+	defer u.destMu.Unlock()
 	if d := u.dests[name]; d != nil {
 		return d, nil
 	}
