@@ -15,21 +15,30 @@ import (
 
 func (r *Relay) buildSQL() {
 	t, d := r.ob.table, r.ob.dead
-	// A row is a candidate when it is due, not leased, and no earlier row of its order
-	// is leased or waiting for a retry. Among the candidates this statement locked, a
-	// row is claimed only when every earlier row of its order that exists is claimed
-	// with it: a candidate another relay is claiming right now (locked, hence skipped)
-	// still exists in this statement's snapshot and holds back the rows after it.
+	// A row is a candidate when it is due, not leased, and the first row of its order is
+	// neither leased nor waiting for a retry (the rows of an order that are leased or
+	// waiting always come first: claims take an order's first rows, and a failed row
+	// holds back the rows after it). Among the candidates this statement locked, a row
+	// is claimed only when every earlier row of its order is claimed with it: its
+	// immediate predecessor (an index probe) is in the candidates, and so is each
+	// earlier candidate's. A row another relay is claiming right now (locked, hence
+	// skipped) still exists in this statement's snapshot and holds back the rows after
+	// it.
 	r.claimSQL = `WITH c AS (
 	SELECT o.id, o.destination, o.order_key FROM ` + t + ` o
 	WHERE o.not_before <= now() AND (o.lease_until IS NULL OR o.lease_until <= now())
-	AND NOT EXISTS (SELECT 1 FROM ` + t + ` e WHERE e.destination = o.destination AND e.order_key = o.order_key
-		AND e.id < o.id AND (e.lease_until > now() OR e.not_before > now()))
+	AND NOT EXISTS (SELECT 1 FROM (SELECT f.lease_until, f.not_before FROM ` + t + ` f
+		WHERE f.destination = o.destination AND f.order_key = o.order_key ORDER BY f.id LIMIT 1) f
+		WHERE f.lease_until > now() OR f.not_before > now())
 	ORDER BY o.id LIMIT $1
 	FOR UPDATE SKIP LOCKED
 ), ok AS (
-	SELECT c.id FROM c WHERE NOT EXISTS (SELECT 1 FROM ` + t + ` e WHERE e.destination = c.destination
-		AND e.order_key = c.order_key AND e.id < c.id AND e.id NOT IN (SELECT id FROM c))
+	SELECT id FROM (
+		SELECT c.id, bool_or(p.pred IS NOT NULL AND p.pred NOT IN (SELECT id FROM c))
+			OVER (PARTITION BY c.destination, c.order_key ORDER BY c.id) AS blocked
+		FROM c, LATERAL (SELECT max(e.id) AS pred FROM ` + t + ` e
+			WHERE e.destination = c.destination AND e.order_key = c.order_key AND e.id < c.id) p
+	) x WHERE NOT blocked
 )
 UPDATE ` + t + ` t SET lease_owner = $2, lease_until = now() + $3 * interval '1 microsecond'
 FROM ok WHERE t.id = ok.id

@@ -303,8 +303,8 @@ type row struct {
 	claim     *claim
 	sender    *sender.Sender
 	ctx       context.Context         // bounds the send: the claim's, or its key's
-	cancelKey context.CancelCauseFunc // cancels the later rows of its session or partition key
-	out       outcome                 // written before the outcome is queued
+	cancelKey context.CancelCauseFunc // cancels the later rows of its order; nil when alone
+	chained   bool                    // sent with other rows of its transaction
 }
 
 // rowColumns are the columns a claim returns, in scan order.

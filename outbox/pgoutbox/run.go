@@ -2,6 +2,8 @@ package pgoutbox
 
 import (
 	"context"
+
+	"github.com/Azure/azure-sdk-for-go/sdk/messaging/azservicebus"
 	"slices"
 	"strings"
 	"sync"
@@ -39,7 +41,7 @@ type run struct {
 	destMu sync.Mutex
 	dests  map[string]*dest
 
-	workers sync.WaitGroup // listener, completer, chains
+	workers sync.WaitGroup // listener, completer
 
 	retryTimer *time.Timer // wakes the claim loops when a retry is due; the completer's
 	retryAt    time.Time
@@ -105,7 +107,7 @@ func (u *run) serve(ctx context.Context) {
 
 	claimCtx, stopClaims := context.WithCancel(ctx)
 	defer stopClaims()
-	stopWatch := context.AfterFunc(u.stopCtx, stopClaims) // a claim in progress ends too
+	stopWatch := context.AfterFunc(u.stopCtx, stopClaims)
 	defer stopWatch()
 	var claimers sync.WaitGroup
 	for range u.r.o.MaxConcurrentClaims {
@@ -193,7 +195,10 @@ func (u *run) claimLoop(ctx context.Context) {
 		}
 		n := u.take(u.r.o.ClaimBatch)
 		if n > 0 {
-			rows, c, err := u.claim(ctx, n)
+			// The statement runs to its end when claiming stops (a cancelled query costs
+			// its connection, and pgxpool's Close waits for that one's cleanup); only
+			// an abort cancels it.
+			rows, c, err := u.claim(u.life, n)
 			u.addInFlight(len(rows) - n)
 			if err != nil {
 				if ctx.Err() != nil {
@@ -253,17 +258,23 @@ func (c *claim) done() {
 	}
 }
 
-// dispatch hands a claim's rows to the senders, in id order: rows of a session or
-// partition key directly (the ordered sender keeps their order), rows of one
-// transaction's chain one after the other on a goroutine of their own.
+// dispatch hands a claim's rows to the senders, in id order. The rows of one order (a
+// session, a partition key, or the rows of one transaction that have neither) share a
+// context that a failure of any of them cancels, synchronously in the sender's result
+// hook, so that the ordered sender drops the rest of the order instead of letting it
+// overtake the failed row. Several rows of one transaction get the transaction as their
+// sender OrderKey (batched together, one request at a time, in order); a transaction's
+// single row gets none and batches with any other.
 func (u *run) dispatch(c *claim, rows []*row) {
+	count := make(map[string]int, len(rows))
+	for _, rw := range rows {
+		count[rw.destination+"\x00"+rw.orderKey]++
+	}
 	type keyState struct {
 		ctx    context.Context
 		cancel context.CancelCauseFunc
 	}
 	keys := make(map[string]keyState)
-	chains := make(map[string][]*row)
-	var chainOrder []string
 	for _, rw := range rows {
 		rw.claim = c
 		if rw.decodeErr != nil {
@@ -276,61 +287,28 @@ func (u *run) dispatch(c *claim, rows []*row) {
 			continue
 		}
 		rw.sender = d.s
-		key := rw.destination + "\x00" + rw.orderKey
-		if strings.HasPrefix(rw.orderKey, "t:") {
-			if chains[key] == nil {
-				chainOrder = append(chainOrder, key)
+		rw.ctx = c.ctx
+		if key := rw.destination + "\x00" + rw.orderKey; count[key] > 1 {
+			k, ok := keys[key]
+			if !ok {
+				k.ctx, k.cancel = context.WithCancelCause(c.ctx) // ends with the claim at the latest
+				keys[key] = k
 			}
-			chains[key] = append(chains[key], rw)
-			continue
+			rw.ctx, rw.cancelKey = k.ctx, k.cancel
+			rw.chained = strings.HasPrefix(rw.orderKey, "t:")
 		}
-		k, ok := keys[key]
-		if !ok {
-			k.ctx, k.cancel = context.WithCancelCause(c.ctx) // ends with the claim at the latest
-			keys[key] = k
-		}
-		rw.ctx, rw.cancelKey = k.ctx, k.cancel
-		u.submit(rw)
-	}
-	for _, key := range chainOrder {
-		chain := chains[key]
-		for _, rw := range chain {
-			rw.ctx = c.ctx
-		}
-		if len(chain) == 1 {
-			u.submit(chain[0])
-			continue
-		}
-		u.workers.Go(func() { u.sendChain(chain) })
+		u.rows.Store(rw.msg, rw)
+		_, _ = rw.sender.SendAsync(rw.ctx, rw.msg) // the result hook reports the outcome, accepted or not
 	}
 }
 
-// submit gives rw to its sender; the sender's result hook reports its outcome, whether
-// the sender accepted it or not.
-func (u *run) submit(rw *row) *sender.Result {
-	u.rows.Store(rw.msg, rw)
-	res, err := rw.sender.SendAsync(rw.ctx, rw.msg)
-	if err != nil {
-		return nil
+// orderKey is the relay senders' [sender.Options.OrderKey]: a transaction's order key
+// for a row sent with others of its transaction, none otherwise.
+func (u *run) orderKey(m *azservicebus.Message) string {
+	if v, ok := u.rows.Load(m); ok && v.(*row).chained {
+		return v.(*row).orderKey
 	}
-	return res
-}
-
-// sendChain sends a transaction's rows one after the other, each once the previous one
-// was accepted or dead-lettered; after any other failure the rest are released.
-func (u *run) sendChain(chain []*row) {
-	for i, rw := range chain {
-		res := u.submit(rw)
-		if res != nil {
-			<-res.Done()
-		}
-		if k := rw.out.kind; k != outcomeSent && k != outcomeDead {
-			for _, later := range chain[i+1:] {
-				u.report(later, outcome{kind: outcomeReleased, err: errBlocked})
-			}
-			return
-		}
-	}
+	return ""
 }
 
 // dest returns the sender of a destination, making it on first use.
@@ -350,6 +328,7 @@ func (u *run) dest(name string) (*dest, error) {
 		so.Hooks = append(so.Hooks, u.r.o.SenderHooks(name)...)
 	}
 	so.Hooks = append(so.Hooks, resultHook{u})
+	so.OrderKey = u.orderKey
 	s, err := sender.New(dst, &so)
 	if err != nil {
 		if c, ok := any(dst).(interface{ Close(context.Context) error }); ok {
@@ -385,6 +364,5 @@ func (h resultHook) OnSendResult(_ context.Context, e sender.SendResult) {
 // MaxInFlight outcomes, one per row in flight, so this never blocks.
 func (u *run) report(rw *row, oc outcome) {
 	oc.row = rw
-	rw.out = oc
 	u.outcomes <- oc
 }
