@@ -33,6 +33,25 @@ func storedOrder(q *sbtest.Entity) map[string][]string {
 	return got
 }
 
+// checkStoredOrder compares, key by key, the order the broker stored the messages in
+// (got) with the order they were sent in (want). With wantOrdered every key must match;
+// without, some key must not (else the test could not see reordering).
+func checkStoredOrder(t *testing.T, got, want map[string][]string, wantOrdered bool) {
+	t.Helper()
+	ordered := true
+	for key := range want {
+		if !slices.Equal(got[key], want[key]) {
+			ordered = false
+			if wantOrdered {
+				t.Errorf("key %s stored as %v, sent as %v", key, got[key], want[key])
+			}
+		}
+	}
+	if !wantOrdered && ordered {
+		t.Error("no reordering: the test cannot see reordering")
+	}
+}
+
 // TestOrderingPerKey: the first requests fail transiently and are retried after a
 // backoff. With Ordered, nothing of the same key overtakes them; without, later messages
 // overtake (which shows that the test can see reordering).
@@ -73,19 +92,7 @@ func TestOrderingPerKey(t *testing.T) {
 						t.Fatal(err)
 					}
 				}
-				got := storedOrder(b.q)
-				ordered := true
-				for key := range want {
-					if !slices.Equal(got[key], want[key]) {
-						ordered = false
-						if tt.wantOrdered {
-							t.Errorf("key %s stored as %v, sent as %v", key, got[key], want[key])
-						}
-					}
-				}
-				if !tt.wantOrdered && ordered {
-					t.Error("no reordering without Ordered: the test cannot see reordering")
-				}
+				checkStoredOrder(t, storedOrder(b.q), want, tt.wantOrdered)
 				if s.Stats().Retried == 0 {
 					t.Error("no retries happened")
 				}
@@ -137,18 +144,7 @@ func TestOrderKey(t *testing.T) {
 					k := m.ApplicationProperties["k"].(string)
 					got[k] = append(got[k], m.MessageID)
 				}
-				ordered := true
-				for key := range want {
-					if !slices.Equal(got[key], want[key]) {
-						ordered = false
-						if tt.wantOrdered {
-							t.Errorf("key %s stored as %v, sent as %v", key, got[key], want[key])
-						}
-					}
-				}
-				if !tt.wantOrdered && ordered {
-					t.Error("no reordering without OrderKey: the test cannot see reordering")
-				}
+				checkStoredOrder(t, got, want, tt.wantOrdered)
 			})
 		})
 	}

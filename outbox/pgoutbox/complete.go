@@ -58,17 +58,7 @@ func (u *run) markWithRetry(batch []outcome) bool {
 			u.r.dbError(context.Background(), "mark", len(batch), 0, err)
 			return false
 		}
-		if bo == nil {
-			bo = dbRetry.BackOff()
-		}
-		wait := bo.NextBackOff()
-		u.r.dbError(context.Background(), "mark", len(batch), wait, err)
-		t := time.NewTimer(wait)
-		select {
-		case <-t.C:
-		case <-u.life.Done():
-			t.Stop()
-		}
+		u.r.retryDB(u.life, &bo, "mark", len(batch), err) // after an abort: the last attempt
 	}
 }
 

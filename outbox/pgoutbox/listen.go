@@ -19,16 +19,7 @@ func (u *run) listen(ctx context.Context) {
 		if ctx.Err() != nil {
 			return
 		}
-		if bo == nil {
-			bo = dbRetry.BackOff()
-		}
-		wait := bo.NextBackOff()
-		u.r.dbError(ctx, "listen", 0, wait, err)
-		t := time.NewTimer(wait)
-		select {
-		case <-t.C:
-		case <-ctx.Done():
-			t.Stop()
+		if !u.r.retryDB(ctx, &bo, "listen", 0, err) {
 			return
 		}
 	}

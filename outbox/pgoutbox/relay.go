@@ -7,6 +7,7 @@ import (
 	"sync"
 	"time"
 
+	"github.com/cenkalti/backoff/v4"
 	"github.com/sbkit/sbkit"
 	ihooks "github.com/sbkit/sbkit/internal/hooks"
 	"github.com/sbkit/sbkit/internal/retry"
@@ -187,6 +188,25 @@ func (r *Relay) dbError(ctx context.Context, op string, rows int, wait time.Dura
 	r.o.Logger.WarnContext(ctx, "pgoutbox: database call failed", "op", op, "rows", rows, "retryIn", wait, "err", err)
 	e := RelayErrorEvent{Op: op, Rows: rows, Retry: wait, Err: err}
 	ihooks.Call(ctx, r.o.Logger, "pgoutbox", "RelayErrorHook", r.errorHooks, func(h RelayErrorHook) { h.OnRelayError(ctx, e) })
+}
+
+// retryDB reports a failed database call of op and waits before the retry, pacing the
+// retries with *bo (dbRetry, made on first use). It reports false, at once, when ctx
+// ends first.
+func (r *Relay) retryDB(ctx context.Context, bo *backoff.BackOff, op string, rows int, err error) bool {
+	if *bo == nil {
+		*bo = dbRetry.BackOff()
+	}
+	wait := (*bo).NextBackOff()
+	r.dbError(ctx, op, rows, wait, err)
+	t := time.NewTimer(wait)
+	defer t.Stop()
+	select {
+	case <-t.C:
+		return true
+	case <-ctx.Done():
+		return false
+	}
 }
 
 // result reports a row's outcome.

@@ -204,12 +204,7 @@ func (u *run) claimLoop(ctx context.Context) {
 				if ctx.Err() != nil {
 					return
 				}
-				if errBackoff == nil {
-					errBackoff = dbRetry.BackOff()
-				}
-				wait := errBackoff.NextBackOff()
-				u.r.dbError(ctx, "claim", 0, wait, err)
-				if !u.sleep(ctx, wait) {
+				if !u.r.retryDB(ctx, &errBackoff, "claim", 0, err) {
 					return
 				}
 				continue
@@ -230,18 +225,6 @@ func (u *run) claimLoop(ctx context.Context) {
 		case <-poll.C:
 		}
 	}
-}
-
-// sleep waits d unless ctx ends or the run stops first; it reports whether it slept.
-func (u *run) sleep(ctx context.Context, d time.Duration) bool {
-	t := time.NewTimer(d)
-	defer t.Stop()
-	select {
-	case <-t.C:
-		return true
-	case <-ctx.Done():
-	}
-	return false
 }
 
 // claim is one claim statement's rows: their sends end when half the lease is over.
