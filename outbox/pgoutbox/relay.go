@@ -58,11 +58,14 @@ var dbRetry = retry.Policy{MaxRetries: retry.Unlimited, RetryDelay: 100 * time.M
 // Order: a row is claimed only when every earlier row of its order is claimed with it
 // or gone (sent or dead-lettered). An order is a destination and a SessionID (or,
 // without one, a PartitionKey), or a destination and a transaction for messages with
-// neither. Rows of one session or partition key are sent through the ordered sender
-// ([sender.Options.Ordered]: one request per key at a time, batched); rows of one
-// transaction without either key are sent one after the other, each once the previous
-// was accepted. When a row fails, the later rows of its order are not sent, and are
-// retried after it; a row that is dead-lettered does not hold back the rows after it.
+// neither. The rows of one order in a claim go through the ordered sender
+// ([sender.Options.Ordered], with the transaction as [sender.Options.OrderKey] for
+// messages without a key): batched together, one request at a time, in id order. When a
+// row fails, the later rows of its order are not sent, and are retried after it; a row
+// that is dead-lettered does not hold back the rows after it. The rows of an order are
+// in flight one claim at a time, so an order's rate is bounded by a claim's round trip
+// (claim, send, delete) per claim; many orders (sessions, transactions) share the
+// relay's window.
 //
 // The relay wakes when Add's transaction commits (LISTEN/NOTIFY), when its own rows
 // finish, and every [RelayOptions.PollInterval]. See [RelayOptions] for retries and

@@ -34,9 +34,10 @@ var ErrInvalidOptions = errors.New("pgoutbox: invalid options")
 // which follows [sbkit.RetryOptions].
 type RelayOptions struct {
 	// Sender configures the relay's senders, one [sender.Sender] per destination. Its
-	// Ordered is always on (the relay's ordering relies on it) and its AttemptTimeout
-	// defaults to a quarter of Lease, so that no request outlives a claim. Hooks here
-	// see every destination's sends. Default: sender's defaults.
+	// Ordered is always on and its OrderKey is the relay's (the relay's ordering relies
+	// on both); its AttemptTimeout defaults to a quarter of Lease, so that no request
+	// outlives a claim. Hooks here see every destination's sends. Default: sender's
+	// defaults.
 	Sender *sender.Options
 
 	// SenderHooks, when not nil, returns hooks for the sender of one destination, added
