@@ -3,6 +3,8 @@ package pgoutbox_test
 import (
 	"context"
 	"errors"
+	"slices"
+	"sync"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -212,5 +214,53 @@ func TestNewRelayErrors(t *testing.T) {
 		if _, err := pgoutbox.NewRelay(e.ob, e.destinations, &o); !errors.Is(err, pgoutbox.ErrInvalidOptions) {
 			t.Errorf("NewRelay(%+v) = %v, want ErrInvalidOptions", o, err)
 		}
+	}
+}
+
+// destHook counts the accepted sends of one destination.
+type destHook struct {
+	dest string
+	n    *sync.Map // dest -> *atomic.Int64
+}
+
+func (h destHook) OnSendResult(_ context.Context, e sender.SendResult) {
+	if e.Err == nil {
+		v, _ := h.n.LoadOrStore(h.dest, new(atomic.Int64))
+		v.(*atomic.Int64).Add(1)
+	}
+}
+
+// TestSenderHooksPerDestination: RelayOptions.SenderHooks is asked once per destination,
+// and its hooks see that destination's sends (where OpenTelemetry's sender hook goes).
+func TestSenderHooksPerDestination(t *testing.T) {
+	e := newEnv(t)
+	e.queue("a", nil)
+	e.queue("b", nil)
+	var (
+		mu    sync.Mutex
+		asked []string
+		sent  sync.Map
+	)
+	r, _ := e.relay(&pgoutbox.RelayOptions{SenderHooks: func(dest string) []sender.Hook {
+		mu.Lock()
+		defer mu.Unlock()
+		asked = append(asked, dest)
+		return []sender.Hook{destHook{dest: dest, n: &sent}}
+	}})
+	e.add("a", msg("a1", "x"), msg("a2", "x"))
+	e.add("b", msg("b1", "x"))
+	e.drained(r)
+	count := func(dest string) int64 {
+		v, ok := sent.Load(dest)
+		if !ok {
+			return 0
+		}
+		return v.(*atomic.Int64).Load()
+	}
+	mu.Lock()
+	defer mu.Unlock()
+	slices.Sort(asked)
+	if !slices.Equal(asked, []string{"a", "b"}) || count("a") != 2 || count("b") != 1 {
+		t.Fatalf("asked %v; sends seen: a %d, b %d", asked, count("a"), count("b"))
 	}
 }

@@ -2,21 +2,19 @@ package pgoutbox
 
 import (
 	"context"
-
-	"github.com/Azure/azure-sdk-for-go/sdk/messaging/azservicebus"
 	"slices"
 	"strings"
 	"sync"
 	"sync/atomic"
 	"time"
 
+	"github.com/Azure/azure-sdk-for-go/sdk/messaging/azservicebus"
 	"github.com/cenkalti/backoff/v4"
 	"github.com/sbkit/sbkit/sender"
 )
 
-// run is one Run of a Relay: its goroutines (the claim loop on Run's goroutine, the
-// listener, the completer and the chains of transactions), its senders and its rows in
-// flight.
+// run is one Run of a Relay: its goroutines (MaxConcurrentClaims claim loops, the
+// listener and the completer), its senders and its rows in flight.
 type run struct {
 	r *Relay
 
@@ -96,7 +94,7 @@ func (u *run) signal() {
 	}
 }
 
-// serve runs the claim loop until ctx ends or stop, then shuts the run down.
+// serve runs the claim loops until ctx ends or stop, then shuts the run down.
 func (u *run) serve(ctx context.Context) {
 	listenCtx, stopListening := context.WithCancel(context.Background())
 	if !u.r.o.DisableListen {
@@ -258,14 +256,19 @@ func (u *run) dispatch(c *claim, rows []*row) {
 		cancel context.CancelCauseFunc
 	}
 	keys := make(map[string]keyState)
+	destErrs := make(map[string]error) // Destinations is asked once per claim
 	for _, rw := range rows {
 		rw.claim = c
 		if rw.decodeErr != nil {
 			u.report(rw, u.r.classify(rw, rw.decodeErr))
 			continue
 		}
-		d, err := u.dest(rw.destination)
+		d, err := (*dest)(nil), destErrs[rw.destination]
+		if err == nil {
+			d, err = u.dest(rw.destination)
+		}
 		if err != nil {
+			destErrs[rw.destination] = err
 			u.report(rw, u.r.classify(rw, err))
 			continue
 		}
