@@ -42,7 +42,9 @@
 // share a SessionID (or a PartitionKey when there is no SessionID) are never reordered:
 // at most one request per key is in flight, and a retried request is retried before the
 // next one of its key goes. A message that fails for good does not hold back the later
-// messages of its key. Messages with neither key are not ordered.
+// messages of its key. Messages with neither key are not ordered, unless
+// [Options.OrderKey] gives them one: it refines the key, so that messages share a batch
+// and an order only when their SessionID (or PartitionKey) and their OrderKey agree.
 //
 // Contexts. The context given to Send, SendAsync, TrySend and SendAll is passed to the
 // hooks and bounds waiting for room in the windows, waiting in a linger batch or behind

@@ -1,6 +1,7 @@
 package sender
 
 import (
+	"strconv"
 	"time"
 
 	"github.com/Azure/azure-sdk-for-go/sdk/messaging/azservicebus"
@@ -168,13 +169,21 @@ func (s *Sender) worker() {
 }
 
 // keyOf returns the ordering and batching key of a message: its SessionID, or its
-// PartitionKey when it has no SessionID, or "" when it has neither.
-func keyOf(m *azservicebus.Message) string {
+// PartitionKey when it has no SessionID, or "" when it has neither; refined by
+// [Options.OrderKey].
+func (s *Sender) keyOf(m *azservicebus.Message) string {
+	var k string
 	switch {
 	case m.SessionID != nil:
-		return "s:" + *m.SessionID
+		k = "s:" + *m.SessionID
 	case m.PartitionKey != nil:
-		return "p:" + *m.PartitionKey
+		k = "p:" + *m.PartitionKey
 	}
-	return ""
+	if s.opts.OrderKey != nil {
+		if o := s.opts.OrderKey(m); o != "" {
+			// Length-prefixed: never equal to a plain key, nor to another (key, o) pair.
+			k = strconv.Itoa(len(k)) + ":" + k + o
+		}
+	}
+	return k
 }

@@ -5,6 +5,7 @@ import (
 	"log/slog"
 	"time"
 
+	"github.com/Azure/azure-sdk-for-go/sdk/messaging/azservicebus"
 	"github.com/sbkit/sbkit"
 	"github.com/sbkit/sbkit/internal/retry"
 )
@@ -56,6 +57,15 @@ type Options struct {
 	// Ordered keeps messages that share a SessionID (or a PartitionKey when there is no
 	// SessionID) in order: at most one request per key is in flight. Default false.
 	Ordered bool
+
+	// OrderKey, when not nil, refines the key that groups and orders messages: two
+	// messages share a batch, and with Ordered keep their order, only when they have the
+	// same SessionID (or PartitionKey) and the same OrderKey. So messages without a
+	// SessionID or PartitionKey that need their order kept (those of one transaction in an
+	// outbox, for example) get one OrderKey; "" means no refinement. It is called once per
+	// message, before the message is accepted, and must be fast. Default nil: messages are
+	// grouped by SessionID, or PartitionKey, alone.
+	OrderKey func(message *azservicebus.Message) string
 
 	// Retry configures the retries of transient failures ([sbkit.IsTransient]); other
 	// failures are never retried. A message's retries are also bounded by its context

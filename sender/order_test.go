@@ -1,8 +1,10 @@
 package sender_test
 
 import (
+	"context"
 	"fmt"
 	"slices"
+	"sync/atomic"
 	"testing"
 	"testing/synctest"
 	"time"
@@ -29,6 +31,25 @@ func storedOrder(q *sbtest.Entity) map[string][]string {
 		got[key] = append(got[key], m.MessageID)
 	}
 	return got
+}
+
+// checkStoredOrder compares, key by key, the order the broker stored the messages in
+// (got) with the order they were sent in (want). With wantOrdered every key must match;
+// without, some key must not (else the test could not see reordering).
+func checkStoredOrder(t *testing.T, got, want map[string][]string, wantOrdered bool) {
+	t.Helper()
+	ordered := true
+	for key := range want {
+		if !slices.Equal(got[key], want[key]) {
+			ordered = false
+			if wantOrdered {
+				t.Errorf("key %s stored as %v, sent as %v", key, got[key], want[key])
+			}
+		}
+	}
+	if !wantOrdered && ordered {
+		t.Error("no reordering: the test cannot see reordering")
+	}
 }
 
 // TestOrderingPerKey: the first requests fail transiently and are retried after a
@@ -71,19 +92,7 @@ func TestOrderingPerKey(t *testing.T) {
 						t.Fatal(err)
 					}
 				}
-				got := storedOrder(b.q)
-				ordered := true
-				for key := range want {
-					if !slices.Equal(got[key], want[key]) {
-						ordered = false
-						if tt.wantOrdered {
-							t.Errorf("key %s stored as %v, sent as %v", key, got[key], want[key])
-						}
-					}
-				}
-				if !tt.wantOrdered && ordered {
-					t.Error("no reordering without Ordered: the test cannot see reordering")
-				}
+				checkStoredOrder(t, storedOrder(b.q), want, tt.wantOrdered)
 				if s.Stats().Retried == 0 {
 					t.Error("no retries happened")
 				}
@@ -91,3 +100,81 @@ func TestOrderingPerKey(t *testing.T) {
 		})
 	}
 }
+
+// TestOrderKey: messages without SessionID or PartitionKey keep their order per
+// OrderKey under Ordered, batched or not, although their first requests fail and are
+// retried; without an OrderKey the same messages are reordered (the test can see it).
+func TestOrderKey(t *testing.T) {
+	orderKey := func(m *azservicebus.Message) string { return m.ApplicationProperties["k"].(string) }
+	tests := []struct {
+		name        string
+		opts        sender.Options
+		wantOrdered bool
+	}{
+		{"batched", sender.Options{Ordered: true, MaxBatchMessages: 3, OrderKey: orderKey}, true},
+		{"single", sender.Options{Ordered: true, DisableBatching: true, OrderKey: orderKey}, true},
+		{"without OrderKey", sender.Options{Ordered: true, MaxBatchMessages: 3}, false},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			synctest.Test(t, func(t *testing.T) {
+				b := newBroker(t, sbtest.Latency{RoundTrip: 2 * time.Millisecond}, nil)
+				s := newSender(t, b.s, &tt.opts)
+				b.q.InjectFault(sbtest.Fault{Count: 3})
+				want := map[string][]string{}
+				var rs []*sender.Result
+				for i := range 60 {
+					m := msg(i)
+					key := fmt.Sprintf("k%d", i%3)
+					m.ApplicationProperties = map[string]any{"k": key}
+					want[key] = append(want[key], *m.MessageID)
+					rs = append(rs, sendAsync(t, t.Context(), s, m)...)
+				}
+				for _, r := range rs {
+					if err := r.Wait(t.Context()); err != nil {
+						t.Fatal(err)
+					}
+				}
+				active := b.q.Active()
+				slices.SortFunc(active, func(a, b *azservicebus.ReceivedMessage) int {
+					return int(*a.SequenceNumber - *b.SequenceNumber)
+				})
+				got := map[string][]string{}
+				for _, m := range active {
+					k := m.ApplicationProperties["k"].(string)
+					got[k] = append(got[k], m.MessageID)
+				}
+				checkStoredOrder(t, got, want, tt.wantOrdered)
+			})
+		})
+	}
+}
+
+// TestOrderKeyKeepsSessionsApart: an OrderKey refines a session's key and never merges
+// two sessions: a batch carries one session (Service Bus refuses a batch of two), so
+// messages of two sessions with the same OrderKey still travel in separate batches.
+func TestOrderKeyKeepsSessionsApart(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		b := newBroker(t, sbtest.Latency{RoundTrip: time.Millisecond}, nil)
+		var batches batchCount
+		s := newSender(t, b.s, &sender.Options{Ordered: true, OrderKey: func(*azservicebus.Message) string { return "same" },
+			Hooks: []sender.Hook{&batches}})
+		var rs []*sender.Result
+		for i := range 10 {
+			rs = append(rs, sendAsync(t, t.Context(), s, sessionMsg(fmt.Sprint("s", i%2), i))...)
+		}
+		for _, r := range rs {
+			if err := r.Wait(t.Context()); err != nil {
+				t.Fatal(err)
+			}
+		}
+		if n := batches.n.Load(); n != 2 {
+			t.Fatalf("%d batches, want one per session", n)
+		}
+	})
+}
+
+// batchCount counts batch requests.
+type batchCount struct{ n atomic.Int64 }
+
+func (c *batchCount) OnSendBatch(context.Context, sender.SendBatch) { c.n.Add(1) }

@@ -268,7 +268,7 @@ func (s *Sender) accept(ctx context.Context, m *azservicebus.Message, id string,
 			return nil, ErrFull
 		}
 	}
-	r := &Result{msg: m, ctx: ctx, id: id, key: keyOf(m), size: size, weight: weight, done: make(chan struct{})}
+	r := &Result{msg: m, ctx: ctx, id: id, key: s.keyOf(m), size: size, weight: weight, done: make(chan struct{})}
 	if len(s.hooks.result) > 0 {
 		r.start = time.Since(s.epoch)
 	}

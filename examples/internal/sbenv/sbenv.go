@@ -137,11 +137,15 @@ func (c *Conn) String() string {
 }
 
 // NewSender returns a sender for the queue.
-func (c *Conn) NewSender() (Sender, error) {
+func (c *Conn) NewSender() (Sender, error) { return c.NewSenderTo(c.QueueName) }
+
+// NewSenderTo returns a sender for another queue or topic of the same namespace (in
+// memory, it must have been created on Broker).
+func (c *Conn) NewSenderTo(queueOrTopic string) (Sender, error) {
 	if c.client == nil {
-		return c.Broker.NewSender(c.QueueName, nil)
+		return c.Broker.NewSender(queueOrTopic, nil)
 	}
-	s, err := c.client.NewSender(c.QueueName, nil)
+	s, err := c.client.NewSender(queueOrTopic, nil)
 	if err != nil {
 		return nil, err
 	}

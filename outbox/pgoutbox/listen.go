@@ -1,0 +1,52 @@
+package pgoutbox
+
+import (
+	"context"
+	"time"
+
+	"github.com/cenkalti/backoff/v4"
+	"github.com/jackc/pgx/v5"
+)
+
+// listen keeps a connection of its own listening on the outbox's channel and wakes the
+// claim loop at every notification, until ctx ends. A lost connection is made again
+// with backoff; meanwhile the claim loop polls. After every (re)connection the claim
+// loop is woken once, for the commits it may have missed.
+func (u *run) listen(ctx context.Context) {
+	var bo backoff.BackOff
+	for ctx.Err() == nil {
+		err := u.listenOnce(ctx, func() { bo = nil })
+		if ctx.Err() != nil {
+			return
+		}
+		if !u.r.retryDB(ctx, &bo, "listen", 0, err) {
+			return
+		}
+	}
+}
+
+// listenOnce connects, listens and forwards notifications until the connection fails
+// or ctx ends. It calls listening once LISTEN succeeded.
+func (u *run) listenOnce(ctx context.Context, listening func()) error {
+	conn, err := pgx.ConnectConfig(ctx, u.r.ob.pool.Config().ConnConfig)
+	if err != nil {
+		return err
+	}
+	defer func() {
+		cctx, cancel := context.WithTimeout(context.Background(), time.Second)
+		defer cancel()
+		_ = conn.Close(cctx)
+	}()
+	if _, err := conn.Exec(ctx, "LISTEN "+pgx.Identifier{u.r.ob.channel}.Sanitize()); err != nil {
+		return err
+	}
+	listening()
+	u.signal()
+	for {
+		if _, err := conn.WaitForNotification(ctx); err != nil {
+			return err
+		}
+		u.r.stats.wakeups.Add(1)
+		u.signal()
+	}
+}

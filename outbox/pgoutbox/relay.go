@@ -1,0 +1,218 @@
+package pgoutbox
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"sync"
+	"time"
+
+	"github.com/cenkalti/backoff/v4"
+	"github.com/sbkit/sbkit"
+	ihooks "github.com/sbkit/sbkit/internal/hooks"
+	"github.com/sbkit/sbkit/internal/retry"
+	"github.com/sbkit/sbkit/sender"
+)
+
+// Destinations returns the sender for one destination (a queue or topic name, as given
+// to [Outbox.Add]): for example a client's NewSender, or sbtest's Namespace.NewSender.
+// The relay calls it once per destination per Run, wraps the result in a [sender.Sender]
+// and closes it when Run returns if it has a Close(context.Context) error method (as
+// [*azservicebus.Sender] and sbtest's sender do). An error is the send error of that
+// destination's rows (an [*azservicebus.Error] with CodeNotFound dead-letters them).
+type Destinations func(destination string) (sbkit.MessageSender, error)
+
+// ErrClosed is returned by Run after Close.
+var ErrClosed = errors.New("pgoutbox: relay closed")
+
+// ErrRunning is returned by Run while another Run of the same Relay is active.
+var ErrRunning = errors.New("pgoutbox: relay already running")
+
+// errBlocked is the cause of a row not sent because an earlier row of its order failed.
+var errBlocked = errors.New("pgoutbox: an earlier message of the same order was not sent")
+
+// errLeaseEnding is the cause of a row not sent within half its claim's lease.
+var errLeaseEnding = errors.New("pgoutbox: claim's lease ending")
+
+// errClosing is the cause of a row not sent because the relay was closing.
+var errClosing = errors.New("pgoutbox: relay closing")
+
+// dbRetry paces the relay's retries of failed database calls.
+var dbRetry = retry.Policy{MaxRetries: retry.Unlimited, RetryDelay: 100 * time.Millisecond, MaxRetryDelay: 5 * time.Second}
+
+// Relay sends the outbox's committed rows to their destinations through [sender.Sender]
+// (pipelined and batched, one per destination), deletes each row once the broker
+// accepted its message, and moves the rows the broker refuses for good to the
+// dead-letter table. Make one with NewRelay, start it with Run, stop it with Close. Its
+// methods are safe for concurrent use.
+//
+// Many relays, in one process or many, may run on one outbox. A relay claims rows with
+// a lease (lease_owner, lease_until) in a statement that skips rows other relays are
+// claiming (FOR UPDATE SKIP LOCKED), so a row is sent by one relay at a time; a relay
+// that crashed leaves its rows leased until [RelayOptions.Lease] ends, then another
+// relay takes them over. Because a row is deleted only after the broker accepted its
+// message, a crash between the two makes another relay send it again with the same
+// MessageID: with duplicate detection on the destination (Service Bus's
+// requiresDuplicateDetection) the broker accepts it once.
+//
+// Order: a row is claimed only when every earlier row of its order is claimed with it
+// or gone (sent or dead-lettered). An order is a destination and a SessionID (or,
+// without one, a PartitionKey), or a destination and a transaction for messages with
+// neither. The rows of one order in a claim go through the ordered sender
+// ([sender.Options.Ordered], with the transaction as [sender.Options.OrderKey] for
+// messages without a key): batched together, one request at a time, in id order. When a
+// row fails, the later rows of its order are not sent, and are retried after it; a row
+// that is dead-lettered does not hold back the rows after it. The rows of an order are
+// in flight one claim at a time, so an order's rate is bounded by a claim's round trip
+// (claim, send, delete) per claim; many orders (sessions, transactions) share the
+// relay's window.
+//
+// The relay wakes when Add's transaction commits (LISTEN/NOTIFY), when its own rows
+// finish, and every [RelayOptions.PollInterval]. See [RelayOptions] for retries and
+// dead-lettering.
+type Relay struct {
+	ob    *Outbox
+	dests Destinations
+	o     RelayOptions
+	retry retry.Policy // MaxRetries of non-transient errors
+	delay retry.Policy // the delays, unbounded
+
+	resultHooks []RelayResultHook
+	errorHooks  []RelayErrorHook
+	stats       relayCounters
+
+	claimSQL, sentSQL, deadSQL, releaseSQL string
+
+	mu     sync.Mutex
+	cur    *run
+	closed bool
+}
+
+// NewRelay returns a relay for ob's rows that sends through dests. nil options mean
+// defaults. It returns an error wrapping [sbkit.ErrNilHandler] for a nil ob or dests, and
+// one wrapping ErrInvalidOptions for invalid options (Sender's included). NewRelay starts
+// no goroutine and makes no connection.
+func NewRelay(ob *Outbox, dests Destinations, opts *RelayOptions) (*Relay, error) {
+	switch {
+	case ob == nil:
+		return nil, fmt.Errorf("pgoutbox: NewRelay: nil outbox: %w", sbkit.ErrNilHandler)
+	case dests == nil:
+		return nil, fmt.Errorf("pgoutbox: NewRelay: nil destinations: %w", sbkit.ErrNilHandler)
+	}
+	o, err := opts.withDefaults()
+	if err != nil {
+		return nil, err
+	}
+	probe, err := sender.New(nopSender{}, o.Sender)
+	if err != nil {
+		return nil, fmt.Errorf("%w: Sender: %w", ErrInvalidOptions, err)
+	}
+	_ = probe.Close(context.Background())
+	p := retry.Resolve(o.Retry, relayRetryDefaults)
+	r := &Relay{ob: ob, dests: dests, o: o, retry: p,
+		delay:       retry.Policy{MaxRetries: retry.Unlimited, RetryDelay: p.RetryDelay, MaxRetryDelay: p.MaxRetryDelay},
+		resultHooks: ihooks.Select[RelayResultHook](o.Hooks), errorHooks: ihooks.Select[RelayErrorHook](o.Hooks)}
+	r.buildSQL()
+	return r, nil
+}
+
+// Stats returns a snapshot of the relay's counters, across its runs.
+func (r *Relay) Stats() RelayStats { return r.stats.snapshot() }
+
+// Owner returns the relay's lease owner name ([RelayOptions.Owner]).
+func (r *Relay) Owner() string { return r.o.Owner }
+
+// Run relays until ctx ends or Close is called. It claims rows, sends them and marks
+// them; database errors are reported to the [RelayErrorHook]s and retried with backoff,
+// so Run does not return for them.
+//
+// When ctx ends, Run stops claiming and lets the rows in flight finish for
+// [RelayOptions.ShutdownGrace] (Close's context when Close is called instead); then it
+// cancels the sends still running, releases their rows (so another relay may take them
+// at once; a row whose release cannot be written within a second stays leased until its
+// lease ends), closes its senders and returns. No goroutine of the run remains.
+//
+// Run returns nil after Close, ctx's cause when ctx ended, ErrClosed when called after
+// Close, or ErrRunning while another Run is active. It may be called again after it
+// returned, unless Close was called.
+func (r *Relay) Run(ctx context.Context) error {
+	r.mu.Lock()
+	switch {
+	case r.closed:
+		r.mu.Unlock()
+		return ErrClosed
+	case r.cur != nil:
+		r.mu.Unlock()
+		return ErrRunning
+	}
+	u := newRun(r)
+	r.cur = u
+	r.mu.Unlock()
+
+	u.serve(ctx)
+
+	r.mu.Lock()
+	r.cur = nil
+	closed := r.closed
+	r.mu.Unlock()
+	close(u.done)
+	if closed {
+		return nil
+	}
+	return context.Cause(ctx)
+}
+
+// Close stops the relay: it stops claiming, waits for the rows in flight to be sent and
+// marked until ctx ends, then cancels the rest (see Run), and waits for Run to return.
+// It returns nil when every row in flight finished, ctx's error when some were cut
+// short. Closing a relay that is not running, or closing twice, is safe.
+func (r *Relay) Close(ctx context.Context) error {
+	r.mu.Lock()
+	r.closed = true
+	u := r.cur
+	r.mu.Unlock()
+	if u == nil {
+		return nil
+	}
+	u.stop(ctx)
+	<-u.done
+	if u.cutShort() {
+		if err := ctx.Err(); err != nil {
+			return err
+		}
+		return context.DeadlineExceeded
+	}
+	return nil
+}
+
+// dbError reports a failed database call.
+func (r *Relay) dbError(ctx context.Context, op string, rows int, wait time.Duration, err error) {
+	r.stats.dbErrors.Add(1)
+	r.o.Logger.WarnContext(ctx, "pgoutbox: database call failed", "op", op, "rows", rows, "retryIn", wait, "err", err)
+	e := RelayErrorEvent{Op: op, Rows: rows, Retry: wait, Err: err}
+	ihooks.Call(ctx, r.o.Logger, "pgoutbox", "RelayErrorHook", r.errorHooks, func(h RelayErrorHook) { h.OnRelayError(ctx, e) })
+}
+
+// retryDB reports a failed database call of op and waits before the retry, pacing the
+// retries with *bo (dbRetry, made on first use). It reports false, at once, when ctx
+// ends first.
+func (r *Relay) retryDB(ctx context.Context, bo *backoff.BackOff, op string, rows int, err error) bool {
+	if *bo == nil {
+		*bo = dbRetry.BackOff()
+	}
+	wait := (*bo).NextBackOff()
+	r.dbError(ctx, op, rows, wait, err)
+	t := time.NewTimer(wait)
+	defer t.Stop()
+	select {
+	case <-t.C:
+		return true
+	case <-ctx.Done():
+		return false
+	}
+}
+
+// result reports a row's outcome.
+func (r *Relay) result(ctx context.Context, e RelayResult) {
+	ihooks.Call(ctx, r.o.Logger, "pgoutbox", "RelayResultHook", r.resultHooks, func(h RelayResultHook) { h.OnRelayResult(ctx, e) })
+}

@@ -1,0 +1,174 @@
+package pgoutbox
+
+import (
+	"errors"
+	"fmt"
+	"log/slog"
+	"os"
+	"strconv"
+	"time"
+
+	"github.com/sbkit/sbkit"
+	"github.com/sbkit/sbkit/internal/retry"
+	"github.com/sbkit/sbkit/sender"
+)
+
+// Defaults of [RelayOptions].
+const (
+	DefaultLease               = 30 * time.Second
+	DefaultClaimBatch          = 500
+	DefaultMaxInFlight         = 2000
+	DefaultMaxConcurrentClaims = 2
+	DefaultPollInterval        = time.Second
+	DefaultShutdownGrace       = 5 * time.Second
+	DefaultMaxRetries          = 10
+	DefaultRetryDelay          = time.Second
+	DefaultMaxRetryDelay       = time.Minute
+)
+
+// ErrInvalidOptions is wrapped by NewRelay's error for options it cannot use.
+var ErrInvalidOptions = errors.New("pgoutbox: invalid options")
+
+// RelayOptions configures a [Relay]. nil options, and zero fields, mean the defaults;
+// negative durations and sizes are errors wrapping [ErrInvalidOptions], except in Retry,
+// which follows [sbkit.RetryOptions].
+type RelayOptions struct {
+	// Sender configures the relay's senders, one [sender.Sender] per destination. Its
+	// Ordered is always on and its OrderKey is the relay's (the relay's ordering relies
+	// on both); its AttemptTimeout defaults to a quarter of Lease, so that no request
+	// outlives a claim. Hooks here see every destination's sends. Default: sender's
+	// defaults.
+	Sender *sender.Options
+
+	// SenderHooks, when not nil, returns hooks for the sender of one destination, added
+	// after Sender.Hooks: the place for a per-entity hook such as OpenTelemetry's
+	// (sbotel's Telemetry.Sender(destination)), which then traces and counts the relay's
+	// sends. Default: none.
+	SenderHooks func(destination string) []sender.Hook
+
+	// Owner names this relay in the lease_owner column. Default: "<hostname>:<pid>:<random>".
+	// Two running relays must never share an Owner.
+	Owner string
+
+	// Lease is how long a claim keeps other relays off its rows. A relay stops sending a
+	// claim's rows half a Lease after it made the claim (the rows not sent by then are
+	// released and retried), so another relay takes over only rows nobody sends any
+	// longer; a crashed relay's rows wait for the end of its Lease. Default DefaultLease
+	// (30 s).
+	Lease time.Duration
+
+	// ClaimBatch bounds the rows one claim statement takes. Default DefaultClaimBatch (500).
+	ClaimBatch int
+
+	// MaxInFlight bounds the rows claimed by this relay and not yet marked (sending,
+	// waiting for their predecessors, or being marked). Default DefaultMaxInFlight (2000).
+	MaxInFlight int
+
+	// MaxConcurrentClaims is how many claim statements the relay runs at once, so that
+	// claiming the next rows overlaps with reading the previous ones. Default
+	// DefaultMaxConcurrentClaims (2).
+	MaxConcurrentClaims int
+
+	// PollInterval is how often the relay looks for rows when nothing woke it: the
+	// fallback when a notification is lost or LISTEN is disabled, and the pace at which
+	// rows waiting for a retry are found. Default DefaultPollInterval (1 s).
+	PollInterval time.Duration
+
+	// DisableListen turns LISTEN off (for a connection pooler in transaction mode, where
+	// LISTEN does not work): the relay then finds new rows by polling only. Default false:
+	// the relay keeps one connection of its own (outside the pool) listening on
+	// [Outbox.Channel].
+	DisableListen bool
+
+	// DisableAsyncCommit makes the relay's own writes (claims and marks) wait for their
+	// commit to reach disk. Default false: they commit with synchronous_commit off, since
+	// losing one in a database crash only makes a relay send a row again with the same
+	// MessageID, which duplicate detection drops. Add's transactions are the caller's and
+	// are not affected.
+	DisableAsyncCommit bool
+
+	// Retry describes the delays between attempts to send a row that failed (the
+	// senders retry quick transient failures themselves first; see Sender.Retry). A row
+	// whose error is transient ([sbkit.IsTransient]: the broker unreachable, a timeout)
+	// is retried for as long as it takes, MaxRetryDelay apart at most, so a broker outage
+	// loses nothing; a row whose error is permanent (too large, entity not found,
+	// unauthorized) is dead-lettered at once; a row whose error is neither is
+	// dead-lettered after MaxRetries retries. Default: MaxRetries DefaultMaxRetries (10),
+	// RetryDelay DefaultRetryDelay (1 s), MaxRetryDelay DefaultMaxRetryDelay (1 min).
+	Retry sbkit.RetryOptions
+
+	// ShutdownGrace is how long the rows in flight may finish after Run's context ends
+	// (see Run). Default DefaultShutdownGrace (5 s).
+	ShutdownGrace time.Duration
+
+	// Hooks observe the relay; each may implement any of [RelayResultHook] and
+	// [RelayErrorHook]. Default: none.
+	Hooks []Hook
+
+	// Logger receives database errors, retries and dead-letterings (ids, never
+	// payloads). Default: nil, which discards.
+	Logger *slog.Logger
+}
+
+// relayRetryDefaults is the default of RelayOptions.Retry.
+var relayRetryDefaults = retry.Policy{MaxRetries: DefaultMaxRetries, RetryDelay: DefaultRetryDelay, MaxRetryDelay: DefaultMaxRetryDelay}
+
+func (o *RelayOptions) withDefaults() (RelayOptions, error) {
+	var v RelayOptions
+	if o != nil {
+		v = *o
+	}
+	var bad string
+	switch {
+	case v.Lease < 0:
+		bad = fmt.Sprintf("Lease %v", v.Lease)
+	case v.ClaimBatch < 0:
+		bad = fmt.Sprintf("ClaimBatch %d", v.ClaimBatch)
+	case v.MaxInFlight < 0:
+		bad = fmt.Sprintf("MaxInFlight %d", v.MaxInFlight)
+	case v.MaxConcurrentClaims < 0:
+		bad = fmt.Sprintf("MaxConcurrentClaims %d", v.MaxConcurrentClaims)
+	case v.PollInterval < 0:
+		bad = fmt.Sprintf("PollInterval %v", v.PollInterval)
+	case v.ShutdownGrace < 0:
+		bad = fmt.Sprintf("ShutdownGrace %v", v.ShutdownGrace)
+	}
+	if bad != "" {
+		return v, fmt.Errorf("%w: negative %s", ErrInvalidOptions, bad)
+	}
+	if v.Lease == 0 {
+		v.Lease = DefaultLease
+	}
+	if v.ClaimBatch == 0 {
+		v.ClaimBatch = DefaultClaimBatch
+	}
+	if v.MaxInFlight == 0 {
+		v.MaxInFlight = DefaultMaxInFlight
+	}
+	if v.MaxConcurrentClaims == 0 {
+		v.MaxConcurrentClaims = DefaultMaxConcurrentClaims
+	}
+	if v.PollInterval == 0 {
+		v.PollInterval = DefaultPollInterval
+	}
+	if v.ShutdownGrace == 0 {
+		v.ShutdownGrace = DefaultShutdownGrace
+	}
+	if v.Owner == "" {
+		host, _ := os.Hostname()
+		v.Owner = host + ":" + strconv.Itoa(os.Getpid()) + ":" + sbkit.NewMessageID()[:8]
+	}
+	if v.Logger == nil {
+		v.Logger = slog.New(slog.DiscardHandler)
+	}
+	var so sender.Options
+	if v.Sender != nil {
+		so = *v.Sender
+	}
+	so.Ordered = true
+	if so.AttemptTimeout == 0 {
+		so.AttemptTimeout = v.Lease / 4
+	}
+	v.Sender = &so
+	return v, nil
+}

@@ -1,0 +1,266 @@
+package pgoutbox_test
+
+import (
+	"context"
+	"errors"
+	"slices"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgxpool"
+	"github.com/sbkit/sbkit"
+	"github.com/sbkit/sbkit/outbox/pgoutbox"
+	"github.com/sbkit/sbkit/sbtest"
+	"github.com/sbkit/sbkit/sender"
+)
+
+// listening waits until a connection of the database listens on ob's channel.
+func (e *env) listening() {
+	e.t.Helper()
+	eventually(e.t, "a relay to LISTEN", func() bool {
+		var n int
+		err := e.pool.QueryRow(context.Background(), `SELECT count(*) FROM pg_stat_activity
+			WHERE datname = current_database() AND query = $1`, "LISTEN "+pgx.Identifier{e.ob.Channel()}.Sanitize()).Scan(&n)
+		return err == nil && n > 0
+	})
+}
+
+// TestNotifyWakesRelay: with polling an hour apart, a commit reaches the broker because
+// Add's NOTIFY wakes the relay.
+func TestNotifyWakesRelay(t *testing.T) {
+	e := newEnv(t)
+	q := e.queue("q", nil)
+	r, _ := e.relay(&pgoutbox.RelayOptions{PollInterval: time.Hour})
+	e.listening()
+	for i := range 3 {
+		e.add("q", msg(idOf("n", i, 0), "x"))
+		eventually(t, "the message", func() bool { return q.ActiveCount() == i+1 })
+	}
+	if st := r.Stats(); st.Wakeups < 3 {
+		t.Fatalf("stats %+v, want a wakeup per commit", st)
+	}
+}
+
+// TestPollingWithoutListen: DisableListen leaves no LISTEN connection; the relay finds
+// the rows by polling.
+func TestPollingWithoutListen(t *testing.T) {
+	e := newEnv(t)
+	q := e.queue("q", nil)
+	r, _ := e.relay(&pgoutbox.RelayOptions{DisableListen: true, PollInterval: 10 * time.Millisecond})
+	e.add("q", msg("p", "x"))
+	eventually(t, "the message", func() bool { return q.ActiveCount() == 1 })
+	var n int
+	if err := e.pool.QueryRow(context.Background(), `SELECT count(*) FROM pg_stat_activity WHERE query LIKE 'LISTEN %'
+		AND datname = current_database() AND query LIKE '%'||$1||'%'`, e.ob.Channel()).Scan(&n); err != nil || n != 0 {
+		t.Fatalf("%d LISTEN connections (%v), want none", n, err)
+	}
+	if st := r.Stats(); st.Wakeups != 0 {
+		t.Fatalf("stats %+v", st)
+	}
+}
+
+// TestLifecycle: Run after Close, Run twice at once, Close twice and Close without Run;
+// Run's context ending returns its cause; no goroutine remains.
+func TestLifecycle(t *testing.T) {
+	e := newEnv(t)
+	leakCheck(t)
+	q := e.queue("q", &sbtest.EntityOptions{})
+	r, err := pgoutbox.NewRelay(e.ob, e.destinations, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan error, 1)
+	go func() { done <- r.Run(ctx) }()
+	e.listening()
+	if err := r.Run(context.Background()); !errors.Is(err, pgoutbox.ErrRunning) {
+		t.Fatalf("second Run = %v, want ErrRunning", err)
+	}
+	e.add("q", msg("a", "x"))
+	eventually(t, "the message", func() bool { return q.ActiveCount() == 1 })
+	cancel()
+	if err := <-done; !errors.Is(err, context.Canceled) {
+		t.Fatalf("Run = %v, want context.Canceled", err)
+	}
+	go func() { done <- r.Run(context.Background()) }() // again after it returned
+	e.listening()
+	for range 2 {
+		if err := r.Close(context.Background()); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if err := <-done; err != nil {
+		t.Fatalf("Run after Close = %v", err)
+	}
+	if err := r.Run(context.Background()); !errors.Is(err, pgoutbox.ErrClosed) {
+		t.Fatalf("Run after Close = %v, want ErrClosed", err)
+	}
+	r2, _ := pgoutbox.NewRelay(e.ob, e.destinations, nil)
+	if err := r2.Close(context.Background()); err != nil {
+		t.Fatalf("Close without Run = %v", err)
+	}
+}
+
+// TestCloseCutsShort: Close with a context that ends while a send hangs cancels it,
+// releases the row at once (attempts unchanged), and returns the context's error; the
+// next relay sends the row.
+func TestCloseCutsShort(t *testing.T) {
+	e := newEnv(t)
+	leakCheck(t)
+	q := e.queue("q", nil)
+	q.InjectFault(sbtest.Fault{Op: sbtest.OpSend, Count: 1, Hang: true})
+	var hung atomic.Bool
+	a, err := pgoutbox.NewRelay(e.ob, e.destinations, &pgoutbox.RelayOptions{Sender: &sender.Options{
+		Hooks: []sender.Hook{startFunc(func() { hung.Store(true) })}}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	done := make(chan error, 1)
+	go func() { done <- a.Run(context.Background()) }()
+	e.add("q", msg("h", "x"))
+	eventually(t, "the send to start", hung.Load)
+	ctx, cancel := context.WithTimeout(context.Background(), 100*time.Millisecond)
+	defer cancel()
+	if err := a.Close(ctx); !errors.Is(err, context.DeadlineExceeded) {
+		t.Fatalf("Close = %v, want the context's error", err)
+	}
+	if err := <-done; err != nil {
+		t.Fatal(err)
+	}
+	var attempts int
+	var owner *string
+	if err := e.pool.QueryRow(context.Background(), `SELECT attempts, lease_owner FROM `+e.ob.Table()).Scan(&attempts, &owner); err != nil ||
+		attempts != 0 || owner != nil {
+		t.Fatalf("row: attempts %d, owner %v, %v; want released as it was", attempts, owner, err)
+	}
+	if st := a.Stats(); st.Released != 1 || st.InFlight != 0 {
+		t.Fatalf("stats %+v", st)
+	}
+	e.relay(nil)
+	e.drained()
+	if q.ActiveCount() != 1 {
+		t.Fatalf("broker holds %d", q.ActiveCount())
+	}
+}
+
+// startFunc is a sender.SendStartHook that calls f.
+type startFunc func()
+
+func (f startFunc) OnSendStart(ctx context.Context, _ sender.SendStart) context.Context {
+	f()
+	return ctx
+}
+
+// errorHook counts a relay's database errors by operation.
+type errorHook struct{ claims atomic.Int64 }
+
+func (h *errorHook) OnRelayError(_ context.Context, e pgoutbox.RelayErrorEvent) {
+	if e.Op == "claim" && e.Err != nil && e.Retry > 0 {
+		h.claims.Add(1)
+	}
+}
+
+// TestDatabaseDown: claims that fail are reported and retried; the relay still closes
+// promptly.
+func TestDatabaseDown(t *testing.T) {
+	postgres.Require(t)
+	pool, err := pgxpool.New(context.Background(), "postgres://postgres@127.0.0.1:1/postgres?connect_timeout=1")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer pool.Close()
+	leakCheck(t)
+	ob, err := pgoutbox.New(pool, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var h errorHook
+	r, err := pgoutbox.NewRelay(ob, func(string) (sbkit.MessageSender, error) { return nil, errors.New("unused") },
+		&pgoutbox.RelayOptions{Hooks: []pgoutbox.Hook{&h}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	done := make(chan error, 1)
+	go func() { done <- r.Run(context.Background()) }()
+	eventually(t, "two failed claims", func() bool { return h.claims.Load() >= 2 })
+	if err := r.Close(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+	if err := <-done; err != nil {
+		t.Fatal(err)
+	}
+	if st := r.Stats(); st.DBErrors < 2 {
+		t.Fatalf("stats %+v", st)
+	}
+}
+
+// TestNewRelayErrors: nil dependencies and invalid options fail at construction.
+func TestNewRelayErrors(t *testing.T) {
+	e := newEnv(t)
+	if _, err := pgoutbox.NewRelay(nil, e.destinations, nil); !errors.Is(err, sbkit.ErrNilHandler) {
+		t.Fatalf("nil outbox: %v", err)
+	}
+	if _, err := pgoutbox.NewRelay(e.ob, nil, nil); !errors.Is(err, sbkit.ErrNilHandler) {
+		t.Fatalf("nil destinations: %v", err)
+	}
+	if _, err := pgoutbox.New(nil, nil); !errors.Is(err, sbkit.ErrNilHandler) {
+		t.Fatalf("nil pool: %v", err)
+	}
+	for _, o := range []pgoutbox.RelayOptions{{Lease: -1}, {ClaimBatch: -1}, {MaxInFlight: -1}, {PollInterval: -1},
+		{ShutdownGrace: -1}, {Sender: &sender.Options{MaxInFlightMessages: -1}}} {
+		if _, err := pgoutbox.NewRelay(e.ob, e.destinations, &o); !errors.Is(err, pgoutbox.ErrInvalidOptions) {
+			t.Errorf("NewRelay(%+v) = %v, want ErrInvalidOptions", o, err)
+		}
+	}
+}
+
+// destHook counts the accepted sends of one destination.
+type destHook struct {
+	dest string
+	n    *sync.Map // dest -> *atomic.Int64
+}
+
+func (h destHook) OnSendResult(_ context.Context, e sender.SendResult) {
+	if e.Err == nil {
+		v, _ := h.n.LoadOrStore(h.dest, new(atomic.Int64))
+		v.(*atomic.Int64).Add(1)
+	}
+}
+
+// TestSenderHooksPerDestination: RelayOptions.SenderHooks is asked once per destination,
+// and its hooks see that destination's sends (where OpenTelemetry's sender hook goes).
+func TestSenderHooksPerDestination(t *testing.T) {
+	e := newEnv(t)
+	e.queue("a", nil)
+	e.queue("b", nil)
+	var (
+		mu    sync.Mutex
+		asked []string
+		sent  sync.Map
+	)
+	r, _ := e.relay(&pgoutbox.RelayOptions{SenderHooks: func(dest string) []sender.Hook {
+		mu.Lock()
+		defer mu.Unlock()
+		asked = append(asked, dest)
+		return []sender.Hook{destHook{dest: dest, n: &sent}}
+	}})
+	e.add("a", msg("a1", "x"), msg("a2", "x"))
+	e.add("b", msg("b1", "x"))
+	e.drained(r)
+	count := func(dest string) int64 {
+		v, ok := sent.Load(dest)
+		if !ok {
+			return 0
+		}
+		return v.(*atomic.Int64).Load()
+	}
+	mu.Lock()
+	defer mu.Unlock()
+	slices.Sort(asked)
+	if !slices.Equal(asked, []string{"a", "b"}) || count("a") != 2 || count("b") != 1 {
+		t.Fatalf("asked %v; sends seen: a %d, b %d", asked, count("a"), count("b"))
+	}
+}
