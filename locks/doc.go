@@ -1,8 +1,12 @@
 // Package locks renews the peek-locks of received Service Bus messages automatically.
 //
 // An Engine tracks any number of locked messages with one scheduler goroutine (a min-heap
-// ordered by due time and a single timer) and a bounded pool of renewal workers, so that
-// thousands of locks need neither thousands of goroutines nor thousands of timers.
+// ordered by due time and a single timer), so that thousands of locks need neither
+// thousands of goroutines nor thousands of timers. A renewal call blocks for a round trip
+// to the broker, so each one in flight has a goroutine: they are started as renewals come
+// due, up to [Options.Workers] at once (256 by default), and end once idle. Many locks
+// due at once (a receive call's messages are locked together) are renewed together, not
+// queued behind a small pool.
 //
 // Each renewal is scheduled from the message's LockedUntil, a margin before it: the margin
 // is a third of the lock duration observed, capped at [Options.MaxMargin] (10 s by

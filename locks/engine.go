@@ -13,20 +13,22 @@ import (
 
 	"github.com/sbkit/sbkit"
 	"github.com/sbkit/sbkit/internal/heapq"
+	"github.com/sbkit/sbkit/internal/workpool"
 )
 
-// Engine renews the locks of the messages added to it, with one scheduler goroutine and
-// Options.Workers renewal goroutines, all started by New and stopped by Close. Its methods
-// are safe for concurrent use.
+// Engine renews the locks of the messages added to it, with one scheduler goroutine,
+// started by New, and renewal goroutines, started as renewals come due (at most
+// Options.Workers at once) and ended once idle; Close stops them all. Its methods are
+// safe for concurrent use.
 type Engine struct {
 	r   sbkit.LockRenewer
 	cfg config
 
-	ctx    context.Context // cancelled by Close: stops goroutines and in-flight renewals
-	cancel context.CancelFunc
-	wake   chan struct{} // the heap's head changed
-	work   chan *Lock
-	wg     sync.WaitGroup
+	ctx      context.Context // cancelled by Close: stops goroutines and in-flight renewals
+	cancel   context.CancelFunc
+	wake     chan struct{}         // the heap's head changed
+	renewers *workpool.Pool[*Lock] // renewal calls in flight
+	wg       sync.WaitGroup        // the scheduler
 
 	mu     sync.Mutex
 	heap   *heapq.Heap[*Lock] // by due time
@@ -62,15 +64,12 @@ func New(r sbkit.LockRenewer, options *Options) (*Engine, error) {
 		ctx:    ctx,
 		cancel: cancel,
 		wake:   make(chan struct{}, 1),
-		work:   make(chan *Lock),
 		all:    make(map[*Lock]struct{}),
 		heap:   newLockHeap(),
 	}
-	e.wg.Add(1 + cfg.workers)
+	e.renewers = workpool.New(cfg.workers, e.renew)
+	e.wg.Add(1)
 	go e.schedule()
-	for range cfg.workers {
-		go e.renewWorker()
-	}
 	return e, nil
 }
 
@@ -139,7 +138,12 @@ func (e *Engine) Close(ctx context.Context) error {
 	e.mu.Unlock()
 	e.cancel()
 	stopped := make(chan struct{})
-	go func() { e.wg.Wait(); close(stopped) }()
+	go func() {
+		e.wg.Wait() // the scheduler, which hands out renewals, first
+		e.renewers.Close()
+		e.renewers.Wait()
+		close(stopped)
+	}()
 	select {
 	case <-stopped:
 		return nil
@@ -190,8 +194,9 @@ func (e *Engine) wakeUp() {
 	}
 }
 
-// schedule is the single scheduler goroutine: it hands due locks to the workers and sleeps
-// on one timer until the next one is due.
+// schedule is the single scheduler goroutine: it hands due locks to renewal goroutines
+// and sleeps on one timer until the next one is due. Handing out never blocks: every due
+// lock's renewal starts at once while fewer than Options.Workers are in flight.
 func (e *Engine) schedule() {
 	defer e.wg.Done()
 	timer := time.NewTimer(time.Hour)
@@ -211,15 +216,8 @@ func (e *Engine) schedule() {
 		e.mu.Unlock()
 
 		for i, l := range due {
-			select {
-			case e.work <- l:
-				due[i] = nil
-			case <-e.ctx.Done():
-				return
-			}
-		}
-		if len(due) > 0 {
-			continue // time went by while handing out: look again
+			e.renewers.Submit(l)
+			due[i] = nil
 		}
 		if wait >= 0 {
 			timer.Reset(wait)
@@ -229,18 +227,6 @@ func (e *Engine) schedule() {
 		select {
 		case <-timer.C:
 		case <-e.wake:
-		case <-e.ctx.Done():
-			return
-		}
-	}
-}
-
-func (e *Engine) renewWorker() {
-	defer e.wg.Done()
-	for {
-		select {
-		case l := <-e.work:
-			e.renew(l)
 		case <-e.ctx.Done():
 			return
 		}

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"runtime"
 	"slices"
+	"strings"
 	"sync"
 	"testing"
 	"testing/synctest"
@@ -399,6 +400,52 @@ func TestManyLocksBoundedGoroutines(t *testing.T) {
 		}
 		if s := e.Stats(); s.Tracked != 0 {
 			t.Errorf("tracked %d after Release", s.Tracked)
+		}
+	})
+}
+
+// Locks received together come due together: 1,000 five-second locks (the shortest the
+// service allows, renewed 1.7 s before they expire) whose renewal calls take a 100 ms
+// round trip are all renewed in time by an engine with the default Workers, each within
+// a few round trips of coming due, and none is lost. Renewals do not queue behind a pool
+// sized for short round trips (8 calls at once took 12.5 s to renew them all).
+func TestRenewalBurstAtLongRoundTrip(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		const n = 1000
+		fr := &fakeRenewer{lockDur: 5 * time.Second, delay: 100 * time.Millisecond}
+		e, rec := newEngine(t, fr, nil)
+		begin := time.Now()
+		ls := make([]*locks.Lock, n)
+		for i := range ls {
+			var err error
+			if ls[i], err = e.Add(context.Background(), lockedMessage(5*time.Second)); err != nil {
+				t.Fatal(err)
+			}
+		}
+		time.Sleep(20 * time.Second)
+		if _, _, lost, _ := rec.snapshot(); len(lost) != 0 {
+			t.Fatalf("%d of %d locks lost, first: %v", len(lost), n, lost[0])
+		}
+		renewals, _, _, _ := rec.snapshot()
+		due := begin.Add(5*time.Second - 5*time.Second/3)
+		for _, r := range renewals[:n] { // the first renewal of each lock
+			if late := r.LockedUntil.Add(-5 * time.Second).Sub(due); late > 500*time.Millisecond {
+				t.Fatalf("a first renewal returned %v after the locks came due", late)
+			}
+		}
+		if fr.maxInFlight != locks.DefaultWorkers {
+			t.Errorf("%d renewals at once, want DefaultWorkers (%d)", fr.maxInFlight, locks.DefaultWorkers)
+		}
+		for _, l := range ls {
+			if err := l.Release(); err != nil {
+				t.Fatal(err)
+			}
+		}
+		time.Sleep(2 * time.Second) // idle renewal goroutines end
+		synctest.Wait()
+		buf := make([]byte, 1<<20)
+		if n := strings.Count(string(buf[:runtime.Stack(buf, true)]), "internal/workpool."); n != 0 {
+			t.Errorf("%d renewal goroutines with no renewal due, want none", n)
 		}
 	})
 }
