@@ -99,30 +99,51 @@ func BenchmarkWire(b *testing.B) { benchWire(b, sbtest.Latency{}) }
 // compare with BenchmarkSend's in-memory ones.
 func BenchmarkWireLatency(b *testing.B) { benchWire(b, benchLatency) }
 
-// BenchmarkWireProcess is BenchmarkProcess's processor cases through the real SDK
-// client: an *azservicebus.Receiver talking AMQP over loopback to sbtest.NewServer, whose
-// namespace applies processLatency (7 ms round trip), handlers working 5 ms.
+// wireReceiver returns the real SDK's receiver of ns's queue "work", served by
+// sbtest.NewServer over loopback, with its link attached (connection, SASL, $cbs token,
+// attach) by a warm-up receive of one message, which it completes: the queue must hold
+// one message more than the benchmark uses.
+func wireReceiver(b *testing.B, ns *sbtest.Namespace) *azservicebus.Receiver {
+	b.Helper()
+	ctx := context.Background()
+	r, err := wireClient(b, ns).NewReceiverForQueue("work", nil)
+	if err != nil {
+		b.Fatal(err)
+	}
+	b.Cleanup(func() { _ = r.Close(ctx) })
+	msgs, err := r.ReceiveMessages(ctx, 1, nil)
+	if err != nil || len(msgs) != 1 {
+		b.Fatalf("warm-up receive: %d messages, %v", len(msgs), err)
+	}
+	if err := r.CompleteMessage(ctx, msgs[0], nil); err != nil {
+		b.Fatal(err)
+	}
+	return r
+}
+
+// BenchmarkWireProcess is BenchmarkProcess through the real SDK client: an
+// *azservicebus.Receiver talking AMQP over loopback to sbtest.NewServer, whose namespace
+// applies the latency model at each of processRTTs, handlers working 5 ms.
 func BenchmarkWireProcess(b *testing.B) {
 	before := runtime.NumGoroutine()
-	for _, c := range processCases {
-		b.Run(c.name, func(b *testing.B) {
-			// One more message for the warm-up below.
-			ns, q := processNamespace(b, b.N+processSpare(c.opts.MaxConcurrency)+1)
-			ctx := context.Background()
-			r, err := wireClient(b, ns).NewReceiverForQueue("work", nil)
-			if err != nil {
-				b.Fatal(err)
+	for _, rtt := range processRTTs {
+		b.Run(rttName(rtt), func(b *testing.B) {
+			lat := processLatencyAt(rtt)
+			b.Run("sequential", func(b *testing.B) {
+				ns, q := processNamespace(b, b.N+1, lat)
+				r := wireReceiver(b, ns)
+				benchSequentialProcess(b, r, q)
+			})
+			for _, c := range processCases {
+				if c.compared && rtt != processLatency.RoundTrip {
+					continue
+				}
+				b.Run(c.name, func(b *testing.B) {
+					warm := processWarm(b.N, rtt, c.opts.MaxConcurrency)
+					ns, q := processNamespace(b, warm+b.N+processSpare(c.opts.MaxConcurrency)+1, lat)
+					benchProcessor(b, wireReceiver(b, ns), q, c, warm)
+				})
 			}
-			b.Cleanup(func() { _ = r.Close(ctx) })
-			// Attach the link (connection, SASL, $cbs token, attach) before the timed part.
-			msgs, err := r.ReceiveMessages(ctx, 1, nil)
-			if err != nil || len(msgs) != 1 {
-				b.Fatalf("warm-up receive: %d messages, %v", len(msgs), err)
-			}
-			if err := r.CompleteMessage(ctx, msgs[0], nil); err != nil {
-				b.Fatal(err)
-			}
-			benchProcessor(b, r, q, c)
 		})
 	}
 	deadline := time.Now().Add(5 * time.Second)

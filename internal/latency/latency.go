@@ -1,6 +1,7 @@
-// Package latency times a processor's messages for the benchmarks and tests of issue 20:
-// a receiver wrapper that records, for every completed message, the time from its
-// receipt (ReceiveMessages returned it) to its completion (CompleteMessage returned).
+// Package latency times a processor's messages for the benchmarks and tests of the
+// processor: a receiver wrapper that records, for every completed message, the time from
+// its receipt (ReceiveMessages returned it) to its completion (CompleteMessage returned),
+// in the order of completion.
 package latency
 
 import (
@@ -18,23 +19,41 @@ import (
 // for concurrent use, as the processor's settle goroutines need.
 type Receiver struct {
 	sbkit.LockingReceiver
-
-	want int
-	all  chan struct{}
+	done <-chan struct{}
 
 	mu        sync.Mutex
 	received  map[*azservicebus.ReceivedMessage]time.Time
 	latencies []time.Duration
+	waits     map[int]chan struct{} // closed at that many completions
 }
 
 // New returns a Receiver over r whose Done channel closes at the want-th completion.
 func New(r sbkit.LockingReceiver, want int) *Receiver {
-	return &Receiver{LockingReceiver: r, want: want, all: make(chan struct{}),
-		received: make(map[*azservicebus.ReceivedMessage]time.Time)}
+	s := &Receiver{LockingReceiver: r, received: make(map[*azservicebus.ReceivedMessage]time.Time),
+		waits: make(map[int]chan struct{})}
+	s.done = s.At(want)
+	return s
 }
 
 // Done is closed when want messages were completed.
-func (s *Receiver) Done() <-chan struct{} { return s.all }
+func (s *Receiver) Done() <-chan struct{} { return s.done }
+
+// At returns a channel closed once k messages were completed.
+func (s *Receiver) At(k int) <-chan struct{} {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if len(s.latencies) >= k {
+		ch := make(chan struct{})
+		close(ch)
+		return ch
+	}
+	ch, ok := s.waits[k]
+	if !ok {
+		ch = make(chan struct{})
+		s.waits[k] = ch
+	}
+	return ch
+}
 
 // ReceiveMessages receives through the wrapped receiver and records the receipt time.
 func (s *Receiver) ReceiveMessages(ctx context.Context, n int, o *azservicebus.ReceiveMessagesOptions) ([]*azservicebus.ReceivedMessage, error) {
@@ -59,22 +78,23 @@ func (s *Receiver) CompleteMessage(ctx context.Context, m *azservicebus.Received
 	defer s.mu.Unlock()
 	s.latencies = append(s.latencies, now.Sub(s.received[m]))
 	delete(s.received, m)
-	if len(s.latencies) == s.want {
-		close(s.all)
+	if ch, ok := s.waits[len(s.latencies)]; ok {
+		close(ch)
+		delete(s.waits, len(s.latencies))
 	}
 	return nil
 }
 
-// Percentiles returns the p-th percentiles (0 to 100, nearest rank below) of the first n
-// latencies recorded (all of them when n is 0 or more than were recorded); zeros when
-// none was.
-func (s *Receiver) Percentiles(n int, ps ...int) []time.Duration {
+// Percentiles returns the p-th percentiles (0 to 100, nearest rank below) of the
+// latencies of the from-th to the to-th completion (from 0; to 0 or past the last: up to
+// the last recorded); zeros when there is none.
+func (s *Receiver) Percentiles(from, to int, ps ...int) []time.Duration {
 	s.mu.Lock()
 	lat := s.latencies
-	if n > 0 && n < len(lat) {
-		lat = lat[:n]
+	if to > 0 && to < len(lat) {
+		lat = lat[:to]
 	}
-	lat = slices.Clone(lat)
+	lat = slices.Clone(lat[min(from, len(lat)):])
 	s.mu.Unlock()
 	slices.Sort(lat)
 	out := make([]time.Duration, len(ps))
