@@ -241,12 +241,13 @@ func chaosRun(t *testing.T, seed uint64) {
 	}
 }
 
-// processorGoroutines returns the stacks of goroutines running receiver or locks code.
+// processorGoroutines returns the stacks of goroutines running receiver or locks code,
+// or waiting for it (an idle settle or renewal goroutine).
 func processorGoroutines() string {
 	buf := make([]byte, 1<<20)
 	var left []string
 	for _, g := range strings.Split(string(buf[:runtime.Stack(buf, true)]), "\n\n") {
-		if strings.Contains(g, "sbkit/receiver.") || strings.Contains(g, "sbkit/locks.") {
+		if strings.Contains(g, "sbkit/receiver.") || strings.Contains(g, "sbkit/locks.") || strings.Contains(g, "sbkit/internal/workpool.") {
 			left = append(left, g)
 		}
 	}

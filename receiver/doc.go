@@ -6,21 +6,29 @@
 // One goroutine calls ReceiveMessages (the SDK forbids concurrent calls), asking each time
 // for as many messages as there are free places (MaxConcurrency handlers plus the
 // prefetch: messages waiting for a handler, or asked for by the call in flight).
-// Handlers run on at most MaxConcurrency goroutines. Settlement happens on a separate
-// bounded pool, so a handler goroutine is free as soon as its handler returns; its
-// message keeps its place until the settlement is over, so that a broker slow to
-// answer settlements cannot make the processor lock more messages than it has places.
+// Handlers run on at most MaxConcurrency goroutines. A settlement is handed to a
+// goroutine of its own while it waits for the broker (the SDK's settlement calls block
+// for a round trip; concurrent ones on one receiver are pipelined on its link), so a
+// handler goroutine is free as soon as its handler returns and as many settlements are
+// in flight as the rate and the round trip need; settle goroutines start on demand, end
+// once idle, and are at most [Options.SettleConcurrency] (by default, one per place). A
+// message keeps its place until its settlement is over, so that a broker slow to answer
+// settlements cannot make the processor lock more messages than it has places.
 //
 // The prefetch sizes itself unless [Options.PrefetchCount] fixes it: the processor
 // measures the receive round trip R, the handler time and the settlement time (moving
-// averages), and keeps about 1.5 × μ × R places beyond the handlers', μ being the rate
-// at which it can drain messages (MaxConcurrency / handler time, or 90% of
-// SettleConcurrency / settlement time when settling is slower), within 0 and 4 ×
-// MaxConcurrency. That is what keeps the handlers busy across one receive round trip at
-// a time, and no more: a message that waits in the buffer holds its lock and adds its
-// wait to its latency, and is given back unhandled by a shutdown. [Stats.Prefetch] shows
-// the current size. The session processor applies the same sizing to each session's
-// receive loop when it runs more than one handler per session.
+// averages), and keeps about 2 × μ × R places beyond the handlers', μ being the rate at
+// which it can drain messages (MaxConcurrency / handler time, or 90% of
+// SettleConcurrency / settlement time when settling is slower): μ × R for the messages
+// on their way, μ × R for those waiting when a receive returns, to last until the next
+// one's arrive. Messages settling or held by AbandonDelay get places on top, and the
+// whole is at most 64 × MaxConcurrency (round trips up to about 20 handler calls), so
+// the processor holds at most 65 × MaxConcurrency messages. That is what keeps the
+// handlers busy across one receive round trip at a time, and no more: a message that
+// waits in the buffer holds its lock and adds its wait to its latency (half a receive
+// round trip on average), and is given back unhandled by a shutdown. [Stats.Prefetch]
+// shows the current size. The session processor applies the same sizing to each
+// session's receive loop when it runs more than one handler per session.
 //
 // Settlement follows the handler's result (see [sbkit.Handler]): nil completes (unless
 // auto-complete is off, when the handler settles through [SettlerFrom]);
@@ -38,7 +46,7 @@
 // LockedUntil(ctx).
 //
 // Defaults (nil *Options): peek-lock, 1 handler goroutine (as in .NET), the adaptive
-// prefetch, max(8, 2 × MaxConcurrency) settle goroutines, auto-complete on,
+// prefetch, a settlement in flight for every place, auto-complete on,
 // locks renewed for up to 5 minutes, no abandon delay, a 30 s bound per settlement, 10 s
 // of shutdown grace when Run's context ends.
 //
@@ -67,11 +75,10 @@
 // keeps its go-amqp message unexported, so nothing outside the SDK can release it. The
 // service documents one other path that counts no delivery: the AMQP connection
 // closing, after which the message is available again only when its lock expires.
-// Keeping the buffer small is therefore what keeps a restart cheap: a processor of 16
-// handlers stopped gracefully in steady state (7 ms round trip, 5 ms handlers) abandons
-// only buffered messages, at most its adaptive prefetch (34) and at most 16 at the
-// moments TestAdaptivePrefetchShutdown stops it, against 42 with the former fixed 4 ×
-// MaxConcurrency.
+// Keeping the buffer to what the round trip needs is therefore what keeps a restart
+// cheap: a processor of 16 handlers stopped gracefully in steady state (7 ms round trip,
+// 5 ms handlers) abandons only buffered messages, at most its adaptive prefetch (45), and
+// at most 26 at the moments TestAdaptivePrefetchShutdown stops it.
 //
 // Observation is through [Options.Hooks]: receive calls, handler starts (which may derive
 // the handler's context, for a trace) and ends, settlements, and errors as [*Error] values

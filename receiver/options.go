@@ -44,21 +44,25 @@ type Options struct {
 	// handler returned and its settlement is over: asked for, waiting, running, held by
 	// AbandonDelay or settling, it counts, so the processor never holds more locks than
 	// its places, however slow the broker is to answer settlements. Handlers stay busy
-	// when the prefetch covers what they drain in about one and a half receive round
-	// trips; each message beyond that only waits in the buffer, holding its lock, adding
-	// its wait to its latency, and costing a delivery if a shutdown gives it back (see
-	// the package doc). The adaptive prefetch is round(1.5 × μ × R), R being the receive
-	// round trip and μ the drain rate, min(MaxConcurrency / handler time, 0.9 ×
+	// when the prefetch covers what they drain in two receive round trips (one while the
+	// messages asked for are on their way, one while those that arrived last until the
+	// next call's arrive); each message beyond that only waits in the buffer, holding its
+	// lock, adding its wait to its latency, and costing a delivery if a shutdown gives it
+	// back (see the package doc). The adaptive prefetch is round(2 × μ × R), R being the
+	// receive round trip and μ the drain rate, min(MaxConcurrency / handler time, 0.9 ×
 	// SettleConcurrency / settlement time), all three times moving averages of what the
 	// processor measured; it is MaxConcurrency until they are measured, 0 when a handler
-	// call is much longer than a receive, and at most 4 × MaxConcurrency. Messages held
-	// by AbandonDelay or settling are added to it, within 4 × MaxConcurrency +
-	// SettleConcurrency (a place for each settlement that can be under way): the
-	// adaptive processor holds at most 5 × MaxConcurrency + SettleConcurrency. A fixed
-	// PrefetchCount instead trades latency, locks held and deliveries spent at shutdown
-	// for throughput that no longer depends on averages: choose one when handler times
-	// vary too much for an average to describe them, or to bound the locks held below
-	// the ceiling.
+	// call is much longer than a receive, and at most 64 × MaxConcurrency, which covers
+	// round trips up to about 20 handler calls (100 ms for 5 ms handlers). Messages held
+	// by AbandonDelay or settling are added to it, so that settlements in flight (about
+	// the drain rate × the settlement round trip) do not starve the buffer; the prefetch
+	// and those together are at most 64 × MaxConcurrency as well: the adaptive processor
+	// holds at most 65 × MaxConcurrency messages. Its median latency from receipt to
+	// settled is about the handler time and one and a half round trips (half a receive
+	// round trip in the buffer, on average). A fixed PrefetchCount instead trades
+	// latency, locks held and deliveries spent at shutdown for throughput that no longer
+	// depends on averages: choose one when handler times vary too much for an average to
+	// describe them, or to bound the locks held below the ceiling.
 	PrefetchCount int
 	// DisablePrefetch holds at most MaxConcurrency messages, running or settling: the
 	// lowest latency and the fewest locks, and handlers idle for a receive round trip
@@ -84,10 +88,16 @@ type Options struct {
 	DisableAutoLockRenewal bool
 	// LockRenewal tunes the renewal engine. Default: the engine's defaults.
 	LockRenewal LockRenewalOptions
-	// SettleConcurrency is the number of goroutines that settle messages, so that a
-	// handler goroutine is free again as soon as its handler returns (its message keeps
-	// its place until the settlement is over). Default max(8, 2 × MaxConcurrency);
-	// negative is an error.
+	// SettleConcurrency caps the settlements in flight at once. A handler goroutine is
+	// free again as soon as its handler returns: the settlement is handed to a goroutine
+	// of its own while it waits for the broker's answer (the SDK's settlement calls block
+	// for a round trip; concurrent calls on one receiver are pipelined on its link),
+	// started on demand and ended once idle (after a second without work). Settlements
+	// beyond the cap wait for one to finish; either way the message keeps its place until
+	// its settlement is over, so settlements in flight never exceed the places. Default:
+	// every place (MaxConcurrency + PrefetchCount; with the adaptive prefetch 65 ×
+	// MaxConcurrency), so that settlement throughput follows the round trip (rate ×
+	// settlement time in flight) and never caps the processor's; negative is an error.
 	SettleConcurrency int
 	// SettleTimeout bounds one settlement, retries included. Settlements do not end with
 	// Run's context: a shutdown still abandons. Default DefaultSettleTimeout (30 s);
@@ -107,8 +117,8 @@ type Options struct {
 	// abandons held messages at once. See [ExponentialAbandonDelay]. Default none.
 	//
 	// A held message keeps its place among the MaxConcurrency + PrefetchCount messages
-	// the processor may hold (with the adaptive prefetch: at most 5 × MaxConcurrency +
-	// SettleConcurrency, held messages adding to the adaptive size within that ceiling),
+	// the processor may hold (with the adaptive prefetch: at most 65 × MaxConcurrency,
+	// held messages adding to the adaptive size within that ceiling),
 	// so the processor never holds more than that: when every place is held, it stops
 	// receiving until a hold ends. This is back-pressure on a failing dependency, and the
 	// rest of the queue stays with other consumers. Give a fixed PrefetchCount room if a
@@ -142,8 +152,9 @@ type LockRenewalOptions struct {
 	// duration, at most MaxMargin). Default [locks.DefaultMaxMargin] (10 s); negative is
 	// an error.
 	MaxMargin time.Duration
-	// Workers is the number of goroutines that make renewal calls. Default
-	// [locks.DefaultWorkers] (8); negative is an error.
+	// Workers caps the renewal calls in flight at once, each on a goroutine of its own
+	// while it waits for the broker (started when the renewal comes due, ended once
+	// idle). Default [locks.DefaultWorkers] (256); negative is an error.
 	Workers int
 	// Retry is the policy for failed renewals. Default: MaxRetries without bound,
 	// RetryDelay 250 ms, MaxRetryDelay 5 s; retries stop when the lock expires.
@@ -165,22 +176,24 @@ func ExponentialAbandonDelay(initial, max time.Duration) func(*azservicebus.Rece
 	}
 }
 
+// maxReceiveBatch is the most messages one ReceiveMessages call asks for: azservicebus
+// refuses more, without retrying, as more than its link's credit (receiver.go,
+// defaultLinkRxBuffer, 5,000 in v1.11.0).
+const maxReceiveBatch = 5000
+
 type config struct {
 	Options
 	peekLock bool
 	renew    bool // peek-lock with renewal on
-	capacity int  // the most places: MaxConcurrency + PrefetchCount, or + placesCeiling
+	capacity int  // the most places: MaxConcurrency + PrefetchCount, or + ceiling
 	adaptive bool // PrefetchCount sized by the estimates
-	// The adaptive prefetch's bound and its value before the first measurements.
-	prefetchCeiling, prefetchInitial int
-	// placesCeiling bounds the adaptive prefetch, held and settling messages together:
-	// prefetchCeiling + SettleConcurrency, a place for each settlement that can be under
-	// way at once, so that settlements in flight do not starve the buffer.
-	placesCeiling int
-	maxBatch      int
-	receiveRetry  retry.Policy
-	settleRetry   retry.Policy
-	hooks         hooks
+	// ceiling bounds the adaptive prefetch, and the adaptive prefetch, held and settling
+	// messages together; prefetchInitial is the prefetch before the first measurements.
+	ceiling, prefetchInitial int
+	maxBatch                 int
+	receiveRetry             retry.Policy
+	settleRetry              retry.Policy
+	hooks                    hooks
 }
 
 func newConfig(o *Options) (config, error) {
@@ -209,18 +222,17 @@ func newConfig(o *Options) (config, error) {
 	if c.MaxConcurrency == 0 {
 		c.MaxConcurrency = DefaultMaxConcurrency
 	}
-	if c.SettleConcurrency == 0 {
-		c.SettleConcurrency = max(8, 2*c.MaxConcurrency)
-	}
 	c.adaptive = !c.DisablePrefetch && c.PrefetchCount == 0
 	c.capacity = c.MaxConcurrency + c.PrefetchCount
 	if c.adaptive {
-		c.prefetchCeiling = prefetchCeilingFactor * c.MaxConcurrency
+		c.ceiling = ceilingFactor * c.MaxConcurrency
 		c.prefetchInitial = c.MaxConcurrency
-		c.placesCeiling = c.prefetchCeiling + c.SettleConcurrency
-		c.capacity = c.MaxConcurrency + c.placesCeiling
+		c.capacity = c.MaxConcurrency + c.ceiling
 	}
-	c.maxBatch = c.capacity
+	if c.SettleConcurrency == 0 {
+		c.SettleConcurrency = c.capacity
+	}
+	c.maxBatch = min(c.capacity, maxReceiveBatch)
 	if c.MaxReceiveBatch > 0 {
 		c.maxBatch = min(c.maxBatch, c.MaxReceiveBatch)
 	}

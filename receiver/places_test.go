@@ -3,6 +3,7 @@ package receiver_test
 import (
 	"context"
 	"errors"
+	"slices"
 	"testing"
 	"testing/synctest"
 	"time"
@@ -15,9 +16,11 @@ import (
 
 // TestSlowSettlementsHoldPlaces: a message keeps its place until its settlement is over,
 // so that settlements the broker does not answer cannot let the processor lock more
-// than its bound: running + buffered + held + settling ≤ MaxConcurrency + PrefetchCount
-// (with the adaptive prefetch, at most 5 × MaxConcurrency + SettleConcurrency, a place
-// for each settlement under way). A place was once freed when the
+// than its bound: running + buffered + held + settling ≤ MaxConcurrency + PrefetchCount.
+// With the adaptive prefetch the settlements under way get places on top of the
+// prefetch: here MaxConcurrency 2, a prefetch of at most its initial 2 (without latency
+// the measured receive round trip makes it 0), and the 3 settlements SettleConcurrency
+// lets start. A place was once freed when the
 // settlement was queued: with MaxConcurrency 1, DisablePrefetch and a Complete that
 // hangs, 17 messages ended up locked.
 func TestSlowSettlementsHoldPlaces(t *testing.T) {
@@ -29,7 +32,7 @@ func TestSlowSettlementsHoldPlaces(t *testing.T) {
 	}{
 		{"DisablePrefetch", receiver.Options{MaxConcurrency: 1, DisablePrefetch: true}, false, 1},
 		{"PrefetchCount", receiver.Options{MaxConcurrency: 2, PrefetchCount: 3}, false, 5},
-		{"adaptive", receiver.Options{MaxConcurrency: 2, SettleConcurrency: 3}, false, 13},
+		{"adaptive", receiver.Options{MaxConcurrency: 2, SettleConcurrency: 3}, false, 7},
 		{"AbandonDelay", receiver.Options{MaxConcurrency: 2, DisablePrefetch: true,
 			AbandonDelay: func(*azservicebus.ReceivedMessage, error) time.Duration { return time.Second }}, true, 2},
 	}
@@ -86,3 +89,113 @@ func TestSlowSettlementsHoldPlaces(t *testing.T) {
 		})
 	}
 }
+
+// TestSettlementsFollowRoundTrip: settlements in flight follow the rate and the round
+// trip, up to the places, not a pool's size. 8 handlers of 1 ms and PrefetchCount 200
+// against a broker 100 ms away: each receive brings 208 messages, the handlers get
+// through them in 26 ms, and every one of their settlements is in flight at once, so the
+// processor does 208 messages per receive and settlement round trip. With a pool of 16
+// settle goroutines (the former default, max(8, 2 × MaxConcurrency)) at most 16 were in
+// flight and 160 settled per second. SettleConcurrency still caps them when set, and the
+// processor's goroutines are gone once Run returned.
+func TestSettlementsFollowRoundTrip(t *testing.T) {
+	tests := []struct {
+		name        string
+		settlers    int
+		minRate     float64
+		minSettling int64
+	}{
+		{"default", 0, 500, 150},
+		{"SettleConcurrency 4", 4, 0, 0},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			synctest.Test(t, func(t *testing.T) {
+				e := newEnv(t, &sbtest.EntityOptions{LockDuration: time.Minute})
+				e.send(t, 3000)
+				e.ns.SetLatency(sbtest.Latency{RoundTrip: 100 * time.Millisecond})
+				o := receiver.Options{MaxConcurrency: 8, PrefetchCount: 200, SettleConcurrency: tt.settlers}
+				p := newProcessor(t, e.r, func(context.Context, *azservicebus.ReceivedMessage) error {
+					time.Sleep(time.Millisecond)
+					return nil
+				}, &o)
+				wait := start(t, p, context.Background())
+				var peak int64
+				for range 200 { // 2 s
+					time.Sleep(10 * time.Millisecond)
+					st := p.Stats()
+					peak = max(peak, st.Settling)
+					if held := int64(e.q.LockedCount()); held > 208 {
+						t.Fatalf("%d messages locked at once, above MaxConcurrency + PrefetchCount (208)", held)
+					}
+				}
+				rate := float64(e.q.Stats().Completed) / 2
+				if err := p.Close(context.Background()); err != nil {
+					t.Fatal(err)
+				}
+				if err := wait(); err != nil {
+					t.Fatal(err)
+				}
+				checkReconciled(t, p.Stats())
+				t.Logf("%.0f msgs/s, at most %d settlements in flight", rate, peak)
+				if rate < tt.minRate || peak < tt.minSettling {
+					t.Errorf("%.0f msgs/s with at most %d settlements in flight; want at least %.0f and %d", rate, peak, tt.minRate, tt.minSettling)
+				}
+				if tt.settlers > 0 && peak > int64(tt.settlers) {
+					t.Errorf("%d settlements in flight, above SettleConcurrency %d", peak, tt.settlers)
+				}
+				synctest.Wait()
+				if left := processorGoroutines(); left != "" {
+					t.Errorf("goroutines left after Close:\n%s", left)
+				}
+			})
+		})
+	}
+}
+
+// sdkBatchLimit refuses, as azservicebus does, a ReceiveMessages call that asks for more
+// than its link's 5,000 credits (receiver.go, defaultLinkRxBuffer), with an error that
+// is not retried.
+type sdkBatchLimit struct{ *sbtest.Receiver }
+
+func (r sdkBatchLimit) ReceiveMessages(ctx context.Context, n int, o *azservicebus.ReceiveMessagesOptions) ([]*azservicebus.ReceivedMessage, error) {
+	if n > 5000 {
+		return nil, &azservicebus.Error{Code: azservicebus.CodeUnauthorizedAccess} // permanent, as the SDK's NonRetriable
+	}
+	return r.Receiver.ReceiveMessages(ctx, n, o)
+}
+
+// TestReceiveBatchWithinSDKLimit: places beyond the SDK's 5,000 messages per receive
+// call are asked for over several calls: a processor with 6,001 places once asked for all
+// of them at once, and the SDK's refusal ended Run.
+func TestReceiveBatchWithinSDKLimit(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		e := newEnv(t, &sbtest.EntityOptions{LockDuration: time.Minute})
+		e.send(t, 6100)
+		var asked []int
+		hook := receiveHook(func(c receiver.ReceiveCall) { asked = append(asked, c.Requested) })
+		p := newProcessor(t, sdkBatchLimit{e.r}, func(context.Context, *azservicebus.ReceivedMessage) error { return nil },
+			&receiver.Options{PrefetchCount: 6000, Hooks: []receiver.Hook{hook}})
+		wait := start(t, p, context.Background())
+		for deadline := time.Now().Add(time.Minute); e.q.Stats().Completed < 6100 && time.Now().Before(deadline); {
+			time.Sleep(time.Millisecond)
+		}
+		if err := p.Close(context.Background()); err != nil {
+			t.Fatal(err)
+		}
+		if err := wait(); err != nil {
+			t.Fatalf("Run = %v", err)
+		}
+		if n := e.q.Stats().Completed; n != 6100 {
+			t.Errorf("%d of 6100 messages completed", n)
+		}
+		if len(asked) == 0 || slices.Max(asked) != 5000 {
+			t.Errorf("receive calls asked for %v, want at most 5000 and 5000 at first", asked)
+		}
+	})
+}
+
+// receiveHook is a ReceiveHook made of a function.
+type receiveHook func(receiver.ReceiveCall)
+
+func (h receiveHook) OnReceive(_ context.Context, c receiver.ReceiveCall) { h(c) }

@@ -11,22 +11,27 @@ import (
 // Adaptive prefetch (Options.PrefetchCount zero, DisablePrefetch false).
 //
 // One ReceiveMessages call is in flight at a time, and it takes a receive round trip R;
-// the places it asks for are those freed since the previous call began. A message thus
-// waits, on average, about 1.5 R between its place being freed and its successor's
-// arrival, and at a drain rate of μ messages per second the processor needs about
-// 1.5 × μ × R places beyond the handlers' to keep them busy. More places only lengthen
-// the buffer (each extra message waits 1/μ longer and holds a lock for nothing); fewer
-// leave handlers idle. μ is what the processor can drain: MaxConcurrency / H for a
-// handler call of H, unless settlements are slower: then 90% of SettleConcurrency / S for
-// a settlement call of S (see settleUtilization). R, H and S are moving averages of
+// it asks for the places freed since the previous call began, and its messages arrive R
+// later, all at once. For the handlers never to wait, the messages that arrive must
+// last them until the next call's arrive, R later again: at a drain rate of μ messages
+// per second, μ × R messages are on their way (asked for, not arrived) while μ × R wait
+// in the buffer when a call returns, 2 × μ × R places beyond the handlers'. Fewer leave
+// handlers idle for part of every round trip (1.5 × μ × R keeps them busy about 88% of
+// the time at long round trips); more only lengthen the buffer (each extra message
+// waits 1/μ longer and holds a lock for nothing). A message waits R/2 in the buffer on
+// average, so its latency from receipt to settled is about the handler time plus one
+// and a half round trips. μ is what the processor can drain: MaxConcurrency / H for a
+// handler call of H, unless settlements are slower: then 90% of SettleConcurrency / S
+// for a settlement call of S (see settleUtilization). R, H and S are moving averages of
 // what the processor measured.
 const (
-	// prefetchGain is the receive round trips of drain the adaptive prefetch covers:
-	// 1.5, the mean time from a freed place to its successor's arrival.
-	prefetchGain = 1.5
-	// prefetchCeilingFactor × MaxConcurrency bounds the adaptive prefetch: the former
-	// fixed default, so that adaptive never holds more than it did.
-	prefetchCeilingFactor = 4
+	// prefetchGain is the receive round trips of drain the adaptive prefetch covers: one
+	// on the way, one waiting (see above).
+	prefetchGain = 2
+	// ceilingFactor × MaxConcurrency bounds the adaptive prefetch, and the adaptive
+	// prefetch together with the messages held or settling: room for 2 × μ × R and μ × S
+	// settling up to round trips of about 20 handler calls (100 ms for 5 ms handlers).
+	ceilingFactor = 64
 	// settleUtilization is the share of the settle goroutines' capacity the prefetch
 	// sizes for when they are the bottleneck: a server kept fully busy has a queue that
 	// only grows, here settlements waiting for a goroutine while their messages' lock and
@@ -86,9 +91,9 @@ func (e *estimates) observeReceive(n, got int, d time.Duration) {
 	}
 }
 
-// drain returns μ × R: the messages concurrency handlers and settlers settle goroutines
-// drain during one receive round trip (see above); false until the receive round trip
-// and the handler time have been measured.
+// drain returns μ × R: the messages concurrency handlers and at most settlers
+// settlements in flight drain during one receive round trip (see above); false until
+// the receive round trip and the handler time have been measured.
 func (e *estimates) drain(concurrency, settlers int) (float64, bool) {
 	r, h := e.receive.seconds(), e.handler.seconds()
 	if r == 0 || h == 0 {
@@ -101,9 +106,9 @@ func (e *estimates) drain(concurrency, settlers int) (float64, bool) {
 	return rate * r, true
 }
 
-// prefetch returns the adaptive prefetch for concurrency handlers and settlers settle
-// goroutines: round(1.5 × μ × R) within [0, ceiling] (see above); initial until the
-// receive round trip and the handler time have been measured.
+// prefetch returns the adaptive prefetch for concurrency handlers and at most settlers
+// settlements in flight: round(2 × μ × R) within [0, ceiling] (see above); initial
+// until the receive round trip and the handler time have been measured.
 func (e *estimates) prefetch(concurrency, settlers, initial, ceiling int) int {
 	d, ok := e.drain(concurrency, settlers)
 	if !ok {

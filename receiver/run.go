@@ -13,6 +13,7 @@ import (
 	"github.com/cenkalti/backoff/v4"
 
 	"github.com/sbkit/sbkit"
+	"github.com/sbkit/sbkit/internal/workpool"
 	"github.com/sbkit/sbkit/locks"
 )
 
@@ -29,16 +30,15 @@ type run struct {
 	cancelHandlers context.CancelCauseFunc
 	stopRunCtx     func() bool // detaches the context.AfterFunc on Run's ctx
 
-	places  *places        // messages asked for, waiting, handled, held or settling: see limit
-	buf     chan *delivery // received messages waiting for a handler goroutine
-	settles chan settleJob // settlements waiting for a settle goroutine
-	workers sync.WaitGroup // handler goroutines
-	settler sync.WaitGroup // settle goroutines
-	holdWG  sync.WaitGroup // AbandonDelay timers not yet resolved
-	cutWG   sync.WaitGroup // a cut of running handlers in progress
-	done    chan struct{}  // closed when Run returns
-	stopMu  sync.Once      // guards reason
-	reason  error          // what Run returns: nil after Close
+	places   *places                   // messages asked for, waiting, handled, held or settling: see limit
+	buf      chan *delivery            // received messages waiting for a handler goroutine
+	settlers *workpool.Pool[settleJob] // settle goroutines, at most SettleConcurrency
+	workers  sync.WaitGroup            // handler goroutines
+	holdWG   sync.WaitGroup            // AbandonDelay timers not yet resolved
+	cutWG    sync.WaitGroup            // a cut of running handlers in progress
+	done     chan struct{}             // closed when Run returns
+	stopMu   sync.Once                 // guards reason
+	reason   error                     // what Run returns: nil after Close
 
 	// settleBase ends at the shutdown's deadline: settlements still pending then are
 	// given up and their messages left to lock expiry.
@@ -68,12 +68,12 @@ func newRun(ctx context.Context, p *Processor) (*run, error) {
 		cfg:       cfg,
 		places:    newPlaces(),
 		buf:       make(chan *delivery, cfg.capacity),
-		settles:   make(chan settleJob, cfg.SettleConcurrency),
 		done:      make(chan struct{}),
 		live:      make(map[*delivery]struct{}),
 		holds:     make(map[*delivery]*time.Timer),
 		workerIDs: make(map[uint64]struct{}),
 	}
+	r.settlers = workpool.New(cfg.SettleConcurrency, r.settleQueued)
 	r.settleBase, r.cancelSettles = context.WithCancel(context.Background())
 	if p.renewer != nil {
 		e, err := locks.New(p.renewer, cfg.lockOptions(engineHook{r}))
@@ -165,10 +165,6 @@ func (r *run) serve() error {
 	for range r.cfg.MaxConcurrency {
 		go r.handlerWorker()
 	}
-	r.settler.Add(r.cfg.SettleConcurrency)
-	for range r.cfg.SettleConcurrency {
-		go r.settleWorker()
-	}
 
 	if err := r.receiveLoop(); err != nil {
 		r.stop(context.Background(), err)
@@ -237,14 +233,14 @@ func (r *run) receiveLoop() error {
 // over: requested, buffered, running, held by AbandonDelay, settling. The limit is
 // MaxConcurrency + PrefetchCount; with the adaptive prefetch, MaxConcurrency + the
 // prefetch the estimates give + the messages held or settling (so that they do not
-// starve the buffer the prefetch is sized for), the last three together at most
-// placesCeiling. Settlements count by message, not by settle goroutine: however
-// settlements are run, the limit holds.
+// starve the buffer the prefetch is sized for), the last three together at most the
+// adaptive ceiling (64 × MaxConcurrency). Settlements count by message, not by settle
+// goroutine: however settlements are run, the limit holds.
 func (r *run) limit() int {
 	if !r.cfg.adaptive {
 		return r.cfg.capacity
 	}
-	return r.cfg.MaxConcurrency + min(r.cfg.placesCeiling, r.prefetch()+int(r.held.Load()+r.settling.Load()))
+	return r.cfg.MaxConcurrency + min(r.cfg.ceiling, r.prefetch()+int(r.held.Load()+r.settling.Load()))
 }
 
 // prefetch is the current prefetch: PrefetchCount, or the adaptive one.
@@ -252,7 +248,7 @@ func (r *run) prefetch() int {
 	if !r.cfg.adaptive {
 		return r.cfg.PrefetchCount
 	}
-	return r.p.est.prefetch(r.cfg.MaxConcurrency, r.cfg.SettleConcurrency, r.cfg.prefetchInitial, r.cfg.prefetchCeiling)
+	return r.p.est.prefetch(r.cfg.MaxConcurrency, r.cfg.SettleConcurrency, r.cfg.prefetchInitial, r.cfg.ceiling)
 }
 
 // release gives back n places.
@@ -281,8 +277,8 @@ func (r *run) shutdown() {
 
 	r.flushHolds()
 	r.holdWG.Wait()
-	close(r.settles)
-	r.settler.Wait()
+	r.settlers.Close()
+	r.settlers.Wait()
 	if r.engine != nil {
 		_ = r.engine.Close(context.Background())
 	}

@@ -26,13 +26,10 @@ type settleJob struct {
 	deferOpts  *azservicebus.DeferMessageOptions
 }
 
-// settleWorker makes queued settlements until the queue is closed.
-func (r *run) settleWorker() {
-	defer r.settler.Done()
-	for job := range r.settles {
-		r.startSettling(job.d)
-		_ = r.settle(context.Background(), job)
-	}
+// settleQueued makes a queued settlement, on a settle goroutine.
+func (r *run) settleQueued(job settleJob) {
+	r.startSettling(job.d)
+	_ = r.settle(context.Background(), job)
 }
 
 // startSettling counts d among the settlements in flight (run.settling, which the
@@ -235,8 +232,10 @@ func (r *run) flushHolds() {
 	}
 }
 
-// queue hands job to the settle goroutines, blocking while they are all busy and the
-// queue is full. Its message keeps its place until the settlement is over.
-func (r *run) queue(job settleJob) { r.settles <- job }
+// queue hands job to a settle goroutine: an idle one, a new one while fewer than
+// SettleConcurrency run, or the next one free. It does not block: the message keeps its
+// place until its settlement is over, so the settlements waiting are as bounded as the
+// places are.
+func (r *run) queue(job settleJob) { r.settlers.Submit(job) }
 
 func stack() []byte { return debug.Stack() }

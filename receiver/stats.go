@@ -34,8 +34,8 @@ type Stats struct {
 	// Settling is a gauge: messages whose settlement is under way now (retries
 	// included). Each keeps its place until its settlement is over, as a running,
 	// buffered or held message does: together they stay within the processor's bound
-	// (MaxConcurrency + PrefetchCount; with the adaptive prefetch, at most 5 ×
-	// MaxConcurrency + SettleConcurrency).
+	// (MaxConcurrency + PrefetchCount; with the adaptive prefetch, at most 65 ×
+	// MaxConcurrency).
 	Settling int64
 	// Prefetch is a gauge: how many received messages may wait for a handler now, the
 	// adaptive prefetch's current size or PrefetchCount (0 with DisablePrefetch, and
