@@ -250,3 +250,34 @@ func TestSessionProcessorPrefetch(t *testing.T) {
 		t.Errorf("adaptive took %v, no prefetch %v", a, n)
 	}
 }
+
+// Where order allows it (several calls per session), a session's settlements follow the
+// rate and the round trip as a Processor's do: 2 sessions of 4 handlers each (5 ms) at a
+// 50 ms round trip keep their handlers busy. With a pool of settle goroutines per
+// session (max(8, 2 × 4)), each session settled at most 8 messages per round trip: 320
+// msgs/s of the handlers' 1,600.
+func TestSessionSettlementsFollowRoundTrip(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		sq := newSessionQueue(t, &sbtest.EntityOptions{LockDuration: time.Minute})
+		for _, id := range []string{"a", "b"} {
+			for i := range 2000 {
+				sq.send(t, id, fmt.Sprintf("%s%d", id, i))
+			}
+		}
+		sq.ns.SetLatency(sbtest.Latency{RoundTrip: 50 * time.Millisecond})
+		_, stop := startSessions(t, sq, func(context.Context, *azservicebus.ReceivedMessage) error {
+			time.Sleep(5 * time.Millisecond)
+			return nil
+		}, &receiver.SessionOptions{MaxConcurrentSessions: 2, MaxConcurrentCallsPerSession: 4})
+		time.Sleep(500 * time.Millisecond) // the estimates' first measurements
+		before := sq.q.Stats().Completed
+		time.Sleep(time.Second)
+		rate := float64(sq.q.Stats().Completed - before)
+		if err := stop(); err != nil {
+			t.Fatal(err)
+		}
+		if rate < 0.9*1600 {
+			t.Errorf("%.0f msgs/s, below 90%% of the handlers' 1,600", rate)
+		}
+	})
+}
