@@ -23,8 +23,8 @@ type config struct {
 	modes         []string
 	windows       []int
 	concurrencies []int
-	prefetches    []string // "auto", "none", or a PrefetchCount; see parsePrefetches
-	rtt           time.Duration
+	prefetches    []string        // "auto", "none", or a PrefetchCount; see parsePrefetches
+	rtts          []time.Duration // the in-memory broker's round trips, each a pass of every mode
 	store         time.Duration
 	storePar      int
 	handler       time.Duration
@@ -41,7 +41,8 @@ It runs against an in-memory Service Bus (package sbtest) with the latency model
 -rtt, -store and -handler (with -wire, served by sbtest.NewServer to the real azservicebus
 client over AMQP on loopback), unless SBKIT_CONNECTION_STRING is set: then it uses that
 namespace and the queue named by SBKIT_QUEUE (default "orders"), which must exist and
-should be empty; the latency flags other than -handler are then ignored.
+should be empty; the latency flags other than -handler are then ignored. -rtt takes a
+list: every mode runs at each round trip in turn, on a new in-memory broker.
 
 Modes:
   sequential   one SendMessage at a time, waiting for each outcome (the baseline)
@@ -53,9 +54,12 @@ Modes:
                (DisablePrefetch), or a fixed PrefetchCount
 
 Each send mode is followed by an untimed drain of the queue (receive-and-delete); each
-processor run is preceded by an untimed fill of N messages and a few more, so that it
-is stopped in steady state at the N-th completion (its latency is from receipt to
-completion), and followed by an untimed drain of what is left. "peak in-flight" is the
+processor run is preceded by an untimed fill of N messages and more, so that it is
+stopped in steady state at the last timed completion, and followed by an untimed drain
+of what is left. A processor run is timed after a warm-up (the completions its handlers
+make in three round trips, at most N), so that its msgs/s and latency (from receipt to
+completion) are those of the steady state; "of C/h" is its throughput against what C
+handlers of -handler each could do. "peak in-flight" is the
 largest number of bytes inside send requests at once (send modes) or received and not
 yet settled (processor runs). "buffered" is the most messages that waited for a handler
 at once, and how many waited when the processor was stopped; "abandoned" is how many
@@ -83,7 +87,7 @@ func parseFlags(args []string, output io.Writer) (*config, error) {
 	windows := fs.String("windows", "1,4,16,64,256", "comma-separated windows (sends in flight) for the pipelined mode")
 	concurrencies := fs.String("concurrency", "1,8,32", "comma-separated handler concurrencies for the processor mode")
 	prefetches := fs.String("prefetch", "auto", "comma-separated prefetch settings for the processor mode: auto, none, or a count")
-	fs.DurationVar(&cfg.rtt, "rtt", 7*time.Millisecond, "in-memory broker: round trip of every operation")
+	rtts := fs.String("rtt", "7ms", "in-memory broker: comma-separated round trips of every operation; every mode runs at each")
 	fs.DurationVar(&cfg.store, "store", time.Millisecond, "in-memory broker: extra time to store each send or batch request")
 	fs.IntVar(&cfg.storePar, "store-concurrency", 0, "in-memory broker: requests stored in parallel (0 = unlimited)")
 	fs.DurationVar(&cfg.handler, "handler", 5*time.Millisecond, "processor mode: time each handler takes")
@@ -110,13 +114,16 @@ func parseFlags(args []string, output io.Writer) (*config, error) {
 	if cfg.prefetches, err = parsePrefetches(*prefetches); err != nil {
 		return nil, err
 	}
+	if cfg.rtts, err = parseDurations("-rtt", *rtts); err != nil {
+		return nil, err
+	}
 	switch {
 	case cfg.n <= 0:
 		return nil, errors.New("-n must be positive")
 	case cfg.size < 0:
 		return nil, errors.New("-size must not be negative")
-	case cfg.rtt < 0 || cfg.store < 0 || cfg.handler < 0:
-		return nil, errors.New("-rtt, -store and -handler must not be negative")
+	case cfg.store < 0 || cfg.handler < 0:
+		return nil, errors.New("-store and -handler must not be negative")
 	case cfg.storePar < 0:
 		return nil, errors.New("-store-concurrency must not be negative")
 	case cfg.progress <= 0:
@@ -163,6 +170,26 @@ func parseInts(name, s string) ([]int, error) {
 			return nil, fmt.Errorf("%s: %q is not a positive integer", name, f)
 		}
 		out = append(out, v)
+	}
+	if len(out) == 0 {
+		return nil, fmt.Errorf("%s: empty list", name)
+	}
+	return out, nil
+}
+
+// parseDurations parses a comma-separated list of durations that are not negative.
+func parseDurations(name, s string) ([]time.Duration, error) {
+	var out []time.Duration
+	for _, f := range strings.Split(s, ",") {
+		f = strings.TrimSpace(f)
+		if f == "" {
+			continue
+		}
+		d, err := time.ParseDuration(f)
+		if err != nil || d < 0 {
+			return nil, fmt.Errorf("%s: %q is not a duration of at least 0 (like 7ms)", name, f)
+		}
+		out = append(out, d)
 	}
 	if len(out) == 0 {
 		return nil, fmt.Errorf("%s: empty list", name)

@@ -15,7 +15,7 @@ func TestParseFlagsDefaults(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if cfg.n != 500 || cfg.rtt != 7*time.Millisecond || cfg.store != time.Millisecond || cfg.handler != 5*time.Millisecond {
+	if cfg.n != 500 || !slices.Equal(cfg.rtts, []time.Duration{7 * time.Millisecond}) || cfg.store != time.Millisecond || cfg.handler != 5*time.Millisecond {
 		t.Errorf("defaults: %+v", cfg)
 	}
 	if !slices.Equal(cfg.modes, allModes) || !slices.Equal(cfg.windows, []int{1, 4, 16, 64, 256}) || !slices.Equal(cfg.concurrencies, []int{1, 8, 32}) ||
@@ -35,7 +35,9 @@ func TestParseFlags(t *testing.T) {
 			func(c *config) bool { return slices.Equal(c.modes, []string{"sequential", "processor"}) }},
 		{"windows", []string{"-windows", "2,8"}, "", func(c *config) bool { return slices.Equal(c.windows, []int{2, 8}) }},
 		{"latency", []string{"-rtt", "0", "-store", "0", "-handler", "0"}, "",
-			func(c *config) bool { return c.rtt == 0 && c.store == 0 && c.handler == 0 }},
+			func(c *config) bool {
+				return slices.Equal(c.rtts, []time.Duration{0}) && c.store == 0 && c.handler == 0
+			}},
 		{"unknown mode", []string{"-modes", "turbo"}, `unknown mode "turbo"`, nil},
 		{"no mode", []string{"-modes", ","}, "no mode selected", nil},
 		{"bad window", []string{"-windows", "4,x"}, `"x" is not a positive integer`, nil},
@@ -46,7 +48,13 @@ func TestParseFlags(t *testing.T) {
 		{"bad prefetch", []string{"-prefetch", "auto,0"}, `"0" is not auto, none or a positive integer`, nil},
 		{"no prefetch", []string{"-prefetch", ","}, "-prefetch: empty list", nil},
 		{"zero n", []string{"-n", "0"}, "-n must be positive", nil},
-		{"negative rtt", []string{"-rtt", "-1ms"}, "must not be negative", nil},
+		{"negative rtt", []string{"-rtt", "-1ms"}, `"-1ms" is not a duration of at least 0`, nil},
+		{"round trips", []string{"-rtt", "1ms, 50ms,100ms"}, "", func(c *config) bool {
+			return slices.Equal(c.rtts, []time.Duration{time.Millisecond, 50 * time.Millisecond, 100 * time.Millisecond})
+		}},
+		{"bad rtt", []string{"-rtt", "7"}, `"7" is not a duration`, nil},
+		{"no rtt", []string{"-rtt", ","}, "-rtt: empty list", nil},
+		{"negative handler", []string{"-handler", "-1ms"}, "must not be negative", nil},
 		{"stray argument", []string{"extra"}, "unexpected arguments", nil},
 		{"unknown flag", []string{"-bogus"}, "flag provided but not defined", nil},
 	}

@@ -2,6 +2,7 @@ package main
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"strconv"
 	"sync"
@@ -14,13 +15,13 @@ import (
 	"github.com/sbkit/sbkit/receiver"
 )
 
-// processor fills the queue with r.cfg.n messages and a few more (untimed), then measures
-// sbkit's processor with concurrency handlers that each take r.cfg.handler and the
-// prefetch setting pf ("auto", "none" or a count) until the n-th completion, stops it
-// there (in steady state: running handlers finish, buffered messages are abandoned) and
-// drains what is left (untimed).
+// processor fills the queue with more messages than it uses (untimed), then runs sbkit's
+// processor with concurrency handlers that each take r.cfg.handler and the prefetch
+// setting pf ("auto", "none" or a count): a warm-up (see warmUp), then r.cfg.n timed
+// completions, after which it stops it (in steady state: running handlers finish,
+// buffered messages are abandoned) and drains what is left (untimed).
 func (r *runner) processor(ctx context.Context, concurrency int, pf string) (Result, error) {
-	res := Result{Mode: "processor", Param: concurrency, Kind: KindProcess, Prefetch: pf}
+	res := Result{Mode: "processor", Param: concurrency, Kind: KindProcess, Prefetch: pf, RTT: r.rtt, Handler: r.cfg.handler}
 	opts := &receiver.Options{MaxConcurrency: concurrency}
 	switch pf {
 	case "none":
@@ -29,9 +30,10 @@ func (r *runner) processor(ctx context.Context, concurrency int, pf string) (Res
 	default:
 		opts.PrefetchCount, _ = strconv.Atoi(pf) // validated by parseFlags
 	}
-	// More than the processor may hold, so that the queue never runs dry before the n-th
-	// completion: the adaptive prefetch holds at most 5 × concurrency.
-	total := r.cfg.n + max(5*concurrency, concurrency+opts.PrefetchCount) + 16
+	// More than the processor may hold, so that the queue never runs dry before the last
+	// timed completion: the adaptive processor holds at most 65 × concurrency.
+	warm := r.warmUp(concurrency)
+	total := warm + r.cfg.n + max(65*concurrency, concurrency+opts.PrefetchCount) + 16
 	if err := r.fill(ctx, total); err != nil {
 		return res, err
 	}
@@ -40,8 +42,8 @@ func (r *runner) processor(ctx context.Context, concurrency int, pf string) (Res
 		return res, err
 	}
 	defer rc.Close(context.WithoutCancel(ctx))
-	w := &watch{Receiver: rc, want: int64(r.cfg.n), all: make(chan struct{}), progress: r.progress,
-		received: make(map[*azservicebus.ReceivedMessage]time.Time)}
+	w := &watch{Receiver: rc, warm: int64(warm), want: int64(warm + r.cfg.n), warmed: make(chan struct{}),
+		all: make(chan struct{}), progress: r.progress, received: make(map[*azservicebus.ReceivedMessage]time.Time)}
 	handler := func(ctx context.Context, _ *azservicebus.ReceivedMessage) error {
 		select {
 		case <-time.After(r.cfg.handler):
@@ -55,14 +57,20 @@ func (r *runner) processor(ctx context.Context, concurrency int, pf string) (Res
 		return res, err
 	}
 
-	r.progress.Start(res.Name(), r.cfg.n)
-	start := time.Now()
+	r.progress.Start(res.Name(), warm+r.cfg.n)
 	runErr := make(chan error, 1)
 	go func() { runErr <- p.Run(ctx) }()
+	var start time.Time
 	select {
-	case <-w.all:
+	case <-w.warmed:
+		start = time.Now()
+		select {
+		case <-w.all:
+		case err = <-runErr:
+			err = stoppedEarly(err)
+		}
 	case err = <-runErr:
-		err = fmt.Errorf("processor stopped early: %w", err)
+		err = stoppedEarly(err)
 	}
 	res.Elapsed = time.Since(start)
 	r.progress.Stop()
@@ -75,6 +83,7 @@ func (r *runner) processor(ctx context.Context, concurrency int, pf string) (Res
 	}
 	lat, peak := w.results()
 	res.Messages, res.PeakInFlightBytes = min(len(lat), r.cfg.n), peak
+	lat = lat[:res.Messages]
 	summarize(&res, lat)
 	st := p.Stats()
 	res.PeakBuffered, res.BufferedAtStop, res.AbandonedAtStop = st.PeakBuffered, atStop.Buffered, st.Abandoned
@@ -88,12 +97,39 @@ func (r *runner) processor(ctx context.Context, concurrency int, pf string) (Res
 	return res, r.drain(ctx, total-int(st.Completed))
 }
 
-// watch wraps the processor's receiver to time every message from its receipt to its
-// completion, to track the bytes of received messages not yet settled, and to signal
-// when want messages were completed. It is safe for concurrent use.
+// stoppedEarly is the error of a processor whose Run returned err before its last
+// timed completion.
+func stoppedEarly(err error) error {
+	if err == nil {
+		return errors.New("processor stopped early")
+	}
+	return fmt.Errorf("processor stopped early: %w", err)
+}
+
+// warmUp is how many completions a processor with concurrency handlers is given to reach
+// its steady state before it is timed, at most r.cfg.n: what its handlers drain in three
+// round trips (the adaptive prefetch's first measurements and first full receive), and a
+// tenth of r.cfg.n on a real namespace, whose round trip is not known in advance.
+func (r *runner) warmUp(concurrency int) int {
+	w := concurrency
+	if r.cfg.handler > 0 {
+		w += int(3 * r.rtt * time.Duration(concurrency) / r.cfg.handler)
+	}
+	if !r.conn.InMemory() {
+		w = max(w, r.cfg.n/10)
+	}
+	return min(r.cfg.n, w)
+}
+
+// watch wraps the processor's receiver to time every message after the warm-up from its
+// receipt to its completion, to track the bytes of received messages not yet settled,
+// and to signal the end of the warm-up and the want-th completion. It is safe for
+// concurrent use.
 type watch struct {
 	sbenv.Receiver
-	want     int64
+	warm     int64         // completions before the timed ones
+	want     int64         // completions in all
+	warmed   chan struct{} // closed at the warm-th completion
 	all      chan struct{} // closed at the want-th completion
 	progress *Progress
 
@@ -124,13 +160,19 @@ func (w *watch) CompleteMessage(ctx context.Context, m *azservicebus.ReceivedMes
 		return err
 	}
 	now := time.Now()
+	n := w.completed.Add(1)
 	w.mu.Lock()
-	w.lat = append(w.lat, now.Sub(w.received[m]))
+	if n > w.warm {
+		w.lat = append(w.lat, now.Sub(w.received[m]))
+	}
 	w.release(m)
 	w.mu.Unlock()
 	w.progress.Add(1)
-	if w.completed.Add(1) == w.want {
+	switch n {
+	case w.want:
 		close(w.all)
+	case w.warm:
+		close(w.warmed)
 	}
 	return nil
 }

@@ -125,7 +125,7 @@ func TestWriteTableNoBaseline(t *testing.T) {
 	var b bytes.Buffer
 	_ = WriteTable(&b, sample[1:2])
 	row := strings.Split(b.String(), "\n")[1]
-	if fields := strings.Fields(row); fields[3] != "-" {
+	if fields := strings.Fields(row); fields[4] != "-" { // pipelined w=16, rtt, msgs/s, speed-up
 		t.Errorf("speed-up without baseline: %q, want -", fields[3])
 	}
 }
@@ -144,17 +144,17 @@ func TestWriteCSV(t *testing.T) {
 	}
 	header := strings.Join(rows[0], ",")
 	if header != "mode,param,kind,messages,errors,elapsed_ms,msgs_per_s,speedup,p50_us,p99_us,peak_inflight_bytes,"+
-		"prefetch,peak_buffered,buffered_at_stop,abandoned_at_stop" {
+		"prefetch,peak_buffered,buffered_at_stop,abandoned_at_stop,rtt_us,of_capacity" {
 		t.Errorf("header = %s", header)
 	}
 	got := strings.Join(rows[2], ",")
-	if want := "pipelined,16,send,100,0,100,1000.0,10.00,9000,12000,3200,,0,0,0"; got != want {
+	if want := "pipelined,16,send,100,0,100,1000.0,10.00,9000,12000,3200,,0,0,0,0,0.000"; got != want {
 		t.Errorf("row = %s\nwant  %s", got, want)
 	}
 	if rows[5][2] != "process" {
 		t.Errorf("processor kind = %q", rows[5][2])
 	}
-	if got := strings.Join(rows[6][11:], ","); got != "auto,40,3,3" {
+	if got := strings.Join(rows[6][11:], ","); got != "auto,40,3,3,0,0.000" {
 		t.Errorf("processor prefetch columns = %s", got)
 	}
 }
@@ -215,11 +215,12 @@ func TestWriteSVG(t *testing.T) {
 		t.Fatal(err)
 	}
 	count := parseSVG(t, b.Bytes())
-	if count["polyline"] != 1 {
-		t.Errorf("%d polylines, want 1", count["polyline"])
+	// The pipelined sends, and the two processor runs' throughput and latency.
+	if count["polyline"] != 1+2*2 {
+		t.Errorf("%d polylines, want 5", count["polyline"])
 	}
-	if count["circle"] != 4 { // windows 1, 4, 16, 256
-		t.Errorf("%d points, want 4", count["circle"])
+	if count["circle"] != 4+2*2 { // windows 1, 4, 16, 256; one round trip
+		t.Errorf("%d points, want 8", count["circle"])
 	}
 	// x ticks at each power of two from 1 to 256: 9 labels.
 	for _, w := range []string{">1<", ">2<", ">8<", ">128<", ">256<"} {
@@ -241,8 +242,71 @@ func TestWriteSVGWithoutPipelined(t *testing.T) {
 		t.Fatal(err)
 	}
 	count := parseSVG(t, b.Bytes())
-	if count["polyline"] != 0 || !strings.Contains(b.String(), "no pipelined results") {
+	if count["polyline"] != 0 || !strings.Contains(b.String(), "no pipelined or processor results") {
 		t.Errorf("empty chart not explained:\n%s", b.String())
+	}
+}
+
+// Processor runs at several round trips are plotted against the round trip, on a log
+// scale, a line per configuration in each of the throughput and latency charts, each
+// line's points in the order of the round trips whatever the order of the runs.
+func TestWriteSVGProcessorRoundTrips(t *testing.T) {
+	var results []Result
+	for _, rtt := range []time.Duration{ms(50), ms(1), ms(100), ms(7)} {
+		for _, c := range []int{8, 32} {
+			results = append(results, Result{Mode: "processor", Param: c, Kind: KindProcess, RTT: rtt, Handler: ms(5),
+				Messages: 1000, Elapsed: 5 * time.Second / time.Duration(c), P50: ms(5) + 2*rtt})
+		}
+	}
+	var b bytes.Buffer
+	if err := WriteSVG(&b, "t", results); err != nil {
+		t.Fatal(err)
+	}
+	count := parseSVG(t, b.Bytes())
+	if count["polyline"] != 4 || count["circle"] != 16 {
+		t.Errorf("%d polylines and %d points, want 4 and 16", count["polyline"], count["circle"])
+	}
+	for _, want := range []string{">1ms<", ">7ms<", ">50ms<", ">100ms<", "processor c=8", "processor c=32",
+		"p50 latency", "log scale", "(100% of C/h)", "C/h of c=32: 6400 msgs/s"} {
+		if !strings.Contains(b.String(), want) {
+			t.Errorf("chart lacks %q", want)
+		}
+	}
+	if strings.Contains(b.String(), "pipelined sends") {
+		t.Error("a pipelined chart without pipelined results")
+	}
+	for _, pts := range polylines(t, b.String()) {
+		for i := 1; i < len(pts); i++ {
+			if pts[i][0] <= pts[i-1][0] {
+				t.Errorf("polyline x not increasing: %v", pts)
+			}
+		}
+		// Log scale: 1 → 7 ms spans more than 50 → 100 ms.
+		if len(pts) == 4 && pts[1][0]-pts[0][0] <= pts[3][0]-pts[2][0] {
+			t.Errorf("round trips not on a log scale: %v", pts)
+		}
+	}
+}
+
+// polylines returns the points of every polyline of an SVG document.
+func polylines(t *testing.T, s string) [][][2]float64 {
+	t.Helper()
+	var out [][][2]float64
+	for rest := s; ; {
+		i := strings.Index(rest, `points="`)
+		if i < 0 {
+			return out
+		}
+		rest = rest[i+len(`points="`):]
+		var line [][2]float64
+		for _, p := range strings.Fields(rest[:strings.Index(rest, `"`)]) {
+			var x, y float64
+			if _, err := fmt.Sscanf(p, "%f,%f", &x, &y); err != nil {
+				t.Fatalf("point %q: %v", p, err)
+			}
+			line = append(line, [2]float64{x, y})
+		}
+		out = append(out, line)
 	}
 }
 

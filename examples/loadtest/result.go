@@ -23,9 +23,11 @@ type Result struct {
 	Param    int           // window (pipelined) or concurrency (processor); 0 when the mode has none
 	Prefetch string        // processor: "" or "auto" (adaptive), "none", or a PrefetchCount
 	Kind     Kind          // what Latencies measure
-	Messages int           // messages that succeeded
+	RTT      time.Duration // the in-memory broker's round trip; 0 on a real namespace
+	Handler  time.Duration // processor: the time each handler call takes
+	Messages int           // messages that succeeded (processor: timed, after the warm-up)
 	Errors   int           // messages that failed
-	Elapsed  time.Duration // wall time of the measured phase
+	Elapsed  time.Duration // wall time of the measured phase (processor: after the warm-up)
 	P50, P99 time.Duration // latency percentiles (see Kind)
 	// PeakInFlightBytes is the largest number of message-body bytes inside send or
 	// batch requests at the same instant, measured on the client side.
@@ -62,26 +64,41 @@ func (r Result) Throughput() float64 {
 	return float64(r.Messages) / r.Elapsed.Seconds()
 }
 
-// isBaseline reports whether r is the row the others of its kind are compared with:
-// sequential for sends, the processor with concurrency 1 and the adaptive prefetch for
-// processing.
+// OfCapacity returns a processor run's throughput as a share of what its handlers could
+// do (concurrency / handler time): 0.85 is 85% of C/h. It is 0 for send modes and
+// without a handler time.
+func (r Result) OfCapacity() float64 {
+	if r.Kind != KindProcess || r.Handler <= 0 || r.Param <= 0 {
+		return 0
+	}
+	return r.Throughput() * r.Handler.Seconds() / float64(r.Param)
+}
+
+// isBaseline reports whether r is the row the others of its kind and round trip are
+// compared with: sequential for sends, the processor with concurrency 1 and the adaptive
+// prefetch for processing.
 func (r Result) isBaseline() bool {
 	return (r.Kind == KindSend && r.Mode == "sequential") ||
 		(r.Kind == KindProcess && r.Mode == "processor" && r.Param == 1 && (r.Prefetch == "" || r.Prefetch == "auto"))
 }
 
-// SpeedUps returns, for each result, its throughput divided by its baseline's (see
-// isBaseline); 0 where the baseline was not run or measured nothing.
+// SpeedUps returns, for each result, its throughput divided by that of its baseline at
+// the same round trip (see isBaseline); 0 where the baseline was not run or measured
+// nothing.
 func SpeedUps(results []Result) []float64 {
-	base := map[Kind]float64{}
+	type group struct {
+		kind Kind
+		rtt  time.Duration
+	}
+	base := map[group]float64{}
 	for _, r := range results {
 		if r.isBaseline() {
-			base[r.Kind] = r.Throughput()
+			base[group{r.Kind, r.RTT}] = r.Throughput()
 		}
 	}
 	out := make([]float64, len(results))
 	for i, r := range results {
-		if b := base[r.Kind]; b > 0 {
+		if b := base[group{r.Kind, r.RTT}]; b > 0 {
 			out[i] = r.Throughput() / b
 		}
 	}

@@ -5,6 +5,7 @@ import (
 	"encoding/csv"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 	"testing"
 
@@ -56,8 +57,9 @@ func TestRunSmoke(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if count := parseSVG(t, svg); count["circle"] != 3 {
-		t.Errorf("SVG has %d points, want 3 (one per window)", count["circle"])
+	// One point per window, and per processor configuration in each processor chart.
+	if count := parseSVG(t, svg); count["circle"] != 3+2*6 {
+		t.Errorf("SVG has %d points, want 15", count["circle"])
 	}
 }
 
@@ -77,6 +79,36 @@ func TestRunWire(t *testing.T) {
 	}
 	if strings.Contains(out.String(), "errors, the first") {
 		t.Errorf("errors:\n%s", out.String())
+	}
+}
+
+// TestRunRoundTrips runs the processor at two round trips: a pass of every mode at each,
+// rows labelled with their round trip, and speed-ups against concurrency 1 at the same
+// round trip.
+func TestRunRoundTrips(t *testing.T) {
+	leaktest.Check(t)
+	var out bytes.Buffer
+	args := []string{"-n", "20", "-rtt", "1ms,3ms", "-store", "0", "-handler", "1ms",
+		"-modes", "processor", "-concurrency", "1,4"}
+	if err := run(t.Context(), args, &out, nil, func(string) string { return "" }); err != nil {
+		t.Fatalf("run: %v\n%s", err, out.String())
+	}
+	var rows []string
+	for _, l := range strings.Split(out.String(), "\n") {
+		if strings.HasPrefix(l, "processor c=") {
+			f := strings.Fields(l)
+			rows = append(rows, f[0]+" "+f[1]+" "+f[2])
+			if f[1] == "c=1" && f[4] != "1.0x" {
+				t.Errorf("baseline row %q: speed-up %s, want 1.0x", l, f[4])
+			}
+		}
+	}
+	want := []string{"processor c=1 1ms", "processor c=4 1ms", "processor c=1 3ms", "processor c=4 3ms"}
+	if !slices.Equal(rows, want) {
+		t.Errorf("rows %q, want %q:\n%s", rows, want, out.String())
+	}
+	if !strings.Contains(out.String(), "rtt 1ms, 3ms") {
+		t.Errorf("the round trips are not described:\n%s", out.String())
 	}
 }
 

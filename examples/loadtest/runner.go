@@ -13,20 +13,22 @@ import (
 	"github.com/sbkit/sbkit/examples/internal/sbenv"
 )
 
-// runner runs the modes against one connection.
+// runner runs the modes against one connection, whose in-memory broker's round trip is
+// rtt (0 on a real namespace).
 type runner struct {
 	cfg      *config
 	conn     *sbenv.Conn
 	progress *Progress
+	rtt      time.Duration
 	body     []byte
 }
 
-func newRunner(cfg *config, conn *sbenv.Conn, progress *Progress) *runner {
+func newRunner(cfg *config, conn *sbenv.Conn, progress *Progress, rtt time.Duration) *runner {
 	body := make([]byte, cfg.size)
 	for i := range body {
 		body[i] = 'a' + byte(i%26)
 	}
-	return &runner{cfg: cfg, conn: conn, progress: progress, body: body}
+	return &runner{cfg: cfg, conn: conn, progress: progress, rtt: rtt, body: body}
 }
 
 // message returns a new message with a fresh MessageID; senders may modify it.
@@ -40,7 +42,7 @@ func (r *runner) message() *azservicebus.Message {
 // failed ones. The queue is drained afterwards, untimed.
 func (r *runner) sendMode(ctx context.Context, mode string, param int,
 	send func(ctx context.Context, s sbkit.BatchSender) (lat []time.Duration, errs []error)) (Result, error) {
-	res := Result{Mode: mode, Param: param, Kind: KindSend}
+	res := Result{Mode: mode, Param: param, Kind: KindSend, RTT: r.rtt}
 	s, err := r.conn.NewSender()
 	if err != nil {
 		return res, err
