@@ -32,7 +32,10 @@ type SessionOptions struct {
 	// (adaptively by default, sized from the receive round trip, handler and settlement
 	// times measured across all sessions), and a session reaching MaxMessagesPerSession
 	// is released only once every message it received has been settled, so that none is
-	// given back unhandled; DisableAutoLockRenewal, MaxAutoLockRenewalDuration and
+	// given back unhandled; SettleConcurrency caps each session's settlements in flight
+	// (by default its places: one with one call per session, whose next message waits
+	// for the previous one's settlement, as order needs; more, settled concurrently,
+	// with more calls); DisableAutoLockRenewal, MaxAutoLockRenewalDuration and
 	// LockRenewal apply to the session locks (a session's messages are locked by its
 	// session lock); ShutdownGrace also bounds how long a released session's running
 	// handlers may finish. Hooks and Logger are shared by every session.
