@@ -162,3 +162,61 @@ func TestHooks(t *testing.T) {
 		}
 	})
 }
+
+// lossWatcher is a LockLostHook that records whether the handler of the lost message was
+// still running, its context not yet cancelled, when the hook was called.
+type lossWatcher struct {
+	mu         sync.Mutex
+	handlerCtx context.Context
+	sawRunning bool
+	calls      int
+}
+
+func (w *lossWatcher) OnLockLost(context.Context, locks.LockLoss) {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	w.calls++
+	w.sawRunning = w.handlerCtx != nil && w.handlerCtx.Err() == nil
+}
+
+// A lock lost while its handler runs reaches the hooks before the processor cancels the
+// handler, so that a hook can attach the loss to what the handler's start began (a
+// trace's process span, which its end closes). The processor's own reaction came first,
+// and the handler could return, and end its span, before the hooks heard of the loss.
+func TestLockLostHooksBeforeHandlerCancelled(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		e := newEnv(t, &sbtest.EntityOptions{LockDuration: 10 * time.Second})
+		e.send(t, 1)
+		w := &lossWatcher{}
+		p := newProcessor(t, e.r, func(ctx context.Context, m *azservicebus.ReceivedMessage) error {
+			if m.DeliveryCount > 1 {
+				return nil // delivered again once its lock expired
+			}
+			w.mu.Lock()
+			w.handlerCtx = ctx
+			w.mu.Unlock()
+			<-ctx.Done()
+			return ctx.Err()
+		}, &receiver.Options{Hooks: []receiver.Hook{w}})
+		wait := start(t, p, context.Background())
+		time.Sleep(time.Second)
+		for _, m := range e.q.Locked() {
+			e.q.ExpireLock(m.LockToken)
+		}
+		time.Sleep(20 * time.Second) // the next renewal finds the lock gone
+		if err := p.Close(context.Background()); err != nil {
+			t.Fatal(err)
+		}
+		if err := wait(); err != nil {
+			t.Fatal(err)
+		}
+		w.mu.Lock()
+		defer w.mu.Unlock()
+		if w.calls != 1 || !w.sawRunning {
+			t.Errorf("OnLockLost called %d times; the handler still running then: %v, want once and true", w.calls, w.sawRunning)
+		}
+		if st := p.Stats(); st.LocksLost != 1 {
+			t.Errorf("stats %+v: want one lock lost", st)
+		}
+	})
+}

@@ -138,7 +138,8 @@ type Options struct {
 	// Hooks observe the processor: each element implements any of [ReceiveHook],
 	// [HandlerStartHook], [HandlerEndHook], [SettleHook] and [ErrorHook], and also any of
 	// the lock engine's [locks.RenewHook], [locks.RenewErrorHook] and [locks.LockLostHook],
-	// which receive the engine's events for the processor's messages. Default none.
+	// which receive the engine's events for the processor's messages (a lost lock before
+	// the processor cancels the message's handler). Default none.
 	Hooks []Hook
 	// Logger receives warnings for errors and debug records for settlements. No payload is
 	// logged. Default: discard.
@@ -252,11 +253,15 @@ func newConfig(o *Options) (config, error) {
 	return c, nil
 }
 
-// lockOptions are the options of the processor's lock engine; engineHooks go first.
-func (c *config) lockOptions(engineHooks locks.Hook) *locks.Options {
-	hs := []locks.Hook{engineHooks}
+// lockOptions are the options of the processor's lock engine: first goes before the
+// hooks of Options.Hooks, last (if not nil) after them.
+func (c *config) lockOptions(first, last locks.Hook) *locks.Options {
+	hs := []locks.Hook{first}
 	for _, h := range c.Hooks {
 		hs = append(hs, h)
+	}
+	if last != nil {
+		hs = append(hs, last)
 	}
 	return &locks.Options{
 		MaxAutoLockRenewalDuration: c.MaxAutoLockRenewalDuration,

@@ -76,7 +76,7 @@ func newRun(ctx context.Context, p *Processor) (*run, error) {
 	r.settlers = workpool.New(cfg.SettleConcurrency, r.settleQueued)
 	r.settleBase, r.cancelSettles = context.WithCancel(context.Background())
 	if p.renewer != nil {
-		e, err := locks.New(p.renewer, cfg.lockOptions(engineHook{r}))
+		e, err := locks.New(p.renewer, cfg.lockOptions(engineHook{r}, lossHook{r}))
 		if err != nil {
 			return nil, err
 		}
@@ -335,8 +335,8 @@ func (r *run) report(ctx context.Context, e *Error) {
 	r.cfg.hooks.onError(ctx, e)
 }
 
-// engineHook is the processor's own hook on its lock engine: it counts renewals, reports
-// failed attempts and hands a lost lock to its delivery (the context given to Add).
+// engineHook is the processor's own hook on its lock engine, before the user's: it
+// counts renewals and reports failed attempts.
 type engineHook struct{ r *run }
 
 func (h engineHook) OnRenew(context.Context, locks.Renewal) { h.r.p.counters.renewed.Add(1) }
@@ -348,7 +348,13 @@ func (h engineHook) OnRenewError(ctx context.Context, e locks.RenewFailure) {
 	}
 }
 
-func (h engineHook) OnLockLost(ctx context.Context, e locks.LockLoss) {
+// lossHook is the processor's own hook on its lock engine, after the user's: it hands a
+// lost lock to its delivery (the context given to Add), which cancels the handler. The
+// user's hooks hear of the loss first, while the handler still runs, so that they can
+// attach it to what its start began (a trace's span, which its end closes).
+type lossHook struct{ r *run }
+
+func (h lossHook) OnLockLost(ctx context.Context, e locks.LockLoss) {
 	if d, ok := ctx.Value(deliveryKey{}).(*delivery); ok {
 		d.lost(e.Cause)
 	}

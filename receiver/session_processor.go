@@ -191,7 +191,7 @@ type sessionRun struct {
 func newSessionRun(ctx context.Context, p *SessionProcessor) (*sessionRun, error) {
 	r := &sessionRun{p: p, done: make(chan struct{}), held: make(map[*Processor]struct{})}
 	if p.base.peekLock && !p.base.DisableAutoLockRenewal {
-		e, err := locks.New(nil, p.base.lockOptions(sessionEngineHook{p}))
+		e, err := locks.New(nil, p.base.lockOptions(sessionEngineHook{p}, nil))
 		if err != nil {
 			return nil, err
 		}
