@@ -223,11 +223,20 @@ func BenchmarkProcess(b *testing.B) {
 		wg.Wait()
 		b.ReportMetric(float64(b.N)/b.Elapsed().Seconds(), "msgs/s")
 	})
+	benchProcessRTTs(b, func(b *testing.B, n int, lat sbtest.Latency) (sbkit.LockingReceiver, *sbtest.Entity) {
+		return processQueue(b, n, lat)
+	})
+}
+
+// benchProcessRTTs runs, at each of processRTTs, the sequential loop and the processor
+// cases on the receiver that open returns for a queue of n messages with the latency
+// model lat.
+func benchProcessRTTs(b *testing.B, open func(b *testing.B, n int, lat sbtest.Latency) (sbkit.LockingReceiver, *sbtest.Entity)) {
 	for _, rtt := range processRTTs {
 		b.Run(rttName(rtt), func(b *testing.B) {
 			lat := processLatencyAt(rtt)
 			b.Run("sequential", func(b *testing.B) {
-				r, q := processQueue(b, b.N, lat)
+				r, q := open(b, b.N, lat)
 				benchSequentialProcess(b, r, q)
 			})
 			for _, c := range processCases {
@@ -236,7 +245,7 @@ func BenchmarkProcess(b *testing.B) {
 				}
 				b.Run(c.name, func(b *testing.B) {
 					warm := processWarm(b.N, rtt, c.opts.MaxConcurrency)
-					r, q := processQueue(b, warm+b.N+processSpare(c.opts.MaxConcurrency), lat)
+					r, q := open(b, warm+b.N+processSpare(c.opts.MaxConcurrency), lat)
 					benchProcessor(b, r, q, c, warm)
 				})
 			}

@@ -8,6 +8,7 @@ import (
 
 	"github.com/Azure/azure-sdk-for-go/sdk/messaging/azservicebus"
 
+	"github.com/sbkit/sbkit"
 	"github.com/sbkit/sbkit/sbtest"
 	"github.com/sbkit/sbkit/sender"
 )
@@ -126,26 +127,10 @@ func wireReceiver(b *testing.B, ns *sbtest.Namespace) *azservicebus.Receiver {
 // applies the latency model at each of processRTTs, handlers working 5 ms.
 func BenchmarkWireProcess(b *testing.B) {
 	before := runtime.NumGoroutine()
-	for _, rtt := range processRTTs {
-		b.Run(rttName(rtt), func(b *testing.B) {
-			lat := processLatencyAt(rtt)
-			b.Run("sequential", func(b *testing.B) {
-				ns, q := processNamespace(b, b.N+1, lat)
-				r := wireReceiver(b, ns)
-				benchSequentialProcess(b, r, q)
-			})
-			for _, c := range processCases {
-				if c.compared && rtt != processLatency.RoundTrip {
-					continue
-				}
-				b.Run(c.name, func(b *testing.B) {
-					warm := processWarm(b.N, rtt, c.opts.MaxConcurrency)
-					ns, q := processNamespace(b, warm+b.N+processSpare(c.opts.MaxConcurrency)+1, lat)
-					benchProcessor(b, wireReceiver(b, ns), q, c, warm)
-				})
-			}
-		})
-	}
+	benchProcessRTTs(b, func(b *testing.B, n int, lat sbtest.Latency) (sbkit.LockingReceiver, *sbtest.Entity) {
+		ns, q := processNamespace(b, n+1, lat) // one more for wireReceiver's warm-up
+		return wireReceiver(b, ns), q
+	})
 	deadline := time.Now().Add(5 * time.Second)
 	for runtime.NumGoroutine() > before {
 		if time.Now().After(deadline) {
