@@ -36,7 +36,7 @@ type Entity struct {
 	dup  dupDetector
 	// sessions groups the main queue's messages by session id when the entity requires
 	// sessions (nil otherwise), indexed so that no operation walks them all; see
-	// session.go.
+	// msgsession.go.
 	sessions     map[string]*session
 	readySess    *heapq.Heap[*session] // unlocked sessions with available messages, oldest first
 	heldSess     *heapq.Heap[*session] // locked sessions, by lock expiry

@@ -39,7 +39,7 @@ type SessionReceiver struct {
 	id string
 }
 
-var _ sbkit.MessageReceiver = (*SessionReceiver)(nil) // and see sdkSessionReceiver in session_test.go
+var _ sbkit.MessageReceiver = (*SessionReceiver)(nil) // and see sdkSessionReceiver in msgsession_test.go
 
 // AcceptSessionForQueue locks the session sessionID of a queue, whether or not it has
 // messages yet. Errors: CodeNotFound when there is no such queue; *amqp.Error (go-amqp)

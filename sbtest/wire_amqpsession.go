@@ -21,7 +21,7 @@ type srvSession struct {
 	ch      uint16
 	refused bool // beyond MaxSessionsPerConnection: ended at once, set before use
 
-	order arrivalOrder // the effects of the client's frames, in arrival order (server_order.go)
+	order arrivalOrder // the effects of the client's frames, in arrival order (wire_order.go)
 
 	mu      sync.Mutex
 	closing bool                // an end arrived or the connection went down: the links stopped

@@ -32,7 +32,7 @@ import (
 const tlsHandshakeRecord = 0x16
 
 // adminServer serves the administration API over TLS for a Server, and in plain HTTP
-// on a second listener when ServerOptions.AdminHTTPAddr names one (server_endpoint.go).
+// on a second listener when ServerOptions.AdminHTTPAddr names one (wire_endpoint.go).
 type adminServer struct {
 	srv   *Server
 	pool  *x509.CertPool

@@ -46,7 +46,7 @@ func dialRawNoRead(t *testing.T, srv *Server) *rawConn {
 	_ = nc.SetDeadline(time.Now().Add(wireTimeout))
 	c := &rawConn{t: t, nc: nc, br: bufio.NewReader(nc)}
 	c.open()
-	// The same on the server's side of the socket (under the first-byte reader of server_admin.go).
+	// The same on the server's side of the socket (under the first-byte reader of wire_https.go).
 	if err := srv.connFor(nc.LocalAddr()).nc.(*peekedConn).Conn.(*net.TCPConn).SetWriteBuffer(8192); err != nil {
 		t.Fatal(err)
 	}

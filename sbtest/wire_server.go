@@ -174,7 +174,7 @@ type ServerTopic struct {
 // server_admin_props.go. An empty server plus an admin client is a complete workflow.
 // GET /health answers 200 {"status":"healthy"}. With ServerOptions.AdminHTTPAddr both
 // are also served in plain HTTP on a second port, as Microsoft's emulator serves them
-// on port 5300, for the clients and samples written for it (server_endpoint.go).
+// on port 5300, for the clients and samples written for it (wire_endpoint.go).
 //
 // What it does not: AMQP over web sockets (the SDKs' proxy and port-443 transport),
 // authorization
@@ -201,7 +201,7 @@ type ServerTopic struct {
 //
 // Entities are looked up when a link attaches, so entities added to the Namespace after
 // NewServer are reachable too; a link address may be the entity path or a URI
-// (amqps://host[:port]/path), in any letter case (server_address.go). An unsuccessful
+// (amqps://host[:port]/path), in any letter case (wire_address.go). An unsuccessful
 // $management response names its error in the errorCondition application property, as
 // the service does (com.microsoft:message-lock-lost, com.microsoft:session-lock-lost,
 // com.microsoft:message-not-found, ...). Deleting an entity (DeleteQueue, DeleteTopic,
@@ -261,8 +261,8 @@ type Server struct {
 	log      *slog.Logger
 	maxFrame uint32
 	limits   serverLimits
-	admin    *adminServer // the administration API on the same port (server_admin.go)
-	host     string       // the advertised host (server_endpoint.go)
+	admin    *adminServer // the administration API on the same port (wire_https.go)
+	host     string       // the advertised host (wire_endpoint.go)
 
 	ctx    context.Context
 	cancel context.CancelFunc
@@ -271,8 +271,8 @@ type Server struct {
 
 	mu         sync.Mutex
 	conns      map[*srvConn]struct{}
-	adminConns map[net.Conn]struct{} // administration connections served (server_admin.go)
-	handshakes handshakes            // connections in their handshake (server_limits.go)
+	adminConns map[net.Conn]struct{} // administration connections served (wire_https.go)
+	handshakes handshakes            // connections in their handshake (wire_limits.go)
 	closed     bool
 }
 
