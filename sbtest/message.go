@@ -20,7 +20,7 @@ type payload struct {
 	contentType, correlationID, partitionKey, replyTo *string
 	replyToSessionID, sessionID, subject, to          *string
 	ttl                                               *time.Duration
-	raw                                               *rawSections // sent over AMQP: what the Message cannot carry
+	raw                                               rawAMQP // sent over AMQP: what the Message cannot carry
 	size                                              int
 	forwarded                                         // auto-forwarding's fields (forward.go)
 }
@@ -105,6 +105,13 @@ func cloneProps(m map[string]any) map[string]any {
 	return c
 }
 
+// rawAMQP makes ReceivedMessage.RawAMQPMessage, from the received Body, for a message a
+// client sent over AMQP with parts the SDK's Message has no field for (a value or
+// sequence body, several data sections, annotations, a footer, a priority); nil for
+// other messages. The wire server makes it when it decodes the message (rawOf); the
+// model keeps it with the payload and calls it for every copy it hands out.
+type rawAMQP func(body []byte) *azservicebus.AMQPAnnotatedMessage
+
 // msgState is where a stored message is.
 type msgState uint8
 
@@ -185,7 +192,7 @@ func (m *message) received() *azservicebus.ReceivedMessage {
 		rm.ScheduledEnqueueTime = cloneTime(m.scheduledAt)
 	}
 	if p.raw != nil {
-		rm.RawAMQPMessage = p.raw.annotated(rm.Body)
+		rm.RawAMQPMessage = p.raw(rm.Body)
 	}
 	switch {
 	case m.state == stScheduled:

@@ -51,7 +51,7 @@ func (r *Receiver) releaseLock(token [16]byte) bool {
 // storeMessages sends messages through s as one request (a single message, a batch or a
 // scheduled set), applying the namespace's size limit, faults and latency, and returns
 // their sequence numbers. raws[i] are msgs[i]'s raw AMQP sections (nil for none).
-func (s *Sender) storeMessages(ctx context.Context, msgs []*azservicebus.Message, raws []*rawSections, batch bool) ([]int64, error) {
+func (s *Sender) storeMessages(ctx context.Context, msgs []*azservicebus.Message, raws []rawAMQP, batch bool) ([]int64, error) {
 	out, err := s.outgoingOf(msgs, raws)
 	if err != nil {
 		return nil, err
@@ -63,7 +63,7 @@ func (s *Sender) storeMessages(ctx context.Context, msgs []*azservicebus.Message
 // limit. raws[i] are msgs[i]'s raw AMQP sections (nil for none). The server counts the
 // request in flight (enter), sleeps its wait (storeWait) and stores it in its turn
 // (sendNow).
-func (s *Sender) outgoingOf(msgs []*azservicebus.Message, raws []*rawSections) ([]outgoing, error) {
+func (s *Sender) outgoingOf(msgs []*azservicebus.Message, raws []rawAMQP) ([]outgoing, error) {
 	out := make([]outgoing, len(msgs))
 	for i, m := range msgs {
 		o, err := s.prepare(m, time.Time{})

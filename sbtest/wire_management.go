@@ -230,7 +230,7 @@ func (n *mgmtNode) schedule(ctx context.Context, body amqp.Map) *amqp.Message {
 		return n.badRequest("messages must be a non-empty list")
 	}
 	msgs := make([]*azservicebus.Message, 0, len(list))
-	raws := make([]*rawSections, 0, len(list))
+	raws := make([]rawAMQP, 0, len(list))
 	for _, item := range list {
 		entry, _ := item.(amqp.Map)
 		raw, _ := mapGet(entry, "message")

@@ -69,6 +69,15 @@ func extraProperties(p *amqp.Properties) *amqp.Properties {
 	return x
 }
 
+// keep returns what the model keeps of r with the message (rawAMQP): r's annotated, or
+// nil when r is nil.
+func (r *rawSections) keep() rawAMQP {
+	if r == nil {
+		return nil
+	}
+	return r.annotated
+}
+
 // annotated returns the sections as the SDK's AMQPAnnotatedMessage.
 func (r *rawSections) annotated(body []byte) *azservicebus.AMQPAnnotatedMessage {
 	am := &azservicebus.AMQPAnnotatedMessage{

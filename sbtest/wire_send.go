@@ -60,7 +60,7 @@ func (l *srvLink) outgoing(d *inDelivery) (out []outgoing, batch bool, rejection
 		return reject(condNotImplemented, "message format %#x", d.format)
 	}
 	msgs := make([]*azservicebus.Message, len(parts))
-	raws := make([]*rawSections, len(parts))
+	raws := make([]rawAMQP, len(parts))
 	for i, p := range parts {
 		msgs[i], raws[i] = toSDKMessage(p)
 	}
