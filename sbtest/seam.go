@@ -2,18 +2,79 @@ package sbtest
 
 import (
 	"context"
-	"errors"
 	"time"
 
 	"github.com/Azure/azure-sdk-for-go/sdk/messaging/azservicebus"
-	goamqp "github.com/Azure/go-amqp"
-	"github.com/sbkit/sbkit/sbtest/internal/amqp"
 )
 
-// This file holds what the server needs from the entity model beyond the public
-// Receiver and Sender API: a receive that does not wait (for a drain), a release that
-// does not count the delivery (the released outcome), and finding the receiver that holds
-// a lock token (for $management operations, which name messages by token only).
+// The seam between the model and the wire server. The server (the wire_*.go files)
+// uses the model through its exported API (Namespace, Sender, Receiver, SessionReceiver,
+// Entity) and through the unexported methods listed here, which exist for it; the model
+// refers to nothing of the server. The methods are:
+//
+//   - sending: Sender.outgoingOf prepares the messages of one request (the size limit,
+//     and each message's raw AMQP sections as a rawAMQP, message.go) as outgoing values
+//     (schedule.go); Sender.enter counts the request in flight, Sender.storeWait sleeps
+//     the latency model's wait, and Sender.sendNow stores it in its turn (both
+//     sender.go), so that pipelined requests wait together and are stored in arrival
+//     order; Sender.storeMessages does all of that at once (schedule-message);
+//   - receiving: Namespace.receiverAt opens a receiver for a link's address,
+//     Receiver.tryReceive takes what is available without waiting (a drain),
+//     Receiver.settleWait sleeps a settlement's round trip, Receiver.complete, abandon,
+//     deferLock and deadLetter settle by lock token in turn, Receiver.releaseLock gives
+//     a message back without counting the delivery (the released outcome),
+//     Receiver.forToken finds who settles a token through $management, and
+//     Receiver.peekLock tells the receive mode;
+//   - sessions: acceptSession (msgsession_receiver.go) and SessionReceiver.receiver;
+//   - entities: Namespace.resolvePath (letter case), Namespace.exists (namespace.go), and
+//     Namespace.deleted, Sender.deleted and Receiver.deleted, which end when the entity
+//     is deleted (the server detaches its links);
+//   - errors: errClosed, errLockLost, errNotFound, errNonSessionReceiver (errors.go,
+//     msgsession.go) make the model's errors, and messageNotFoundError is the one for a
+//     message rather than an entity; the server maps them to AMQP (wire_errors.go).
+
+// outgoingOf prepares messages to send through s as one request, applying the size
+// limit. raws[i] are msgs[i]'s raw AMQP sections (nil for none).
+func (s *Sender) outgoingOf(msgs []*azservicebus.Message, raws []rawAMQP) ([]outgoing, error) {
+	out := make([]outgoing, len(msgs))
+	for i, m := range msgs {
+		o, err := s.prepare(m, time.Time{})
+		if err != nil {
+			return nil, err
+		}
+		o.p.raw = raws[i]
+		out[i] = o
+	}
+	return out, nil
+}
+
+// storeWait sleeps the latency model's wait for one send request, or less when ctx ends
+// first.
+func (s *Sender) storeWait(ctx context.Context) { _ = s.ns.latency.store(ctx) }
+
+// storeMessages sends messages through s as one request (a single message, a batch or a
+// scheduled set), applying the namespace's size limit, faults and latency, and returns
+// their sequence numbers. raws[i] are msgs[i]'s raw AMQP sections (nil for none).
+func (s *Sender) storeMessages(ctx context.Context, msgs []*azservicebus.Message, raws []rawAMQP, batch bool) ([]int64, error) {
+	out, err := s.outgoingOf(msgs, raws)
+	if err != nil {
+		return nil, err
+	}
+	return s.do(ctx, out, batch)
+}
+
+// deleted returns a context that ends when the queue or topic s sends to is deleted.
+func (s *Sender) deleted() context.Context { return s.target.lifespan().done() }
+
+// receiverAt returns a receiver for the queue or subscription at path (in any letter
+// case) with opts, or CodeNotFound when there is none.
+func (ns *Namespace) receiverAt(path string, opts *ReceiverOptions) (*Receiver, error) {
+	e, ok := ns.Entity(path)
+	if !ok {
+		return nil, errNotFound()
+	}
+	return newReceiver(ns, e, opts)
+}
 
 // tryReceive takes up to max available messages without waiting and without latency,
 // as ReceiveMessages would lock (or remove) them. It returns nil when r is closed.
@@ -32,6 +93,32 @@ func (r *Receiver) tryReceive(max int) []*azservicebus.ReceivedMessage {
 	return r.take(now, max)
 }
 
+// settleWait sleeps the latency model's round trip for one settlement, or less when ctx
+// ends first. The server settles in turn afterwards, by lock token.
+func (r *Receiver) settleWait(ctx context.Context) { _ = r.ns.latency.roundTrip(ctx) }
+
+// complete completes the message r holds with token, without the round trip (settleNow).
+func (r *Receiver) complete(ctx context.Context, token [16]byte) error {
+	return r.settleNow(ctx, token, r.completion())
+}
+
+// abandon abandons the message r holds with token with props to modify, without the
+// round trip.
+func (r *Receiver) abandon(ctx context.Context, token [16]byte, props map[string]any) error {
+	return r.settleNow(ctx, token, r.abandonment(props))
+}
+
+// deferLock defers the message r holds with token with props to modify, without the
+// round trip.
+func (r *Receiver) deferLock(ctx context.Context, token [16]byte, props map[string]any) error {
+	return r.settleNow(ctx, token, r.deferral(props))
+}
+
+// deadLetter dead-letters the message r holds with token, without the round trip.
+func (r *Receiver) deadLetter(ctx context.Context, token [16]byte, o *azservicebus.DeadLetterOptions) error {
+	return r.settleNow(ctx, token, r.deadLettering(o))
+}
+
 // releaseLock gives a message r holds back to its entity without counting the delivery,
 // as the released outcome asks. It reports whether r held the lock.
 func (r *Receiver) releaseLock(token [16]byte) bool {
@@ -48,160 +135,6 @@ func (r *Receiver) releaseLock(token [16]byte) bool {
 	return true
 }
 
-// storeMessages sends messages through s as one request (a single message, a batch or a
-// scheduled set), applying the namespace's size limit, faults and latency, and returns
-// their sequence numbers. raws[i] are msgs[i]'s raw AMQP sections (nil for none).
-func (s *Sender) storeMessages(ctx context.Context, msgs []*azservicebus.Message, raws []rawAMQP, batch bool) ([]int64, error) {
-	out, err := s.outgoingOf(msgs, raws)
-	if err != nil {
-		return nil, err
-	}
-	return s.do(ctx, out, batch)
-}
-
-// outgoingOf prepares messages to send through s as one request, applying the size
-// limit. raws[i] are msgs[i]'s raw AMQP sections (nil for none). The server counts the
-// request in flight (enter), sleeps its wait (storeWait) and stores it in its turn
-// (sendNow).
-func (s *Sender) outgoingOf(msgs []*azservicebus.Message, raws []rawAMQP) ([]outgoing, error) {
-	out := make([]outgoing, len(msgs))
-	for i, m := range msgs {
-		o, err := s.prepare(m, time.Time{})
-		if err != nil {
-			return nil, err
-		}
-		o.p.raw = raws[i]
-		out[i] = o
-	}
-	return out, nil
-}
-
-// entityLife returns the lifetime of the entity a link sends to, receives from or
-// manages ($management), or nil for $cbs and response links.
-func (l *srvLink) entityLife() *lifetime {
-	switch {
-	case l.sender != nil:
-		return l.sender.target.lifespan()
-	case l.rcv != nil:
-		return &l.rcv.e.life
-	case l.node != nil && !l.node.cbs:
-		path, _ := splitSubQueue(l.node.path)
-		ns := l.s.c.srv.ns
-		ns.mu.Lock()
-		defer ns.mu.Unlock()
-		if t := ns.topics[path]; t != nil {
-			return &t.life
-		}
-		if e := ns.entities[path]; e != nil {
-			return &e.life
-		}
-	}
-	return nil
-}
-
-// resolvePath returns the path under which ns keeps the queue, topic or subscription
-// path names in any letter case (Namespace.keyLocked), or path when it names none.
-func (ns *Namespace) resolvePath(path string) string {
-	ns.mu.Lock()
-	defer ns.mu.Unlock()
-	return ns.keyLocked(path)
-}
-
-// storeWait sleeps the latency model's wait for one send request, or less when ctx ends
-// first.
-func (s *Sender) storeWait(ctx context.Context) { _ = s.ns.latency.store(ctx) }
-
-// settleWait sleeps the latency model's round trip for one settlement, or less when ctx
-// ends first. The server settles in turn with settleNow.
-func (r *Receiver) settleWait(ctx context.Context) { _ = r.ns.latency.roundTrip(ctx) }
-
-// amqpErrorFor maps an error of the entity model to the AMQP error the service would
-// send, so that the SDK maps it back: CodeLockLost to com.microsoft:message-lock-lost,
-// ErrMessageTooLarge to amqp:link:message-size-exceeded, a transient fault
-// (CodeConnectionLost, CodeTimeout) to com.microsoft:timeout, which the SDK retries by
-// itself and finally reports as CodeTimeout, and so on.
-func amqpErrorFor(err error) *amqp.Error {
-	cond := condInternalError
-	var sbErr *azservicebus.Error
-	var ae *goamqp.Error
-	switch {
-	case errors.As(err, &ae): // the service's own condition (sessions): the SDK reads it as is
-		return &amqp.Error{Condition: amqp.Symbol(ae.Condition), Description: ae.Description}
-	case errors.Is(err, azservicebus.ErrMessageTooLarge):
-		cond = condMessageTooLarge
-	case errors.As(err, &sbErr):
-		switch sbErr.Code {
-		case azservicebus.CodeLockLost:
-			cond = condLockLost
-		case azservicebus.CodeConnectionLost, azservicebus.CodeTimeout:
-			cond = condTimeout
-		case azservicebus.CodeUnauthorizedAccess:
-			cond = condUnauthorized
-		case azservicebus.CodeNotFound:
-			cond = condNotFound
-		case azservicebus.CodeClosed:
-			cond = condDetachForced
-		}
-	case errors.Is(err, ErrNotSettleable), errors.Is(err, ErrInvalidArgument):
-		cond = condNotAllowed
-	case errors.Is(err, context.Canceled), errors.Is(err, context.DeadlineExceeded):
-		cond = condTimeout
-	}
-	return &amqp.Error{Condition: cond, Description: err.Error()}
-}
-
-// $management error conditions: the service names the error of an unsuccessful
-// response in an errorCondition application property, which the Python, .NET, Java and
-// JavaScript SDKs map to their error types (azure-servicebus 7.x mgmt_handlers.py and
-// exceptions.py _ERROR_CODE_TO_ERROR_MAPPING; @azure/core-amqp requestResponseLink.js);
-// the Go SDK reads only the status code. Status codes and conditions pair as in
-// @azure/core-amqp errors.js ConditionStatusMapper.
-const (
-	condSessionLockLost amqp.Symbol = "com.microsoft:session-lock-lost"
-	condMessageNotFound amqp.Symbol = "com.microsoft:message-not-found"
-	condServerBusy      amqp.Symbol = "com.microsoft:server-busy"
-	condArgumentError   amqp.Symbol = "com.microsoft:argument-error"
-)
-
-// statusFor maps an error of the entity model to a $management status code, error
-// condition and description: 410 (Gone) and com.microsoft:message-lock-lost for a lost
-// lock, which the SDKs report as lock lost, 404 (amqp:not-found, or
-// com.microsoft:message-not-found for a message), 401, 503 (com.microsoft:server-busy)
-// for transient faults, which the SDKs retry, 408, 400 and 500.
-func statusFor(err error) (int32, amqp.Symbol, string) {
-	var sbErr *azservicebus.Error
-	var ae *goamqp.Error
-	var noMsg *messageNotFoundError
-	switch {
-	case errors.Is(err, azservicebus.ErrMessageTooLarge):
-		return 400, condMessageTooLarge, err.Error()
-	case errors.Is(err, ErrInvalidArgument), errors.Is(err, ErrNotSettleable):
-		return 400, condArgumentError, err.Error()
-	case errors.As(err, &ae) && ae.Condition == goamqp.ErrCondNotAllowed:
-		return 405, condNotAllowed, ae.Description
-	case errors.As(err, &ae):
-		return 500, amqp.Symbol(ae.Condition), ae.Description
-	case errors.As(err, &noMsg):
-		return 404, condMessageNotFound, err.Error()
-	case errors.As(err, &sbErr):
-		switch sbErr.Code {
-		case azservicebus.CodeLockLost:
-			return 410, condLockLost, "The lock supplied is invalid. Either the lock expired, or the message has already been removed from the queue."
-		case azservicebus.CodeNotFound:
-			return 404, condNotFound, err.Error()
-		case azservicebus.CodeUnauthorizedAccess:
-			return 401, condUnauthorized, err.Error()
-		case azservicebus.CodeConnectionLost:
-			return 503, condServerBusy, err.Error()
-		case azservicebus.CodeTimeout:
-			return 408, condTimeout, err.Error()
-		}
-	case errors.Is(err, context.Canceled), errors.Is(err, context.DeadlineExceeded):
-		return 408, condTimeout, err.Error()
-	}
-	return 500, condInternalError, err.Error()
-}
-
 // forToken returns the receiver that renews or settles the lock with token through
 // $management: any receiver of the sub-queue may (SDK live test
 // TestReceiver_SettleWithOnlyLockToken), so r, except for a message of a session, which
@@ -213,4 +146,35 @@ func (r *Receiver) forToken(token [16]byte) *Receiver {
 		return m.holder
 	}
 	return r
+}
+
+// peekLock reports whether r receives in peek-lock mode (else receive-and-delete).
+func (r *Receiver) peekLock() bool { return r.mode == azservicebus.ReceiveModePeekLock }
+
+// deleted returns a context that ends when the queue or subscription r reads is deleted.
+func (r *Receiver) deleted() context.Context { return r.e.life.done() }
+
+// receiver returns the Receiver inside sr, which reads the session's messages.
+func (sr *SessionReceiver) receiver() *Receiver { return sr.r }
+
+// resolvePath returns the path under which ns keeps the queue, topic or subscription
+// path names in any letter case (Namespace.keyLocked), or path when it names none.
+func (ns *Namespace) resolvePath(path string) string {
+	ns.mu.Lock()
+	defer ns.mu.Unlock()
+	return ns.keyLocked(path)
+}
+
+// deleted returns a context that ends when the queue, topic or subscription at path is
+// deleted, or nil when path names none.
+func (ns *Namespace) deleted(path string) context.Context {
+	ns.mu.Lock()
+	defer ns.mu.Unlock()
+	if t := ns.topics[path]; t != nil {
+		return t.life.done()
+	}
+	if e := ns.entities[path]; e != nil {
+		return e.life.done()
+	}
+	return nil
 }

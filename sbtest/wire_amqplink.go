@@ -206,8 +206,8 @@ func (s *srvSession) finishAttach(l *srvLink, a *amqp.Attach, reply *amqp.Attach
 		c.writeFrame(s.ch, reply, nil)
 	}
 	s.mu.Unlock()
-	if life := l.entityLife(); life != nil {
-		l.watch(life)
+	if deleted := l.entityDeleted(); deleted != nil {
+		l.watch(deleted)
 	}
 	switch l.kind {
 	case linkSend, linkRequest:
@@ -303,11 +303,22 @@ func (l *srvLink) receiveMode(a *amqp.Attach) azservicebus.ReceiveMode {
 // "/$Transfer/$DeadLetterQueue".
 func newEntityReceiver(ns *Namespace, addr string, mode azservicebus.ReceiveMode) (*Receiver, error) {
 	path, sub := splitSubQueue(addr)
-	e, ok := ns.Entity(path)
-	if !ok {
-		return nil, errNotFound()
+	return ns.receiverAt(path, &ReceiverOptions{ReceiveMode: mode, SubQueue: sub})
+}
+
+// entityDeleted returns a context that ends when the entity the link sends to, receives
+// from or manages ($management) is deleted, or nil for $cbs and response links.
+func (l *srvLink) entityDeleted() context.Context {
+	switch {
+	case l.sender != nil:
+		return l.sender.deleted()
+	case l.rcv != nil:
+		return l.rcv.deleted()
+	case l.node != nil && !l.node.cbs:
+		path, _ := splitSubQueue(l.node.path)
+		return l.s.c.srv.ns.deleted(path)
 	}
-	return newReceiver(ns, e, &ReceiverOptions{ReceiveMode: mode, SubQueue: sub})
+	return nil
 }
 
 // splitSubQueue splits a receive address into the entity path and its sub-queue.
@@ -380,8 +391,8 @@ func (l *srvLink) detachWithError(e *amqp.Error) {
 // service does: its clients are refused, not served by a detached copy (Service Bus
 // docs, "Service Bus messaging exceptions": MessagingEntityNotFound). An idle watch
 // costs no goroutine.
-func (l *srvLink) watch(life *lifetime) {
-	stop := context.AfterFunc(life.done(), func() {
+func (l *srvLink) watch(deleted context.Context) {
+	stop := context.AfterFunc(deleted, func() {
 		l.detachWithError(protoError(condNotFound, "sbtest: server: the messaging entity %q was deleted", l.addr))
 	})
 	l.mu.Lock()

@@ -7,6 +7,7 @@ import (
 	"sync"
 	"time"
 
+	"github.com/Azure/azure-sdk-for-go/sdk/azcore/to"
 	"github.com/Azure/azure-sdk-for-go/sdk/messaging/azservicebus"
 	"github.com/sbkit/sbkit/sbtest/internal/amqp"
 )
@@ -245,7 +246,7 @@ func (n *mgmtNode) schedule(ctx context.Context, body amqp.Map) *amqp.Message {
 		m, sections := toSDKMessage(&am)
 		raws = append(raws, sections)
 		if m.ScheduledEnqueueTime == nil {
-			m.ScheduledEnqueueTime = ptr(time.Now())
+			m.ScheduledEnqueueTime = to.Ptr(time.Now())
 		}
 		msgs = append(msgs, m)
 	}
@@ -297,13 +298,12 @@ func (n *mgmtNode) receiveBySequence(ctx context.Context, body amqp.Map, r *Rece
 			return n.fail(err)
 		}
 	}
-	mode = r.mode
 	msgs, err := r.ReceiveDeferredMessages(ctx, seqs, nil)
 	if err != nil {
 		return n.fail(err)
 	}
 	// Never 204: the SDK treats "no messages" here as a broken connection.
-	return n.messagesResponse(msgs, mode == azservicebus.ReceiveModePeekLock)
+	return n.messagesResponse(msgs, r.peekLock())
 }
 
 func (n *mgmtNode) updateDisposition(ctx context.Context, body amqp.Map) *amqp.Message {

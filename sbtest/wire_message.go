@@ -210,7 +210,7 @@ func fromReceived(rm *azservicebus.ReceivedMessage, withLockToken bool) *amqp.Me
 		// As the service does, whatever the client sent: the JavaScript SDK derives the TTL
 		// from these (@azure/core-amqp AmqpAnnotatedMessage.fromRheaMessage:
 		// absolute-expiry-time minus creation-time).
-		p.CreationTime = ptr(rm.EnqueuedTime.UTC())
+		p.CreationTime = amqp.Ptr(rm.EnqueuedTime.UTC())
 		exp := rm.ExpiresAt.UTC()
 		if rm.TimeToLive == nil || *rm.TimeToLive >= sbkit.MaxTTL || exp.After(noExpiry) {
 			exp = noExpiry

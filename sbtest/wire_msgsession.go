@@ -85,7 +85,7 @@ func (l *srvLink) setupSession(a *amqp.Attach, id *string, reply *amqp.Attach) *
 		_ = sr.Close(context.Background())
 		return protoError(condDetachForced, "link closed")
 	}
-	l.sr, l.rcv = sr, sr.r
+	l.sr, l.rcv = sr, sr.receiver()
 	// Registered before close can see it (close unregisters), so that a link closed
 	// meanwhile is not left registered.
 	l.s.c.registerReceiveLink(l)
@@ -195,9 +195,9 @@ func (n *mgmtNode) serveSession(ctx context.Context, l *srvLink, op string, req 
 		}
 		return n.response(200, "OK", nil), true
 	case opPeek:
-		return n.peek(ctx, body, sr.r), true
+		return n.peek(ctx, body, sr.receiver()), true
 	default: // opReceiveBySeq
-		return n.receiveBySequence(ctx, body, sr.r), true
+		return n.receiveBySequence(ctx, body, sr.receiver()), true
 	}
 }
 

@@ -5,6 +5,7 @@ import (
 	"encoding/binary"
 	"errors"
 
+	"github.com/Azure/azure-sdk-for-go/sdk/azcore/to"
 	"github.com/Azure/azure-sdk-for-go/sdk/messaging/azservicebus"
 	"github.com/sbkit/sbkit/sbtest/internal/amqp"
 )
@@ -107,26 +108,23 @@ func (l *srvLink) deliver(rm *azservicebus.ReceivedMessage) bool {
 // messageSettler.go), and the service counts an abandoned delivery (SDK live test
 // TestReceiver_SettleWithOnlyLockToken: redelivered with DeliveryCount 2).
 func (l *srvLink) settle(token [16]byte, state amqp.DeliveryState) amqp.DeliveryState {
-	var st settlement
+	var err error
 	switch s := state.(type) {
 	case *amqp.Accepted:
-		st = l.rcv.completion()
+		err = l.rcv.complete(l.ctx, token)
 	case *amqp.Modified:
 		props := propsFromAnnotations(s.MessageAnnotations)
 		if s.UndeliverableHere {
-			st = l.rcv.deferral(props)
+			err = l.rcv.deferLock(l.ctx, token, props)
 		} else {
-			st = l.rcv.abandonment(props)
+			err = l.rcv.abandon(l.ctx, token, props)
 		}
 	case *amqp.Rejected:
-		st = l.rcv.deadLettering(deadLetterOptions(s.Error))
-	}
-	var err error
-	switch {
-	case st.apply != nil:
-		err = l.rcv.settleNow(l.ctx, token, st)
-	case !l.rcv.releaseLock(token): // released, received, or no state
-		err = errLockLost()
+		err = l.rcv.deadLetter(l.ctx, token, deadLetterOptions(s.Error))
+	default: // released, received, or no state
+		if !l.rcv.releaseLock(token) {
+			err = errLockLost()
+		}
 	}
 	if err != nil {
 		return &amqp.Rejected{Error: amqpErrorFor(err)}
@@ -149,9 +147,9 @@ func deadLetterOptions(e *amqp.Error) *azservicebus.DeadLetterOptions {
 		return o
 	}
 	if e.Condition != condDeadLetter {
-		o.Reason = ptr(string(e.Condition))
+		o.Reason = to.Ptr(string(e.Condition))
 		if e.Description != "" {
-			o.ErrorDescription = ptr(e.Description)
+			o.ErrorDescription = to.Ptr(e.Description)
 		}
 	}
 	for _, kv := range e.Info {
