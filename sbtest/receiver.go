@@ -294,7 +294,8 @@ func (r *Receiver) deliver(now time.Time, m *message) *azservicebus.ReceivedMess
 	r.e.stats.received.Add(1)
 	m.touched = true
 	if r.mode == azservicebus.ReceiveModeReceiveAndDelete {
-		delete(r.sq.bySeq, m.seq)
+		r.sq.drop(m)
+		r.e.changed()
 		r.e.sessionGone(r.sq, m)
 		m.state = stAvailable
 		return m.received()

@@ -302,9 +302,17 @@ func accessedStamp(t time.Time) string {
 	return stamp(t)
 }
 
-// countDetails reports an entity's counts by subqueue (transfer queues are always empty).
-func countDetails(c entityCounts) *atom.CountDetails {
-	return atom.NewCountDetails(int32(c.active), int32(c.deadLetter), int32(c.scheduled))
+// countDetails reports an entity's counts by subqueue (transfer queues are always
+// empty): active messages are the available and locked ones, not the deferred ones ("Get
+// message counters": ActiveMessageCount counts the messages "in the active state").
+func countDetails(c Counts) *atom.CountDetails {
+	return atom.NewCountDetails(int32(c.Active+c.Locked), int32(c.DeadLetter), int32(c.Scheduled))
+}
+
+// messageCount is an entity's MessageCount: every message of the entity and of its
+// dead-letter queue.
+func messageCount(c Counts) *int64 {
+	return ptr(int64(c.Active + c.Locked + c.Deferred + c.Scheduled + c.DeadLetter))
 }
 
 // reportCommon writes the modelled properties queues and subscriptions share.

@@ -110,9 +110,9 @@ func (a *adminServer) describeQueue(e *Entity) *atom.QueueDescription {
 	d.EntityAvailabilityStatus = ptr("Available") // as the service reports an entity in service
 	d.Status = ptr(string(e.Status()))
 	reportAutoDelete(&d.AutoDeleteOnIdle, o)
-	c := e.counts()
-	d.SizeInBytes, d.MessageCount, d.CountDetails = &c.size, &c.total, countDetails(c)
-	d.CreatedAt, d.UpdatedAt, d.AccessedAt = stamp(m.created), stamp(m.updated), accessedStamp(e.accessedAt())
+	c := e.Counts()
+	d.SizeInBytes, d.MessageCount, d.CountDetails = &c.Size, messageCount(c), countDetails(c)
+	d.CreatedAt, d.UpdatedAt, d.AccessedAt = stamp(m.created), stamp(m.updated), accessedStamp(e.AccessedAt())
 	return &d
 }
 
@@ -190,9 +190,9 @@ func (a *adminServer) describeTopic(t *Topic) *atom.TopicDescription {
 	var scheduled, sqlFilters, corrFilters int32
 	subs := t.Subscriptions()
 	for _, s := range subs {
-		c := s.counts()
-		size += c.size
-		scheduled = max(scheduled, int32(c.scheduled))
+		c := s.Counts()
+		size += c.Size
+		scheduled = max(scheduled, int32(c.Scheduled))
 		for _, r := range s.Rules() {
 			switch r.Filter.(type) {
 			case *admin.CorrelationFilter:
@@ -206,7 +206,7 @@ func (a *adminServer) describeTopic(t *Topic) *atom.TopicDescription {
 	d.CountDetails = atom.NewCountDetails(0, 0, scheduled)
 	d.SubscriptionCount = ptr(int32(len(subs)))
 	d.SQLFilterCount, d.CorrelationFilterCount = &sqlFilters, &corrFilters
-	d.CreatedAt, d.UpdatedAt, d.AccessedAt = stamp(m.created), stamp(m.updated), accessedStamp(t.accessedAt())
+	d.CreatedAt, d.UpdatedAt, d.AccessedAt = stamp(m.created), stamp(m.updated), accessedStamp(t.AccessedAt())
 	return &d
 }
 

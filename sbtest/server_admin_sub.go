@@ -128,9 +128,9 @@ func (a *adminServer) describeSubscription(e *Entity) *atom.SubscriptionDescript
 	d.Status = ptr(string(e.Status()))
 	d.EntityAvailabilityStatus = ptr("Available") // the JavaScript admin client requires it (subscriptionResourceSerializer.js)
 	reportAutoDelete(&d.AutoDeleteOnIdle, e.Options())
-	c := e.counts()
-	d.MessageCount, d.CountDetails = &c.total, countDetails(c)
-	d.CreatedAt, d.UpdatedAt, d.AccessedAt = stamp(m.created), stamp(m.updated), accessedStamp(e.accessedAt())
+	c := e.Counts()
+	d.MessageCount, d.CountDetails = messageCount(c), countDetails(c)
+	d.CreatedAt, d.UpdatedAt, d.AccessedAt = stamp(m.created), stamp(m.updated), accessedStamp(e.AccessedAt())
 	return &d
 }
 
