@@ -385,6 +385,37 @@ func (e *Entity) DeleteRule(name string) error {
 	})
 }
 
+// SetRules replaces every rule of a subscription with rules, in one step: a message
+// sent meanwhile is routed by the old rules or by the new ones, never by a mix. A nil
+// Filter means the true filter; no rule at all means the subscription gets no messages.
+// It returns ErrInvalidOptions for a bad name, filter or action, a name given twice or
+// more than MaxRulesPerSubscription rules, and ErrNotSubscription on a queue; then no
+// rule changes.
+func (e *Entity) SetRules(rules []admin.RuleProperties) error {
+	rs, err := e.ruleSet()
+	if err != nil {
+		return err
+	}
+	if len(rules) > MaxRulesPerSubscription {
+		return fmt.Errorf("%w: %d rules for %q, at most %d", ErrInvalidOptions, len(rules), e.path, MaxRulesPerSubscription)
+	}
+	compiled := make([]*rule, len(rules))
+	names := make(map[string]bool, len(rules))
+	for i, r := range rules {
+		if names[r.Name] {
+			return fmt.Errorf("%w: rule %q given twice for %q", ErrInvalidOptions, r.Name, e.path)
+		}
+		names[r.Name] = true
+		if compiled[i], err = compileRule(r); err != nil {
+			return err
+		}
+	}
+	rs.mu.Lock()
+	defer rs.mu.Unlock()
+	rs.rules = compiled
+	return nil
+}
+
 // editRule compiles r (when not nil) and runs f under the rule lock with the index of
 // the rule called name (-1 if none); when mustExist, a missing rule is ErrNotFound.
 func (e *Entity) editRule(name string, r *admin.RuleProperties, mustExist bool, f func(rs *ruleSet, i int, c *rule) error) error {

@@ -80,15 +80,12 @@ func (a *adminServer) putSubscription(r *http.Request, topic, sub string, d *ato
 	if err := a.forwardOptions(&o, d.ForwardTo, d.ForwardDeadLetteredMessagesTo, path); err != nil {
 		return nil, 0, err
 	}
-	var defRule *rule
 	if d.DefaultRuleDescription != nil {
 		rp, err := ruleFromAtom(d.DefaultRuleDescription)
 		if err != nil {
 			return nil, 0, err
 		}
-		if defRule, err = compileRule(rp); err != nil { // refuse a bad rule before creating anything
-			return nil, 0, err
-		}
+		o.DefaultRule = &rp // the subscription's only rule from its creation ("Topic filters and actions")
 	}
 	t, err := a.topicOr404(topic)
 	if err != nil {
@@ -100,15 +97,7 @@ func (a *adminServer) putSubscription(r *http.Request, topic, sub string, d *ato
 			if n := len(t.Subscriptions()); n >= adminMaxSubscriptions {
 				return nil, quotaExceeded("The topic '%s' already has %d subscriptions, the most a topic can have.", topic, n)
 			}
-			s, err := t.NewSubscription(sub, &o)
-			if err == nil && defRule != nil {
-				// "Topic filters and actions": a subscription created with a default rule
-				// has that rule instead of the true-filter $Default.
-				s.rules.mu.Lock()
-				s.rules.rules = []*rule{defRule}
-				s.rules.mu.Unlock()
-			}
-			return s, err
+			return t.NewSubscription(sub, &o)
 		})
 	if err != nil {
 		return nil, 0, err

@@ -105,14 +105,9 @@ func (e *entities) create(ns *sbtest.Namespace) error {
 		if !ok {
 			return fmt.Errorf("sbemulator: rules for %q, which does not exist", path)
 		}
-		// The file's rules replace $Default (recreated if the file names it).
-		if err := sub.DeleteRule(defaultRule); err != nil {
+		// The file's rules replace $Default, at once (one of them may be called $Default).
+		if err := sub.SetRules(rules); err != nil {
 			return fmt.Errorf("sbemulator: %s: %w", path, err)
-		}
-		for _, r := range rules {
-			if err := sub.CreateRule(r); err != nil {
-				return fmt.Errorf("sbemulator: %s: rule %q: %w", path, r.Name, err)
-			}
 		}
 	}
 	return nil
@@ -152,9 +147,6 @@ func checkForwards(ns *sbtest.Namespace, e *entities) error {
 	}
 	return nil
 }
-
-// defaultRule is the rule a new subscription gets (the true filter).
-const defaultRule = "$Default"
 
 // addQueue declares a queue; a name declared twice is an error.
 func (e *entities) addQueue(name string, o *sbtest.EntityOptions) error {
