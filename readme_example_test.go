@@ -145,7 +145,7 @@ func Example_testingHandlers() {
 	}
 	_ = p.Close(context.Background())
 
-	fmt.Println("left in the queue:", queue.ActiveCount())
+	fmt.Println("left in the queue:", queue.Counts().Active)
 	for _, m := range queue.DeadLetters() {
 		fmt.Println("dead-lettered:", *m.DeadLetterReason)
 	}

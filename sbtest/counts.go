@@ -122,27 +122,18 @@ func (e *Entity) nextDueLocked() (time.Time, bool) {
 	return due, ok
 }
 
-// ActiveCount returns Counts().Active.
-//
-// Deprecated: use Counts or WaitUntil.
+// ActiveCount is Counts().Active. Call Counts once to read several counts from one
+// snapshot.
 func (e *Entity) ActiveCount() int { return e.Counts().Active }
 
-// LockedCount returns Counts().Locked.
-//
-// Deprecated: use Counts or WaitUntil.
+// LockedCount is Counts().Locked.
 func (e *Entity) LockedCount() int { return e.Counts().Locked }
 
-// ScheduledCount returns Counts().Scheduled.
-//
-// Deprecated: use Counts or WaitUntil.
+// ScheduledCount is Counts().Scheduled.
 func (e *Entity) ScheduledCount() int { return e.Counts().Scheduled }
 
-// DeferredCount returns Counts().Deferred.
-//
-// Deprecated: use Counts or WaitUntil.
+// DeferredCount is Counts().Deferred.
 func (e *Entity) DeferredCount() int { return e.Counts().Deferred }
 
-// DeadLetterCount returns Counts().DeadLetter.
-//
-// Deprecated: use Counts or WaitUntil.
+// DeadLetterCount is Counts().DeadLetter.
 func (e *Entity) DeadLetterCount() int { return e.Counts().DeadLetter }

@@ -93,7 +93,7 @@ func TestErrors(t *testing.T) {
 			if err == nil || !tt.check(err) {
 				t.Fatalf("err = %v", err)
 			}
-			if n := f.q.ActiveCount() + f.q.ScheduledCount(); n != 0 {
+			if n := f.q.Counts().Active + f.q.Counts().Scheduled; n != 0 {
 				t.Fatalf("a failed call stored %d messages", n)
 			}
 			if msg := err.Error(); !strings.Contains(msg, "sbtest") && !strings.Contains(msg, "sbkit") &&

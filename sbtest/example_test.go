@@ -25,7 +25,7 @@ func Example() {
 		fmt.Printf("%s seq=%d delivery=%d\n", m.Body, *m.SequenceNumber, m.DeliveryCount)
 		_ = receiver.CompleteMessage(ctx, m, nil)
 	}
-	fmt.Println("left:", queue.ActiveCount()+queue.LockedCount(), "completed:", queue.Stats().Completed)
+	fmt.Println("left:", queue.Counts().Active+queue.Counts().Locked, "completed:", queue.Stats().Completed)
 	// Output:
 	// order 1 seq=1 delivery=1
 	// left: 0 completed: 1
@@ -45,7 +45,7 @@ func Example_maxDeliveryCount() {
 		fmt.Println("delivery", msgs[0].DeliveryCount)
 		_ = receiver.AbandonMessage(ctx, msgs[0], nil)
 	}
-	fmt.Println("active:", queue.ActiveCount(), "dead-lettered:", queue.DeadLetterCount())
+	fmt.Println("active:", queue.Counts().Active, "dead-lettered:", queue.Counts().DeadLetter)
 
 	dlq, _ := ns.NewReceiverForQueue("jobs", &sbtest.ReceiverOptions{SubQueue: azservicebus.SubQueueDeadLetter})
 	msgs, _ := dlq.ReceiveMessages(ctx, 1, nil)

@@ -99,7 +99,7 @@ func TestScheduledMessageNumberedAtActivation(t *testing.T) {
 			if len(got) != 2 || string(got[0].Body) != "scheduled" || *got[0].SequenceNumber != 2 || *got[1].SequenceNumber != 3 {
 				t.Fatalf("active %d messages, first %q #%d; want scheduled #2, later #3", len(got), got[0].Body, *got[0].SequenceNumber)
 			}
-			if s.CancelScheduledMessages(ctx, seqs, nil) != nil || q.ActiveCount() != 2 {
+			if s.CancelScheduledMessages(ctx, seqs, nil) != nil || q.Counts().Active != 2 {
 				t.Fatal("cancelling an activated message's scheduled number removed it")
 			}
 		})

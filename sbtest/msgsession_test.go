@@ -333,8 +333,8 @@ func TestSessionLockExpiryDeadLettersAfterMaxDeliveries(t *testing.T) {
 				t.Fatal("session was not locked")
 			}
 		}
-		if f.q.DeadLetterCount() != 1 {
-			t.Fatalf("dead letters %d", f.q.DeadLetterCount())
+		if f.q.Counts().DeadLetter != 1 {
+			t.Fatalf("dead letters %d", f.q.Counts().DeadLetter)
 		}
 	})
 }
@@ -500,7 +500,7 @@ func TestSessionIndexOrder(t *testing.T) {
 		s0, _, _ := next("s0"), next("s1"), next("s2")
 		f.send(t, "s0", "late") // a locked session with a new message stays locked
 		receiveOneFrom(t, s0, 1)
-		if n := f.q.ActiveCount(); n != 10 { // messages of locked sessions wait available
+		if n := f.q.Counts().Active; n != 10 { // messages of locked sessions wait available
 			t.Fatalf("%d active, want 10", n)
 		}
 		time.Sleep(20 * time.Second)
@@ -518,7 +518,7 @@ func TestSessionIndexOrder(t *testing.T) {
 		if st := f.q.Stats(); st.SessionLocksExpired != 3 {
 			t.Fatalf("%d session locks expired, want 3", st.SessionLocksExpired)
 		}
-		if n := f.q.ActiveCount(); n != 11 {
+		if n := f.q.Counts().Active; n != 11 {
 			t.Fatalf("%d active, want 11", n)
 		}
 	})

@@ -126,7 +126,7 @@ func TestReceiveContextEndLeavesNothingLocked(t *testing.T) {
 			t.Fatalf("err = %v", err)
 		}
 		sendAll(t, f.s, "a")
-		if f.q.LockedCount() != 0 || f.q.ActiveCount() != 1 {
+		if f.q.Counts().Locked != 0 || f.q.Counts().Active != 1 {
 			t.Fatal("the cancelled receive took a message")
 		}
 	})

@@ -242,13 +242,13 @@ func TestCancelScheduledCancelsActionCopies(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if n := subs["s"].ScheduledCount(); n != 2 {
+	if n := subs["s"].Counts().Scheduled; n != 2 {
 		t.Fatalf("%d scheduled copies, want 2", n)
 	}
 	if err := s.CancelScheduledMessages(ctx, seqs, nil); err != nil {
 		t.Fatal(err)
 	}
-	if n := subs["s"].ScheduledCount(); n != 0 {
+	if n := subs["s"].Counts().Scheduled; n != 0 {
 		t.Fatalf("%d scheduled copies left after cancel", n)
 	}
 	if c := top.Stats().Cancelled; c != 1 {
@@ -285,12 +285,12 @@ func TestRuleEvaluationCostBounded(t *testing.T) {
 	if err := s.SendMessage(context.Background(), msg, nil); err != nil {
 		t.Fatal(err)
 	}
-	if n := subs["plain"].ActiveCount(); n != 1 {
+	if n := subs["plain"].Counts().Active; n != 1 {
 		t.Fatalf("the plain subscription holds %d messages, want 1", n)
 	}
 	dl := subs["hostile"].DeadLetters()
-	if len(dl) != 1 || subs["hostile"].ActiveCount() != 0 {
-		t.Fatalf("the hostile subscription holds %d active and %d dead-lettered, want the message dead-lettered once", subs["hostile"].ActiveCount(), len(dl))
+	if len(dl) != 1 || subs["hostile"].Counts().Active != 0 {
+		t.Fatalf("the hostile subscription holds %d active and %d dead-lettered, want the message dead-lettered once", subs["hostile"].Counts().Active, len(dl))
 	}
 	if r := dl[0].DeadLetterReason; r == nil || *r != RuleEvaluationFailedReason {
 		t.Fatalf("reason %v, want %s", r, RuleEvaluationFailedReason)
@@ -321,8 +321,8 @@ func TestRuleActionPropertiesBounded(t *testing.T) {
 	}
 	grown := int64(liveHeap()) - int64(base)
 	dl := subs["s"].DeadLetters()
-	if len(dl) != 10 || subs["s"].ActiveCount() != 0 {
-		t.Fatalf("%d active, %d dead-lettered (heap %+d MiB), want all 10 dead-lettered", subs["s"].ActiveCount(), len(dl), grown>>20)
+	if len(dl) != 10 || subs["s"].Counts().Active != 0 {
+		t.Fatalf("%d active, %d dead-lettered (heap %+d MiB), want all 10 dead-lettered", subs["s"].Counts().Active, len(dl), grown>>20)
 	}
 	if r := dl[0].DeadLetterReason; r == nil || *r != RuleEvaluationFailedReason {
 		t.Fatalf("reason %v, want %s", r, RuleEvaluationFailedReason)

@@ -42,7 +42,7 @@ func TestScheduledTTLCountsFromEnqueue(t *testing.T) {
 				if err := tt.send(f.s, &azservicebus.Message{Body: []byte("s"), TimeToLive: &ttl}, start.Add(5*time.Minute)); err != nil {
 					t.Fatal(err)
 				}
-				if f.q.ScheduledCount() != 1 || f.q.ActiveCount() != 0 {
+				if f.q.Counts().Scheduled != 1 || f.q.Counts().Active != 0 {
 					t.Fatal("not scheduled")
 				}
 				sc := f.q.Scheduled()[0]
@@ -94,15 +94,15 @@ func TestCancelScheduledMessages(t *testing.T) {
 		if err := f.s.CancelScheduledMessages(ctx, []int64{seqs[0], seqs[2], 999}, nil); err != nil {
 			t.Fatal(err)
 		}
-		if f.q.ScheduledCount() != 1 || f.q.Stats().Cancelled != 2 {
-			t.Fatalf("scheduled %d stats %+v", f.q.ScheduledCount(), f.q.Stats())
+		if f.q.Counts().Scheduled != 1 || f.q.Stats().Cancelled != 2 {
+			t.Fatalf("scheduled %d stats %+v", f.q.Counts().Scheduled, f.q.Stats())
 		}
 		ms := receive(t, f.r, 10, time.Hour)
 		if len(ms) != 1 || string(ms[0].Body) != "b" {
 			t.Fatalf("got %v", bodies(ms))
 		}
 		// Cancelling a message that is already active does nothing.
-		if err := f.s.CancelScheduledMessages(ctx, []int64{seqs[1]}, nil); err != nil || f.q.LockedCount() != 1 {
+		if err := f.s.CancelScheduledMessages(ctx, []int64{seqs[1]}, nil); err != nil || f.q.Counts().Locked != 1 {
 			t.Fatal("cancel touched an active message")
 		}
 	})
@@ -129,7 +129,7 @@ func TestDuplicateDetection(t *testing.T) {
 		if err := f.s.SendBatch(ctx, b, nil); err != nil {
 			t.Fatal(err)
 		}
-		if got := f.q.ActiveCount(); got != 3 {
+		if got := f.q.Counts().Active; got != 3 {
 			t.Fatalf("ActiveCount = %d, want 3 (a, b, c)", got)
 		}
 		if got := f.q.Stats().DuplicatesDropped; got != 3 {
@@ -137,12 +137,12 @@ func TestDuplicateDetection(t *testing.T) {
 		}
 		time.Sleep(5 * time.Minute) // the first a leaves the window
 		send("a")
-		if got := f.q.ActiveCount(); got != 4 {
+		if got := f.q.Counts().Active; got != 4 {
 			t.Fatalf("ActiveCount = %d, want 4 after the window", got)
 		}
 		// Messages without a MessageID are never duplicates.
 		sendAll(t, f.s, "x", "x")
-		if got := f.q.ActiveCount(); got != 6 {
+		if got := f.q.Counts().Active; got != 6 {
 			t.Fatalf("ActiveCount = %d, want 6", got)
 		}
 	})

@@ -100,7 +100,7 @@ func runChaos(t *testing.T, seed uint64) {
 	}
 	time.Sleep(time.Until(until) + 10*time.Millisecond)
 	for _, e := range []*Entity{q, sq} {
-		if n := e.LockedCount(); n != 0 {
+		if n := e.Counts().Locked; n != 0 {
 			t.Errorf("seed %d: %s: %d messages still locked after their locks expired", seed, e.Name(), n)
 		}
 	}

@@ -62,7 +62,7 @@ func TestDeletedEntityRefusesOpenClients(t *testing.T) {
 		wantNotFound(name, err)
 	}
 	wantNotFound("complete", qr.CompleteMessage(ctx, held, nil))
-	if n := q2.ActiveCount(); n != 0 {
+	if n := q2.Counts().Active; n != 0 {
 		t.Fatalf("the re-created queue has %d messages, want none", n)
 	}
 }

@@ -355,7 +355,7 @@ func TestServerCloseReleasesEverything(t *testing.T) {
 		t.Fatal(err)
 	}
 	q, _ := srv.Namespace().Entity("q")
-	if q.LockedCount() == 0 {
+	if q.Counts().Locked == 0 {
 		t.Fatal("nothing locked")
 	}
 	// A raw client in the middle of its handshake.
@@ -372,7 +372,7 @@ func TestServerCloseReleasesEverything(t *testing.T) {
 		t.Fatalf("second Close: %v", err)
 	}
 	// The locks outlive the connections, until LockedUntil (seed 000).
-	if n := q.LockedCount(); n != 3 {
+	if n := q.Counts().Locked; n != 3 {
 		t.Fatalf("%d messages locked after Close, want the 3 locks kept", n)
 	}
 	_ = client.Close(ctx)

@@ -178,7 +178,7 @@ func TestServerHostileClientBoundedHeap(t *testing.T) {
 		c.attachReceiver("held")
 		c.flow(0, held, 0, held, false)
 		c.expectTransfers(held)
-		if n := hq.LockedCount(); n != held {
+		if n := hq.Counts().Locked; n != held {
 			t.Fatalf("%d messages locked, want %d", n, held)
 		}
 		// Unsettled dispositions for ids the client never received, never reading the

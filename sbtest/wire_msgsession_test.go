@@ -168,8 +168,8 @@ func TestServerSessionReceive(t *testing.T) {
 	if got := bodies(receiveN(t, rb, 1)); !slices.Equal(got, []string{"b1"}) {
 		t.Fatalf("b got %v", got)
 	}
-	if q.ActiveCount() != 0 || len(q.Sessions()) != 1 {
-		t.Fatalf("active %d sessions %+v", q.ActiveCount(), q.Sessions())
+	if q.Counts().Active != 0 || len(q.Sessions()) != 1 {
+		t.Fatalf("active %d sessions %+v", q.Counts().Active, q.Sessions())
 	}
 	w.oneConnection(t)
 }

@@ -123,7 +123,7 @@ func TestServerStoresTransfersBeforeDetachOrClose(t *testing.T) {
 						t.Fatalf("%d of %d messages stored before the connection closed", got, n)
 					}
 				}
-				if got := q.ActiveCount(); got != n {
+				if got := q.Counts().Active; got != n {
 					t.Fatalf("%d messages available, want %d", got, n)
 				}
 			})
@@ -239,14 +239,14 @@ func TestServerSettlesBeforeDetach(t *testing.T) {
 		{"reject", func(ctx context.Context, r *goamqp.Receiver, m *goamqp.Message) error {
 			return r.RejectMessage(ctx, m, nil)
 		}, func(t *testing.T, q *Entity) {
-			if got := q.DeadLetterCount(); got != n {
+			if got := q.Counts().DeadLetter; got != n {
 				t.Fatalf("%d of %d dead-lettered", got, n)
 			}
 		}},
 		{"defer", func(ctx context.Context, r *goamqp.Receiver, m *goamqp.Message) error {
 			return r.ModifyMessage(ctx, m, &goamqp.ModifyMessageOptions{UndeliverableHere: true})
 		}, func(t *testing.T, q *Entity) {
-			if got := q.DeferredCount(); got != n {
+			if got := q.Counts().Deferred; got != n {
 				t.Fatalf("%d of %d deferred", got, n)
 			}
 		}},
@@ -254,7 +254,7 @@ func TestServerSettlesBeforeDetach(t *testing.T) {
 			return r.ReleaseMessage(ctx, m)
 		},
 			func(t *testing.T, q *Entity) {
-				if got := q.ActiveCount(); got != n {
+				if got := q.Counts().Active; got != n {
 					t.Fatalf("%d of %d available again", got, n)
 				}
 			}},
@@ -301,7 +301,7 @@ func TestServerSettlesBeforeDetach(t *testing.T) {
 					t.Fatal(err)
 				}
 				// The server answered the detach: every settlement before it took effect.
-				if got := q.LockedCount(); got != 0 {
+				if got := q.Counts().Locked; got != 0 {
 					t.Fatalf("%d messages still locked after the detach", got)
 				}
 				oc.check(t, q)

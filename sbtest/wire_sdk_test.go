@@ -32,7 +32,7 @@ func TestServerSendReceiveComplete(t *testing.T) {
 		t.Fatal(err)
 	}
 	q, _ := w.srv.Namespace().Entity("q")
-	if n := q.ActiveCount(); n != 1 {
+	if n := q.Counts().Active; n != 1 {
 		t.Fatalf("active = %d, want 1", n)
 	}
 
@@ -70,7 +70,7 @@ func TestServerSendReceiveComplete(t *testing.T) {
 	if err := r.CompleteMessage(ctx, got, nil); err != nil {
 		t.Fatal(err)
 	}
-	if st := q.Stats(); st.Completed != 1 || q.ActiveCount()+q.LockedCount() != 0 {
+	if st := q.Stats(); st.Completed != 1 || q.Counts().Active+q.Counts().Locked != 0 {
 		t.Fatalf("after complete: %+v", st)
 	}
 	w.oneConnection(t)
@@ -110,7 +110,7 @@ func TestServerBatchAndReceiveAndDelete(t *testing.T) {
 			t.Fatalf("receive-and-delete message %d has a lock", i)
 		}
 	}
-	if n := q.ActiveCount() + q.LockedCount(); n != 0 {
+	if n := q.Counts().Active + q.Counts().Locked; n != 0 {
 		t.Fatalf("%d messages left after receive-and-delete", n)
 	}
 	if err := r.CompleteMessage(ctx, got[0], nil); err == nil {
@@ -165,7 +165,7 @@ func TestServerSettlement(t *testing.T) {
 		if err := dlq.CompleteMessage(ctx, d, nil); err != nil {
 			t.Fatal(err)
 		}
-		if n := q.DeadLetterCount(); n != 0 {
+		if n := q.Counts().DeadLetter; n != 0 {
 			t.Fatalf("dead-letter count %d after complete", n)
 		}
 	})
@@ -176,7 +176,7 @@ func TestServerSettlement(t *testing.T) {
 		if err := r.DeferMessage(ctx, m, nil); err != nil {
 			t.Fatal(err)
 		}
-		if n := q.DeferredCount(); n != 1 {
+		if n := q.Counts().Deferred; n != 1 {
 			t.Fatalf("deferred count %d", n)
 		}
 		// Strict, as the service: an unknown number fails the request with 404.
@@ -196,7 +196,7 @@ func TestServerSettlement(t *testing.T) {
 		if err := r.AbandonMessage(ctx, ds[0], nil); err != nil {
 			t.Fatal(err)
 		}
-		if n := q.DeferredCount(); n != 1 {
+		if n := q.Counts().Deferred; n != 1 {
 			t.Fatalf("abandoned deferred message: deferred count %d, want 1", n)
 		}
 		ds, err = r.ReceiveDeferredMessages(ctx, []int64{*m.SequenceNumber}, nil)
@@ -206,7 +206,7 @@ func TestServerSettlement(t *testing.T) {
 		if err := r.CompleteMessage(ctx, ds[0], nil); err != nil {
 			t.Fatal(err)
 		}
-		if n := q.DeferredCount(); n != 0 {
+		if n := q.Counts().Deferred; n != 0 {
 			t.Fatalf("deferred count %d after complete", n)
 		}
 		// The service fails the request: the message is gone (issue 15 item 4).
@@ -286,7 +286,7 @@ func TestServerPeekScheduleCancel(t *testing.T) {
 	if err := s.SendMessage(ctx, &azservicebus.Message{Body: []byte("now")}, nil); err != nil {
 		t.Fatal(err)
 	}
-	if n := q.ScheduledCount(); n != 2 {
+	if n := q.Counts().Scheduled; n != 2 {
 		t.Fatalf("scheduled %d", n)
 	}
 
@@ -316,7 +316,7 @@ func TestServerPeekScheduleCancel(t *testing.T) {
 	if err := s.CancelScheduledMessages(ctx, seqs, nil); err != nil {
 		t.Fatal(err)
 	}
-	if n := q.ScheduledCount(); n != 0 {
+	if n := q.Counts().Scheduled; n != 0 {
 		t.Fatalf("scheduled %d after cancel", n)
 	}
 	if st := q.Stats(); st.Cancelled != 2 {
@@ -346,7 +346,7 @@ func TestServerLockExpiryAndMaxDeliveryCount(t *testing.T) {
 		t.Fatal(err)
 	}
 	first := receiveN(t, r, 1)[0]
-	eventually(t, "the lock to expire", func() bool { return q.LockedCount() == 0 })
+	eventually(t, "the lock to expire", func() bool { return q.Counts().Locked == 0 })
 	if err := r.CompleteMessage(ctx, first, nil); code(err) != azservicebus.CodeLockLost {
 		t.Fatalf("complete after lock expiry: %v, want CodeLockLost", err)
 	}
@@ -360,7 +360,7 @@ func TestServerLockExpiryAndMaxDeliveryCount(t *testing.T) {
 	if err := r.AbandonMessage(ctx, second, nil); err != nil {
 		t.Fatal(err)
 	}
-	if n := q.DeadLetterCount(); n != 1 {
+	if n := q.Counts().DeadLetter; n != 1 {
 		t.Fatalf("dead-letter count %d after MaxDeliveryCount deliveries", n)
 	}
 	dlq := w.receiver(t, "q", &azservicebus.ReceiverOptions{SubQueue: azservicebus.SubQueueDeadLetter, ReceiveMode: azservicebus.ReceiveModeReceiveAndDelete})
@@ -384,7 +384,7 @@ func TestServerTTL(t *testing.T) {
 	if err := s.SendMessage(ctx, &azservicebus.Message{Body: []byte("forever")}, nil); err != nil {
 		t.Fatal(err)
 	}
-	eventually(t, "the message to expire", func() bool { return q.DeadLetterCount() == 1 })
+	eventually(t, "the message to expire", func() bool { return q.Counts().DeadLetter == 1 })
 	r := w.receiver(t, "q", nil)
 	m := receiveN(t, r, 1)[0]
 	if string(m.Body) != "forever" {
@@ -417,8 +417,8 @@ func TestServerTopic(t *testing.T) {
 		t.Fatalf("schedule on a topic: %v %v", seqs, err)
 	}
 	for _, e := range []string{"t/Subscriptions/a", "t/Subscriptions/b"} {
-		if sub, _ := w.srv.Namespace().Entity(e); sub.ScheduledCount() != 1 {
-			t.Fatalf("%s: %d scheduled", e, sub.ScheduledCount())
+		if sub, _ := w.srv.Namespace().Entity(e); sub.Counts().Scheduled != 1 {
+			t.Fatalf("%s: %d scheduled", e, sub.Counts().Scheduled)
 		}
 	}
 	if err := s.CancelScheduledMessages(ctx, seqs, nil); err != nil {
@@ -530,8 +530,8 @@ func TestServerLocksFollowTheLink(t *testing.T) {
 		r2 := w.receiver(t, "q", nil)
 		short, cancel := context.WithTimeout(ctx, 200*time.Millisecond)
 		defer cancel()
-		if got, _ := r2.ReceiveMessages(short, 1, nil); len(got) != 0 || q.LockedCount() != 1 {
-			t.Fatalf("after Close: redelivered %d, %d locked; want the lock kept", len(got), q.LockedCount())
+		if got, _ := r2.ReceiveMessages(short, 1, nil); len(got) != 0 || q.Counts().Locked != 1 {
+			t.Fatalf("after Close: redelivered %d, %d locked; want the lock kept", len(got), q.Counts().Locked)
 		}
 		byToken := &azservicebus.ReceivedMessage{LockToken: m.LockToken}
 		if err := r2.RenewMessageLock(ctx, byToken, nil); err != nil {
@@ -540,8 +540,8 @@ func TestServerLocksFollowTheLink(t *testing.T) {
 		if err := r2.CompleteMessage(ctx, byToken, nil); err != nil {
 			t.Fatalf("complete by token: %v", err)
 		}
-		if q.LockedCount() != 0 || q.ActiveCount() != 0 {
-			t.Fatalf("%d locked, %d active after the complete", q.LockedCount(), q.ActiveCount())
+		if q.Counts().Locked != 0 || q.Counts().Active != 0 {
+			t.Fatalf("%d locked, %d active after the complete", q.Counts().Locked, q.Counts().Active)
 		}
 	})
 
@@ -567,7 +567,7 @@ func TestServerLocksFollowTheLink(t *testing.T) {
 		// The server delivers them on the leftover credit; the SDK's releaser hands them
 		// back (released), until the credit is used up.
 		eventually(t, "the leftover deliveries to be released", func() bool {
-			return q.Stats().Received >= received+2 && q.LockedCount() == 1 && q.ActiveCount() == 2
+			return q.Stats().Received >= received+2 && q.Counts().Locked == 1 && q.Counts().Active == 2
 		})
 		if err := r.CompleteMessage(ctx, first, nil); err != nil {
 			t.Fatal(err)

@@ -119,9 +119,9 @@ func (e *e2e) processor(h sbkit.Handler, concurrency int, hooks ...pgdedupe.Hook
 func (e *e2e) drained() {
 	e.t.Helper()
 	deadline := time.Now().Add(20 * time.Second)
-	for e.queue.ActiveCount()+e.queue.LockedCount() != 0 {
+	for e.queue.Counts().Active+e.queue.Counts().Locked != 0 {
 		if time.Now().After(deadline) {
-			e.t.Fatalf("queue not drained: %d active, %d locked", e.queue.ActiveCount(), e.queue.LockedCount())
+			e.t.Fatalf("queue not drained: %d active, %d locked", e.queue.Counts().Active, e.queue.Counts().Locked)
 		}
 		time.Sleep(10 * time.Millisecond)
 	}
