@@ -128,19 +128,6 @@ func (ns *Namespace) Topics() []*Topic {
 	return out
 }
 
-// queuesAndTopics counts the namespace's queues and topics.
-func (ns *Namespace) queuesAndTopics() int {
-	ns.mu.Lock()
-	defer ns.mu.Unlock()
-	n := len(ns.topics)
-	for _, e := range ns.entities {
-		if e.topic == nil {
-			n++
-		}
-	}
-	return n
-}
-
 // Topic returns the topic a subscription belongs to, or nil for a queue.
 func (e *Entity) Topic() *Topic { return e.topic }
 

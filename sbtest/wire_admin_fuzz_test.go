@@ -39,7 +39,7 @@ func FuzzAdminRequest(f *testing.F) {
 			req.Header.Set("If-Match", ifMatch)
 		}
 		rec := httptest.NewRecorder()
-		srv.admin.ServeHTTP(rec, req)
+		srv.admin.api.ServeHTTP(rec, req)
 		if rec.Code < 200 || rec.Code >= 500 {
 			t.Fatalf("%s %s: status %d: %s", method, path, rec.Code, rec.Body.String())
 		}

@@ -8,14 +8,8 @@ import (
 
 	"github.com/Azure/azure-sdk-for-go/sdk/azcore/to"
 	"github.com/Azure/azure-sdk-for-go/sdk/messaging/azservicebus/admin"
+	adminapi "github.com/sbkit/sbkit/sbtest/internal/admin"
 )
-
-// metaLen is how many entities the admin API keeps descriptions of.
-func (a *adminServer) metaLen() int {
-	a.mu.Lock()
-	defer a.mu.Unlock()
-	return len(a.meta)
-}
 
 // The administration API keeps nothing of a deleted entity (its queue, topic with
 // subscriptions, or an entity deleted in the model), so create/delete cycles cost no
@@ -43,7 +37,7 @@ func TestAdminForgetsDeletedEntities(t *testing.T) {
 	if _, err := ac.DeleteTopic(ctx, "t", nil); err != nil {
 		t.Fatal(err)
 	}
-	if n := w.srv.admin.metaLen(); n != 0 {
+	if n := w.srv.admin.api.Kept(); n != 0 {
 		t.Fatalf("the admin API keeps descriptions of %d deleted entities", n)
 	}
 	// Deleted in the model, forgotten by the next PUT.
@@ -56,7 +50,7 @@ func TestAdminForgetsDeletedEntities(t *testing.T) {
 	if _, err := ac.CreateQueue(ctx, "kept", nil); err != nil {
 		t.Fatal(err)
 	}
-	if n := w.srv.admin.metaLen(); n != 1 {
+	if n := w.srv.admin.api.Kept(); n != 1 {
 		t.Fatalf("the admin API keeps descriptions of %d entities, want 1 (kept)", n)
 	}
 }
@@ -103,14 +97,14 @@ func TestAdminQuotas(t *testing.T) {
 	ctx := wireCtx(t)
 	ns := w.srv.Namespace()
 	top, _ := ns.NewTopic("t", nil)
-	for i := range adminMaxSubscriptions {
+	for i := range adminapi.MaxSubscriptions {
 		if _, err := top.NewSubscription(fmt.Sprint("s", i), nil); err != nil {
 			t.Fatal(err)
 		}
 	}
 	_, err := ac.CreateSubscription(ctx, "t", "one-more", nil)
 	wantStatus(t, "subscription 2,001", err, http.StatusForbidden)
-	for i := range adminMaxEntities - 1 {
+	for i := range adminapi.MaxEntities - 1 {
 		if _, err := ns.NewQueue(fmt.Sprint("q", i), nil); err != nil {
 			t.Fatal(err)
 		}

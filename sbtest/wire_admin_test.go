@@ -15,6 +15,7 @@ import (
 	"github.com/Azure/azure-sdk-for-go/sdk/azcore/to"
 	"github.com/Azure/azure-sdk-for-go/sdk/messaging/azservicebus"
 	"github.com/Azure/azure-sdk-for-go/sdk/messaging/azservicebus/admin"
+	adminapi "github.com/sbkit/sbkit/sbtest/internal/admin"
 )
 
 // adminWire is a server with no entities, an AMQP client and an admin client built
@@ -419,7 +420,7 @@ func TestAdminUpdatesWhileMessagesFlow(t *testing.T) {
 
 	hc := w.srv.AdminHTTPClient()
 	defer hc.CloseIdleConnections()
-	for _, body := range []string{"<entry", "<entry xmlns=\"http://www.w3.org/2005/Atom\"><content/></entry>", strings.Repeat("x", maxAdminBody+10)} {
+	for _, body := range []string{"<entry", "<entry xmlns=\"http://www.w3.org/2005/Atom\"><content/></entry>", strings.Repeat("x", adminapi.MaxBody+10)} {
 		req, _ := http.NewRequestWithContext(ctx, http.MethodPut, "https://"+w.srv.Addr().String()+"/bad", strings.NewReader(body))
 		resp, err := hc.Do(req)
 		if err != nil {

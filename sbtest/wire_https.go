@@ -21,6 +21,7 @@ import (
 
 	"github.com/Azure/azure-sdk-for-go/sdk/azcore"
 	"github.com/Azure/azure-sdk-for-go/sdk/messaging/azservicebus/admin"
+	adminapi "github.com/sbkit/sbkit/sbtest/internal/admin"
 )
 
 // TLS shares the AMQP port: the SDKs speak AMQP over TLS (without the emulator flag) and
@@ -31,19 +32,18 @@ import (
 // and the same limits (ServerOptions) apply to all.
 const tlsHandshakeRecord = 0x16
 
-// adminServer serves the administration API over TLS for a Server, and in plain HTTP
-// on a second listener when ServerOptions.AdminHTTPAddr names one (wire_endpoint.go).
+// adminServer serves the administration API (adminapi.Handler, over the Server's
+// Namespace) over TLS for a Server, and in plain HTTP on a second listener when
+// ServerOptions.AdminHTTPAddr names one (wire_endpoint.go).
 type adminServer struct {
 	srv   *Server
+	api   *adminapi.Handler
 	pool  *x509.CertPool
 	cert  []byte // the certificate, DER
 	tls   *tls.Config
 	http  *http.Server
 	ln    *connListener
 	plain net.Listener // the plain-HTTP listener, or nil
-
-	mu   sync.Mutex
-	meta map[string]*adminMeta // what the admin API was told about each entity, by path
 }
 
 // newAdminServer starts the administration API of s; plain, when not nil, is the
@@ -59,18 +59,18 @@ func newAdminServer(s *Server, plain net.Listener) (*adminServer, error) {
 	}
 	a := &adminServer{
 		srv:   s,
+		api:   adminapi.New(adminModel{s.ns}),
 		pool:  pool,
 		cert:  cert.Certificate[0],
 		tls:   &tls.Config{Certificates: []tls.Certificate{cert}, MinVersion: tls.VersionTLS12},
 		ln:    newConnListener(s.ln.Addr()),
 		plain: plain,
-		meta:  make(map[string]*adminMeta),
 	}
 	// A request's header must come within the handshake timeout, the whole request and
 	// its answer within the write timeout; an idle keep-alive connection is closed after
 	// AdminIdleTimeout (net/http keeps it forever without IdleTimeout and ReadTimeout).
 	a.http = &http.Server{
-		Handler:           a,
+		Handler:           a.api,
 		ReadHeaderTimeout: s.limits.handshakeTimeout,
 		ReadTimeout:       s.limits.writeTimeout,
 		WriteTimeout:      s.limits.writeTimeout,

@@ -1,4 +1,4 @@
-package sbtest
+package admin
 
 import (
 	"net/http"
@@ -28,21 +28,22 @@ import (
 // TestAdminClient_QueueWithMaxValues).
 
 const (
-	adminDefaultDupWindow   = 10 * time.Minute
-	adminMinDupWindow       = 20 * time.Second // "Duplicate detection": 20 seconds to 7 days
-	adminMaxDupWindow       = 7 * 24 * time.Hour
-	adminMinAutoDeleteIdle  = 5 * time.Minute // "AutoDeleteOnIdle": at least 5 minutes
-	adminDefaultMaxSizeMB   = 1024
-	adminDefaultMaxMsgKB    = 256
-	adminMaxMsgKB           = 102400 // Premium's largest message, 100 MB
-	adminZeroTime           = "0001-01-01T00:00:00"
-	adminMaxSizeMBLimit     = 81920
-	adminMaxSizeMBIncrement = 1024
+	defaultDupWindow   = 10 * time.Minute
+	minDupWindow       = 20 * time.Second // "Duplicate detection": 20 seconds to 7 days
+	maxDupWindow       = 7 * 24 * time.Hour
+	minAutoDeleteIdle  = 5 * time.Minute // "AutoDeleteOnIdle": at least 5 minutes
+	defaultMaxSizeMB   = 1024
+	defaultMaxMsgKB    = 256
+	maxMessageKB       = 102400 // Premium's largest message, 100 MB
+	zeroTime           = "0001-01-01T00:00:00"
+	maxSizeMBLimit     = 81920
+	maxSizeMBIncrement = 1024
+	maxLockDuration    = 5 * time.Minute // "Service Bus quotas": a message lock lasts at most 5 minutes
 )
 
 // bad is the service's 400 for a property value it refuses.
 func bad(format string, args ...any) error {
-	return adminErr(http.StatusBadRequest, "SubCode=40000. "+format, args...)
+	return httpErr(http.StatusBadRequest, "SubCode=40000. "+format, args...)
 }
 
 // durationField parses an optional duration property; capped durations (such as
@@ -65,9 +66,9 @@ func durationField(name string, s *string, min, max time.Duration) (time.Duratio
 }
 
 // commonOptions reads the properties queues and subscriptions share into o.
-func commonOptions(o *EntityOptions, lock, ttl *string, mdc *int32, dlExp, session *bool) error {
+func commonOptions(o *Options, lock, ttl *string, mdc *int32, dlExp, session *bool) error {
 	var err error
-	if o.LockDuration, err = durationField("LockDuration", lock, time.Second, MaxLockDuration); err != nil {
+	if o.LockDuration, err = durationField("LockDuration", lock, time.Second, maxLockDuration); err != nil {
 		if lock != nil {
 			return bad("The supplied lock time '%s' exceeds the allowed maximum of '00:05:00' or is not positive.", *lock)
 		}
@@ -89,7 +90,7 @@ func commonOptions(o *EntityOptions, lock, ttl *string, mdc *int32, dlExp, sessi
 
 // forwardOptions checks ForwardTo and ForwardDeadLetteredMessagesTo (names or sb://
 // URIs, see forwardTarget) of the entity at self, and reads them into o.
-func (a *adminServer) forwardOptions(o *EntityOptions, to, dlTo *string, self string) error {
+func (a *Handler) forwardOptions(o *Options, to, dlTo *string, self string) error {
 	if err := a.forwardTarget("ForwardTo", to, self); err != nil {
 		return err
 	}
@@ -106,15 +107,15 @@ func (a *adminServer) forwardOptions(o *EntityOptions, to, dlTo *string, self st
 }
 
 // dupOptions reads RequiresDuplicateDetection and its window (default
-// adminDefaultDupWindow) into o.
-func dupOptions(o *EntityOptions, requires *bool, window *string) error {
-	w, err := durationField("DuplicateDetectionHistoryTimeWindow", window, adminMinDupWindow, adminMaxDupWindow)
+// defaultDupWindow) into o.
+func dupOptions(o *Options, requires *bool, window *string) error {
+	w, err := durationField("DuplicateDetectionHistoryTimeWindow", window, minDupWindow, maxDupWindow)
 	if err != nil {
 		return err
 	}
 	if requires != nil && *requires {
 		if w == 0 {
-			w = adminDefaultDupWindow
+			w = defaultDupWindow
 		}
 		o.DuplicateDetectionWindow = w
 	}
@@ -123,17 +124,17 @@ func dupOptions(o *EntityOptions, requires *bool, window *string) error {
 
 // checkReported validates the properties sbtest only reports back.
 func checkReported(status, autoDelete *string, maxSizeMB *int32, maxMsgKB *int64) error {
-	if status != nil && !slices.Contains(statuses, EntityStatus(*status)) {
+	if status != nil && !slices.Contains(statuses, *status) {
 		return bad("The value '%s' of property Status is not one of %v.", *status, statuses)
 	}
-	if _, err := durationField("AutoDeleteOnIdle", autoDelete, adminMinAutoDeleteIdle, sbkit.MaxTTL); err != nil {
+	if _, err := durationField("AutoDeleteOnIdle", autoDelete, minAutoDeleteIdle, sbkit.MaxTTL); err != nil {
 		return err
 	}
-	if maxSizeMB != nil && (*maxSizeMB < adminMaxSizeMBIncrement || *maxSizeMB > adminMaxSizeMBLimit || *maxSizeMB%adminMaxSizeMBIncrement != 0) {
-		return bad("The value %d of property MaxSizeInMegabytes is not a multiple of 1024 up to %d.", *maxSizeMB, adminMaxSizeMBLimit)
+	if maxSizeMB != nil && (*maxSizeMB < maxSizeMBIncrement || *maxSizeMB > maxSizeMBLimit || *maxSizeMB%maxSizeMBIncrement != 0) {
+		return bad("The value %d of property MaxSizeInMegabytes is not a multiple of 1024 up to %d.", *maxSizeMB, maxSizeMBLimit)
 	}
-	if maxMsgKB != nil && (*maxMsgKB < 1 || *maxMsgKB > adminMaxMsgKB) {
-		return bad("The value %d of property MaxMessageSizeInKilobytes is out of range [1, %d].", *maxMsgKB, adminMaxMsgKB)
+	if maxMsgKB != nil && (*maxMsgKB < 1 || *maxMsgKB > maxMessageKB) {
+		return bad("The value %d of property MaxMessageSizeInKilobytes is out of range [1, %d].", *maxMsgKB, maxMessageKB)
 	}
 	return nil
 }
@@ -146,29 +147,29 @@ func checkReported(status, autoDelete *string, maxSizeMB *int32, maxMsgKB *int64
 // characters (the .NET SDK's SharedAccessSignature: MaximumKeyNameLength and
 // MaximumKeyLength, 256) and at most the three rights.
 const (
-	adminMaxUserMetadata = 1024
-	adminMaxAuthRules    = 12
-	adminMaxAuthField    = 256
-	adminMaxAuthRights   = 3
+	maxUserMetadata = 1024
+	maxAuthRules    = 12
+	maxAuthField    = 256
+	maxAuthRights   = 3
 )
 
 // The service's quotas on what the admin API creates (Service Bus quotas): 10,000 queues
 // and topics per namespace (Basic and Standard tiers), 2,000 subscriptions per topic.
 // The model does not enforce them; the admin API, which any client can reach, does.
 const (
-	adminMaxEntities      = 10000
-	adminMaxSubscriptions = 2000
+	MaxEntities      = 10000
+	MaxSubscriptions = 2000
 )
 
 // quotaExceeded refuses a create beyond a quota: 403, as the service refuses an
 // operation on a resource it will not allow.
 func quotaExceeded(format string, args ...any) error {
-	return adminErr(http.StatusForbidden, format, args...)
+	return httpErr(http.StatusForbidden, format, args...)
 }
 
-// entityQuota refuses a new queue or topic once the namespace has adminMaxEntities.
-func entityQuota(ns *Namespace) error {
-	if n := ns.queuesAndTopics(); n >= adminMaxEntities {
+// entityQuota refuses a new queue or topic once the namespace has MaxEntities.
+func entityQuota(m Model) error {
+	if n := m.Entities(); n >= MaxEntities {
 		return quotaExceeded("The namespace already has %d queues and topics, the most a namespace can have.", n)
 	}
 	return nil
@@ -176,22 +177,22 @@ func entityQuota(ns *Namespace) error {
 
 // checkKept validates the reported-only properties whose size the admin API keeps.
 func checkKept(userMetadata *string, rules *[]atom.AuthorizationRule) error {
-	if userMetadata != nil && utf8.RuneCountInString(*userMetadata) > adminMaxUserMetadata {
-		return bad("The value of property UserMetadata is longer than %d characters.", adminMaxUserMetadata)
+	if userMetadata != nil && utf8.RuneCountInString(*userMetadata) > maxUserMetadata {
+		return bad("The value of property UserMetadata is longer than %d characters.", maxUserMetadata)
 	}
 	if rules == nil {
 		return nil
 	}
-	if len(*rules) > adminMaxAuthRules {
-		return bad("An entity can have at most %d authorization rules, not %d.", adminMaxAuthRules, len(*rules))
+	if len(*rules) > maxAuthRules {
+		return bad("An entity can have at most %d authorization rules, not %d.", maxAuthRules, len(*rules))
 	}
 	for _, r := range *rules {
-		if len(r.Rights) > adminMaxAuthRights {
-			return bad("An authorization rule has at most %d rights, not %d.", adminMaxAuthRights, len(r.Rights))
+		if len(r.Rights) > maxAuthRights {
+			return bad("An authorization rule has at most %d rights, not %d.", maxAuthRights, len(r.Rights))
 		}
 		for _, f := range []*string{&r.ClaimType, &r.ClaimValue, r.KeyName, r.PrimaryKey, r.SecondaryKey} {
-			if f != nil && utf8.RuneCountInString(*f) > adminMaxAuthField {
-				return bad("An authorization rule's key name, keys and claim have at most %d characters.", adminMaxAuthField)
+			if f != nil && utf8.RuneCountInString(*f) > maxAuthField {
+				return bad("An authorization rule's key name, keys and claim have at most %d characters.", maxAuthField)
 			}
 		}
 	}
@@ -200,7 +201,7 @@ func checkKept(userMetadata *string, rules *[]atom.AuthorizationRule) error {
 
 // forwardTarget checks a ForwardTo value: the name (or sb://host/name URI) of an
 // existing queue or topic other than self.
-func (a *adminServer) forwardTarget(field string, v *string, self string) error {
+func (a *Handler) forwardTarget(field string, v *string, self string) error {
 	if v == nil || *v == "" {
 		return nil
 	}
@@ -208,20 +209,24 @@ func (a *adminServer) forwardTarget(field string, v *string, self string) error 
 	if name == self {
 		return bad("The %s property cannot point to the entity itself ('%s').", field, *v)
 	}
-	ns := a.srv.ns
-	if _, ok := ns.Topic(name); ok {
+	if _, ok := a.model.Topic(name); ok {
 		return nil
 	}
-	if e, ok := ns.Entity(name); ok && e.topic == nil {
+	if _, ok := a.model.Queue(name); ok {
 		return nil
 	}
 	return bad("The entity '%s' in property %s does not exist.", *v, field)
 }
 
 // forwardName turns "sb://host/name" (how SDK live test TestAdminClient_Forwarding writes
-// it, and reads it back unchanged) or "name" into the entity name: the path a link
-// address names, without surrounding slashes.
-func forwardName(v string) string { return strings.Trim(linkAddress(v), "/") }
+// it, and reads it back unchanged) or "name" into the entity name: the path of the URI,
+// without surrounding slashes.
+func forwardName(v string) string {
+	if _, rest, ok := strings.Cut(v, "://"); ok {
+		_, v, _ = strings.Cut(rest, "/")
+	}
+	return strings.Trim(v, "/")
+}
 
 // reportDuration writes d into *p unless *p already says the same (so "PT45S" and
 // TimeSpan.MaxValue come back exactly as sent).
@@ -245,16 +250,16 @@ func def[T any](p **T, v T) {
 	}
 }
 
-// adminPartitions is how many partitions of MaxSizeInMegabytes each the service gives a
+// partitions is how many partitions of MaxSizeInMegabytes each the service gives a
 // partitioned entity of the Standard tier; the admin API reports their total (SDK live
 // tests TestAdminClient_CreateQueue_Standard, TestAdminClient_QueueWithMaxValues).
-const adminPartitions = 16
+const partitions = 16
 
 // reportSize reports MaxSizeInMegabytes, kept per partition, as the service does.
 func reportSize(size **int32, partitioned *bool) {
-	def(size, adminDefaultMaxSizeMB)
+	def(size, defaultMaxSizeMB)
 	if partitioned != nil && *partitioned {
-		*size = ptr(**size * adminPartitions)
+		*size = ptr(**size * partitions)
 	}
 }
 
@@ -272,11 +277,11 @@ func fixedAtCreation(kind string, hadDup, hadPart bool, prevSize *int32, dup, pa
 		return bad("Partitioning cannot be changed for %s. ", kind)
 	}
 	if hadPart && *size != nil {
-		per := int32(adminDefaultMaxSizeMB)
+		per := int32(defaultMaxSizeMB)
 		if prevSize != nil {
 			per = *prevSize
 		}
-		if **size == per*adminPartitions {
+		if **size == per*partitions {
 			*size = ptr(per)
 		}
 	}
@@ -287,7 +292,7 @@ func fixedAtCreation(kind string, hadDup, hadPart bool, prevSize *int32, dup, pa
 // and reports the maximum ("Chaining Service Bus entities with autoforwarding": "the
 // value for AutoDeleteOnIdle on the source entity is automatically set to the maximum
 // value of the data type").
-func reportAutoDelete(autoDelete **string, o EntityOptions) {
+func reportAutoDelete(autoDelete **string, o Options) {
 	if o.ForwardTo != "" {
 		*autoDelete = ptr(atom.MaxTimeSpan)
 	}
@@ -297,7 +302,7 @@ func reportAutoDelete(autoDelete **string, o EntityOptions) {
 // accessedStamp reports an entity's AccessedAt: the zero time until it is used.
 func accessedStamp(t time.Time) string {
 	if t.IsZero() {
-		return adminZeroTime
+		return zeroTime
 	}
 	return stamp(t)
 }
@@ -316,7 +321,7 @@ func messageCount(c Counts) *int64 {
 }
 
 // reportCommon writes the modelled properties queues and subscriptions share.
-func reportCommon(o EntityOptions, lock, ttl **string, mdc **int32, dlExp, session **bool) {
+func reportCommon(o Options, lock, ttl **string, mdc **int32, dlExp, session **bool) {
 	reportDuration(lock, o.LockDuration)
 	reportDuration(ttl, o.DefaultTTL)
 	*mdc = ptr(int32(o.MaxDeliveryCount))
@@ -326,20 +331,20 @@ func reportCommon(o EntityOptions, lock, ttl **string, mdc **int32, dlExp, sessi
 
 // reportDup writes duplicate detection; the window keeps its last value (or the default)
 // when detection is off.
-func reportDup(o EntityOptions, requires **bool, window **string) {
+func reportDup(o Options, requires **bool, window **string) {
 	*requires = ptr(o.DuplicateDetectionWindow > 0)
 	if o.DuplicateDetectionWindow > 0 {
 		reportDuration(window, o.DuplicateDetectionWindow)
 	}
-	def(window, atom.FormatDuration(adminDefaultDupWindow))
+	def(window, atom.FormatDuration(defaultDupWindow))
 }
 
 // statusOf reads an optional Status property (already validated by checkReported).
-func statusOf(s *string) EntityStatus {
+func statusOf(s *string) string {
 	if s == nil {
-		return StatusActive
+		return "Active"
 	}
-	return EntityStatus(*s)
+	return *s
 }
 
 // Entity naming rules ("Service Bus quotas" and the entity naming rules of the management

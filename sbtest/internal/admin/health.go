@@ -1,4 +1,4 @@
-package sbtest
+package admin
 
 import (
 	"io"

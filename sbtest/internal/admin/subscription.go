@@ -1,16 +1,16 @@
-package sbtest
+package admin
 
 import (
 	"net/http"
 	"time"
 
-	"github.com/Azure/azure-sdk-for-go/sdk/messaging/azservicebus/admin"
+	sdkadmin "github.com/Azure/azure-sdk-for-go/sdk/messaging/azservicebus/admin"
 	"github.com/sbkit/sbkit/sbtest/internal/atom"
 )
 
 // topicOr404 returns the topic called name, or the service's 404 error.
-func (a *adminServer) topicOr404(name string) (*Topic, error) {
-	t, ok := a.srv.ns.Topic(name)
+func (a *Handler) topicOr404(name string) (Topic, error) {
+	t, ok := a.model.Topic(name)
 	if !ok {
 		return nil, notFound(name)
 	}
@@ -18,7 +18,7 @@ func (a *adminServer) topicOr404(name string) (*Topic, error) {
 }
 
 // subOr404 returns the subscription sub of topic, or the service's 404 error.
-func (a *adminServer) subOr404(topic, sub string) (*Entity, error) {
+func (a *Handler) subOr404(topic, sub string) (Entity, error) {
 	t, err := a.topicOr404(topic)
 	if err != nil {
 		return nil, err
@@ -31,7 +31,7 @@ func (a *adminServer) subOr404(topic, sub string) (*Entity, error) {
 }
 
 // subscription serves /{topic}/Subscriptions/{sub}.
-func (a *adminServer) subscription(r *http.Request, topic, sub string) (any, int, error) {
+func (a *Handler) subscription(r *http.Request, topic, sub string) (any, int, error) {
 	path := subscriptionPath(topic, sub)
 	switch r.Method {
 	case http.MethodGet:
@@ -62,11 +62,11 @@ func (a *adminServer) subscription(r *http.Request, topic, sub string) (any, int
 
 // putSubscription creates or updates (If-Match) the subscription sub of topic as d
 // describes, with d's DefaultRuleDescription as its only rule when it is created.
-func (a *adminServer) putSubscription(r *http.Request, topic, sub string, d *atom.SubscriptionDescription) (any, int, error) {
+func (a *Handler) putSubscription(r *http.Request, topic, sub string, d *atom.SubscriptionDescription) (any, int, error) {
 	if err := checkName("subscription", sub, subscriptionNameRE, subscriptionNameMaxLen); err != nil && !isUpdate(r) {
 		return nil, 0, err
 	}
-	var o EntityOptions
+	var o Options
 	if err := commonOptions(&o, d.LockDuration, d.DefaultMessageTimeToLive, d.MaxDeliveryCount, d.DeadLetteringOnMessageExpiration, d.RequiresSession); err != nil {
 		return nil, 0, err
 	}
@@ -92,9 +92,9 @@ func (a *adminServer) putSubscription(r *http.Request, topic, sub string, d *ato
 		return nil, 0, err
 	}
 	e, status, err := createOrUpdate(r, "Subscription", path, &o, d.Status,
-		func() (*Entity, bool) { return t.Subscription(sub) },
-		func() (*Entity, error) {
-			if n := len(t.Subscriptions()); n >= adminMaxSubscriptions {
+		func() (Entity, bool) { return t.Subscription(sub) },
+		func() (Entity, error) {
+			if n := len(t.Subscriptions()); n >= MaxSubscriptions {
 				return nil, quotaExceeded("The topic '%s' already has %d subscriptions, the most a topic can have.", topic, n)
 			}
 			return t.NewSubscription(sub, &o)
@@ -104,17 +104,17 @@ func (a *adminServer) putSubscription(r *http.Request, topic, sub string, d *ato
 	}
 	stored := *d
 	stored.DefaultRuleDescription = nil
-	a.remember(e.path, e, &stored)
+	a.remember(e.Name(), e, &stored)
 	return a.entry(r, path, sub, atom.Content{Subscription: a.describeSubscription(e)}), status, nil
 }
 
 // describeSubscription reports a subscription as describeQueue reports a queue.
-func (a *adminServer) describeSubscription(e *Entity) *atom.SubscriptionDescription {
-	d, m := lastPut[atom.SubscriptionDescription](a, e.path, e)
+func (a *Handler) describeSubscription(e Entity) *atom.SubscriptionDescription {
+	d, m := lastPut[atom.SubscriptionDescription](a, e.Name(), e)
 	reportCommon(e.Options(), &d.LockDuration, &d.DefaultMessageTimeToLive, &d.MaxDeliveryCount, &d.DeadLetteringOnMessageExpiration, &d.RequiresSession)
 	def(&d.DeadLetteringOnFilterEvaluationExceptions, true)
 	def(&d.EnableBatchedOperations, true)
-	d.Status = ptr(string(e.Status()))
+	d.Status = ptr(e.Status())
 	d.EntityAvailabilityStatus = ptr("Available") // the JavaScript admin client requires it (subscriptionResourceSerializer.js)
 	reportAutoDelete(&d.AutoDeleteOnIdle, e.Options())
 	c := e.Counts()
@@ -124,26 +124,26 @@ func (a *adminServer) describeSubscription(e *Entity) *atom.SubscriptionDescript
 }
 
 // listSubscriptions serves /{topic}/Subscriptions: one page of the topic's subscriptions.
-func (a *adminServer) listSubscriptions(r *http.Request, topic string, skip, top int) (any, int, error) {
+func (a *Handler) listSubscriptions(r *http.Request, topic string, skip, top int) (any, int, error) {
 	t, err := a.topicOr404(topic)
 	if err != nil {
 		return nil, 0, err
 	}
 	var entries []atom.Entry
 	for _, e := range page(t.Subscriptions(), skip, top) {
-		name := e.path[len(topic)+len("/Subscriptions/"):]
-		entries = append(entries, *a.entry(r, e.path, name, atom.Content{Subscription: a.describeSubscription(e)}))
+		name := e.Name()[len(topic)+len("/Subscriptions/"):]
+		entries = append(entries, *a.entry(r, e.Name(), name, atom.Content{Subscription: a.describeSubscription(e)}))
 	}
 	return a.feed(r, "Subscriptions", entries), http.StatusOK, nil
 }
 
 // rule serves /{topic}/Subscriptions/{sub}/Rules/{rule}.
-func (a *adminServer) rule(r *http.Request, topic, sub, name string) (any, int, error) {
+func (a *Handler) rule(r *http.Request, topic, sub, name string) (any, int, error) {
 	e, err := a.subOr404(topic, sub)
 	if err != nil {
 		return nil, 0, err
 	}
-	path := e.path + "/Rules/" + name
+	path := e.Name() + "/Rules/" + name
 	switch r.Method {
 	case http.MethodGet:
 		rp, ok := e.Rule(name)
@@ -184,7 +184,7 @@ func (a *adminServer) rule(r *http.Request, topic, sub, name string) (any, int, 
 }
 
 // ruleEntry wraps the rule rp at path as the service does.
-func (a *adminServer) ruleEntry(r *http.Request, path string, rp admin.RuleProperties) (*atom.Entry, error) {
+func (a *Handler) ruleEntry(r *http.Request, path string, rp sdkadmin.RuleProperties) (*atom.Entry, error) {
 	body, err := ruleToAtom(rp)
 	if err != nil {
 		return nil, err
@@ -193,14 +193,14 @@ func (a *adminServer) ruleEntry(r *http.Request, path string, rp admin.RulePrope
 }
 
 // listRules serves /{topic}/Subscriptions/{sub}/Rules: one page of the rules.
-func (a *adminServer) listRules(r *http.Request, topic, sub string, skip, top int) (any, int, error) {
+func (a *Handler) listRules(r *http.Request, topic, sub string, skip, top int) (any, int, error) {
 	e, err := a.subOr404(topic, sub)
 	if err != nil {
 		return nil, 0, err
 	}
 	var entries []atom.Entry
 	for _, rp := range page(e.Rules(), skip, top) {
-		ent, err := a.ruleEntry(r, e.path+"/Rules/"+rp.Name, rp)
+		ent, err := a.ruleEntry(r, e.Name()+"/Rules/"+rp.Name, rp)
 		if err != nil {
 			return nil, 0, err
 		}
@@ -211,17 +211,14 @@ func (a *adminServer) listRules(r *http.Request, topic, sub string, skip, top in
 
 // ruleFromAtom converts a rule as the SDK sends it (its convertRuleFilterToFilterDescription
 // and convertRuleActionToActionDescription) into the model's form.
-func ruleFromAtom(b *atom.RuleBody) (admin.RuleProperties, error) {
-	rp := admin.RuleProperties{Name: b.Name}
-	if rp.Name == "" {
-		rp.Name = DefaultRuleName
-	}
+func ruleFromAtom(b *atom.RuleBody) (sdkadmin.RuleProperties, error) {
+	rp := sdkadmin.RuleProperties{Name: b.Name} // a default rule without a name is $Default: the model's default
 	f := b.Filter
 	switch {
 	case f == nil || f.Type == "TrueFilter":
-		rp.Filter = &admin.TrueFilter{}
+		rp.Filter = &sdkadmin.TrueFilter{}
 	case f.Type == "FalseFilter":
-		rp.Filter = &admin.FalseFilter{}
+		rp.Filter = &sdkadmin.FalseFilter{}
 	case f.Type == "SqlFilter":
 		if f.SQLExpression == nil {
 			return rp, bad("A SqlFilter needs a SqlExpression.")
@@ -230,13 +227,13 @@ func ruleFromAtom(b *atom.RuleBody) (admin.RuleProperties, error) {
 		if err != nil {
 			return rp, bad("%v", err)
 		}
-		rp.Filter = &admin.SQLFilter{Expression: *f.SQLExpression, Parameters: params}
+		rp.Filter = &sdkadmin.SQLFilter{Expression: *f.SQLExpression, Parameters: params}
 	case f.Type == "CorrelationFilter":
 		props, err := atom.DecodeValues(f.Properties)
 		if err != nil {
 			return rp, bad("%v", err)
 		}
-		rp.Filter = &admin.CorrelationFilter{ContentType: f.ContentType, CorrelationID: f.CorrelationID, MessageID: f.MessageID,
+		rp.Filter = &sdkadmin.CorrelationFilter{ContentType: f.ContentType, CorrelationID: f.CorrelationID, MessageID: f.MessageID,
 			ReplyTo: f.ReplyTo, ReplyToSessionID: f.ReplyToSessionID, SessionID: f.SessionID, Subject: f.Label, To: f.To,
 			ApplicationProperties: props}
 	default:
@@ -253,7 +250,7 @@ func ruleFromAtom(b *atom.RuleBody) (admin.RuleProperties, error) {
 		if act.SQLExpression != nil {
 			expr = *act.SQLExpression
 		}
-		rp.Action = &admin.SQLAction{Expression: expr, Parameters: params}
+		rp.Action = &sdkadmin.SQLAction{Expression: expr, Parameters: params}
 	default:
 		return rp, bad("The action type '%s' is not supported.", act.Type)
 	}
@@ -262,20 +259,20 @@ func ruleFromAtom(b *atom.RuleBody) (admin.RuleProperties, error) {
 
 // ruleToAtom is the inverse of ruleFromAtom, in the shape the SDK parses back (its
 // newRulePropertiesFromEnvelope needs an Action element, EmptyRuleAction for none).
-func ruleToAtom(rp admin.RuleProperties) (atom.RuleBody, error) {
+func ruleToAtom(rp sdkadmin.RuleProperties) (atom.RuleBody, error) {
 	b := atom.RuleBody{Name: rp.Name, CreatedAt: stamp(time.Now()), Action: &atom.Action{Type: "EmptyRuleAction"}}
 	switch f := rp.Filter.(type) {
-	case *admin.TrueFilter:
+	case *sdkadmin.TrueFilter:
 		b.Filter = &atom.Filter{Type: "TrueFilter", SQLExpression: ptr("1=1")}
-	case *admin.FalseFilter:
+	case *sdkadmin.FalseFilter:
 		b.Filter = &atom.Filter{Type: "FalseFilter", SQLExpression: ptr("1=0")}
-	case *admin.SQLFilter:
+	case *sdkadmin.SQLFilter:
 		params, err := atom.EncodeValues(f.Parameters)
 		if err != nil {
 			return b, err
 		}
 		b.Filter = &atom.Filter{Type: "SqlFilter", SQLExpression: ptr(f.Expression), Parameters: params}
-	case *admin.CorrelationFilter:
+	case *sdkadmin.CorrelationFilter:
 		props, err := atom.EncodeValues(f.ApplicationProperties)
 		if err != nil {
 			return b, err
@@ -284,7 +281,7 @@ func ruleToAtom(rp admin.RuleProperties) (atom.RuleBody, error) {
 			MessageID: f.MessageID, ReplyTo: f.ReplyTo, ReplyToSessionID: f.ReplyToSessionID, SessionID: f.SessionID,
 			Label: f.Subject, To: f.To, Properties: props}
 	}
-	if act, ok := rp.Action.(*admin.SQLAction); ok {
+	if act, ok := rp.Action.(*sdkadmin.SQLAction); ok {
 		params, err := atom.EncodeValues(act.Parameters)
 		if err != nil {
 			return b, err

@@ -1,4 +1,4 @@
-package sbtest
+package admin
 
 import (
 	"encoding/xml"
@@ -8,19 +8,40 @@ import (
 	"net/http"
 	"strconv"
 	"strings"
+	"sync"
 	"time"
 
 	"github.com/sbkit/sbkit/sbtest/internal/atom"
 )
 
-// maxAdminBody bounds a request body; entity descriptions are a few KiB.
-const maxAdminBody = 1 << 20
+// MaxBody bounds a request body; entity descriptions are a few KiB.
+const MaxBody = 1 << 20
 
-// adminMeta is what the admin API keeps about one entity beyond the model's options:
+// Handler serves the administration API for a Model (ServeHTTP). Safe for concurrent
+// use.
+type Handler struct {
+	model Model
+
+	mu   sync.Mutex
+	meta map[string]*meta // what the API was told about each entity, by path
+}
+
+// New returns a Handler for m.
+func New(m Model) *Handler { return &Handler{model: m, meta: make(map[string]*meta)} }
+
+// Kept returns how many entities the handler keeps a description of: never more than
+// the entities that exist once a request has pruned the deleted ones.
+func (a *Handler) Kept() int {
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	return len(a.meta)
+}
+
+// meta is what the admin API keeps about one entity beyond the model's options:
 // the description last PUT (for the properties sbtest accepts and reports back) and the
-// times. obj is the *Entity or *Topic it belongs to, so that an entity deleted and
+// times. obj is the Entity or Topic it belongs to, so that an entity deleted and
 // created again in memory does not inherit it.
-type adminMeta struct {
+type meta struct {
 	obj any
 	// desc is a copy of the description last PUT: an *atom.QueueDescription,
 	// *atom.TopicDescription or *atom.SubscriptionDescription (nil before the first PUT).
@@ -28,43 +49,43 @@ type adminMeta struct {
 	created, updated time.Time
 }
 
-// adminError is a failed request: an HTTP status and the service's detail text.
-type adminError struct {
+// httpError is a failed request: an HTTP status and the service's detail text.
+type httpError struct {
 	status int
 	detail string
 }
 
-func (e *adminError) Error() string { return e.detail }
+func (e *httpError) Error() string { return e.detail }
 
-// adminErr is an *adminError with the status and the formatted detail.
-func adminErr(status int, format string, args ...any) *adminError {
-	return &adminError{status: status, detail: fmt.Sprintf(format, args...)}
+// adminErr is an *httpError with the status and the formatted detail.
+func httpErr(status int, format string, args ...any) *httpError {
+	return &httpError{status: status, detail: fmt.Sprintf(format, args...)}
 }
 
 // notFound is the service's answer about an entity or rule at path that does not exist.
 func notFound(path string) error {
-	return adminErr(http.StatusNotFound, "The messaging entity '%s' could not be found.", path)
+	return httpErr(http.StatusNotFound, "The messaging entity '%s' could not be found.", path)
 }
 
 // methodNotAllowed refuses r's method on a path that exists.
 func methodNotAllowed(r *http.Request) error {
-	return adminErr(http.StatusMethodNotAllowed, "method %s not allowed", r.Method)
+	return httpErr(http.StatusMethodNotAllowed, "method %s not allowed", r.Method)
 }
 
 // adminStatus maps the model's errors to the service's statuses: 404 not found (the SDK's
 // mapATOMError turns it into nil, nil; SDK live tests TestAdminClient_NotFound and
 // TestAdminClient_UpdateQueue), 409 conflict (already exists), 400 for invalid values.
-func adminStatus(err error) *adminError {
-	var ae *adminError
+func httpStatus(err error) *httpError {
+	var ae *httpError
 	switch {
 	case errors.As(err, &ae):
 		return ae
 	case errors.Is(err, ErrNotFound):
-		return adminErr(http.StatusNotFound, "%v. TrackingId:sbtest", err)
+		return httpErr(http.StatusNotFound, "%v. TrackingId:sbtest", err)
 	case errors.Is(err, ErrExists):
-		return adminErr(http.StatusConflict, "SubCode=40900. Conflict. You're requesting an operation that isn't allowed in the resource's current state. %v", err)
+		return httpErr(http.StatusConflict, "SubCode=40900. Conflict. You're requesting an operation that isn't allowed in the resource's current state. %v", err)
 	default:
-		return adminErr(http.StatusBadRequest, "SubCode=40000. %v", err)
+		return httpErr(http.StatusBadRequest, "SubCode=40000. %v", err)
 	}
 }
 
@@ -80,14 +101,14 @@ func adminStatus(err error) *adminError {
 //	/health (without api-version)        GET (server_admin_health.go)
 //
 // Authorization headers are accepted without checking, as the AMQP side does.
-func (a *adminServer) ServeHTTP(w http.ResponseWriter, r *http.Request) {
+func (a *Handler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	if isHealthCheck(r) {
 		serveHealth(w, r)
 		return
 	}
 	doc, status, err := a.serve(r)
 	if err != nil {
-		ae := adminStatus(err)
+		ae := httpStatus(err)
 		w.Header().Set("Content-Type", "application/xml; charset=utf-8")
 		w.WriteHeader(ae.status)
 		_ = xml.NewEncoder(w).Encode(atom.Error{Code: ae.status, Detail: ae.detail})
@@ -103,7 +124,7 @@ func (a *adminServer) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 
 // serve routes r (see ServeHTTP) and returns the document to answer with (nil for
 // none) and the HTTP status, or an error that adminStatus maps to one.
-func (a *adminServer) serve(r *http.Request) (doc any, status int, err error) {
+func (a *Handler) serve(r *http.Request) (doc any, status int, err error) {
 	path := strings.Trim(r.URL.Path, "/")
 	parts := strings.Split(path, "/")
 	switch {
@@ -120,7 +141,7 @@ func (a *adminServer) serve(r *http.Request) (doc any, status int, err error) {
 		case strings.EqualFold(parts[1], "Topics"):
 			return a.listTopics(r, skip, top), http.StatusOK, nil
 		}
-		return nil, 0, adminErr(http.StatusNotFound, "unknown resource collection %q", parts[1])
+		return nil, 0, httpErr(http.StatusNotFound, "unknown resource collection %q", parts[1])
 	}
 	// A topic name may hold slashes: the first "Subscriptions" segment after the first
 	// ends it.
@@ -151,7 +172,7 @@ func (a *adminServer) serve(r *http.Request) (doc any, status int, err error) {
 	case len(rest) == 3 && strings.EqualFold(rest[1], "Rules"):
 		return a.rule(r, topic, rest[0], rest[2])
 	}
-	return nil, 0, adminErr(http.StatusNotFound, "no such resource %q", r.URL.Path)
+	return nil, 0, httpErr(http.StatusNotFound, "no such resource %q", r.URL.Path)
 }
 
 // paging reads $skip and $top; the SDK sends them in a query that may start with "?&"
@@ -190,16 +211,16 @@ func page[T any](items []T, skip, top int) []T {
 
 // readEntry decodes a PUT body.
 func readEntry(r *http.Request) (*atom.Entry, error) {
-	body, err := io.ReadAll(io.LimitReader(r.Body, maxAdminBody+1))
+	body, err := io.ReadAll(io.LimitReader(r.Body, MaxBody+1))
 	if err != nil {
-		return nil, adminErr(http.StatusBadRequest, "reading the request: %v", err)
+		return nil, httpErr(http.StatusBadRequest, "reading the request: %v", err)
 	}
-	if len(body) > maxAdminBody {
-		return nil, adminErr(http.StatusRequestEntityTooLarge, "request body over %d bytes", maxAdminBody)
+	if len(body) > MaxBody {
+		return nil, httpErr(http.StatusRequestEntityTooLarge, "request body over %d bytes", MaxBody)
 	}
 	var e atom.Entry
 	if err := xml.Unmarshal(body, &e); err != nil {
-		return nil, adminErr(http.StatusBadRequest, "SubCode=40000. The request body is not a valid Atom entry: %v", err)
+		return nil, httpErr(http.StatusBadRequest, "SubCode=40000. The request body is not a valid Atom entry: %v", err)
 	}
 	return &e, nil
 }
@@ -207,11 +228,11 @@ func readEntry(r *http.Request) (*atom.Entry, error) {
 // isUpdate tells a create PUT from an update PUT: the SDK sends If-Match: * to update.
 func isUpdate(r *http.Request) bool { return r.Header.Get("If-Match") != "" }
 
-// putTarget is what a PUT creates or updates: an *Entity (a queue or a subscription) or
-// a *Topic.
+// putTarget is what a PUT creates or updates: an Entity (a queue or a subscription) or
+// a Topic.
 type putTarget interface {
-	SetOptions(opts *EntityOptions) error
-	SetStatus(s EntityStatus) error
+	SetOptions(opts *Options) error
+	SetStatus(s string) error
 }
 
 // createOrUpdate does what a PUT of the kind ("Queue", "Topic", "Subscription") at path
@@ -219,16 +240,16 @@ type putTarget interface {
 // the RequiresSession of a queue or subscription cannot change); a create makes the
 // object with create. Then status (the Status property, validated by checkReported)
 // applies. It returns the object and the HTTP status: 200 updated, 201 created.
-func createOrUpdate[T putTarget](r *http.Request, kind, path string, o *EntityOptions, status *string,
+func createOrUpdate[T putTarget](r *http.Request, kind, path string, o *Options, status *string,
 	find func() (T, bool), create func() (T, error)) (T, int, error) {
 	var zero T
 	obj, code := zero, http.StatusCreated
 	if isUpdate(r) {
 		cur, ok := find()
 		if !ok {
-			return zero, 0, adminErr(http.StatusNotFound, "The messaging entity '%s' could not be found. 404 Not Found", path)
+			return zero, 0, httpErr(http.StatusNotFound, "The messaging entity '%s' could not be found. 404 Not Found", path)
 		}
-		if e, isEntity := any(cur).(*Entity); isEntity && o.RequiresSession != e.Options().RequiresSession {
+		if e, isEntity := any(cur).(Entity); isEntity && o.RequiresSession != e.Options().RequiresSession {
 			return zero, 0, bad("The value for the RequiresSession property of an existing %s cannot be changed.", kind)
 		}
 		if err := cur.SetOptions(o); err != nil {
@@ -251,7 +272,7 @@ func createOrUpdate[T putTarget](r *http.Request, kind, path string, o *EntityOp
 func stamp(t time.Time) string { return t.UTC().Format(time.RFC3339Nano) }
 
 // entry wraps one description as the service does.
-func (a *adminServer) entry(r *http.Request, path, name string, c atom.Content) *atom.Entry {
+func (a *Handler) entry(r *http.Request, path, name string, c atom.Content) *atom.Entry {
 	c.Type = "application/xml"
 	url := "https://" + r.Host + "/" + path
 	return &atom.Entry{
@@ -264,7 +285,7 @@ func (a *adminServer) entry(r *http.Request, path, name string, c atom.Content) 
 }
 
 // feed wraps the entries of a listing as the service does.
-func (a *adminServer) feed(r *http.Request, title string, entries []atom.Entry) *atom.Feed {
+func (a *Handler) feed(r *http.Request, title string, entries []atom.Entry) *atom.Feed {
 	return &atom.Feed{
 		ID:      "https://" + r.Host + r.URL.Path,
 		Title:   atom.Title{Type: "text", Text: title},
@@ -274,7 +295,7 @@ func (a *adminServer) feed(r *http.Request, title string, entries []atom.Entry) 
 }
 
 // namespaceInfo serves /$namespaceinfo: a Standard namespace called sbtest.
-func (a *adminServer) namespaceInfo(r *http.Request) *atom.Entry {
+func (a *Handler) namespaceInfo(r *http.Request) *atom.Entry {
 	now := stamp(time.Now())
 	return a.entry(r, "$namespaceinfo", "sbtest", atom.Content{Namespace: &atom.NamespaceInfo{
 		CreatedTime: now, ModifiedTime: now, MessagingSKU: "Standard", Name: "sbtest", NamespaceType: "Messaging",
@@ -283,7 +304,7 @@ func (a *adminServer) namespaceInfo(r *http.Request) *atom.Entry {
 
 // metaFor returns a copy of the admin metadata of obj at path, creating it (with the
 // current time) when there is none or it belongs to an object deleted since.
-func (a *adminServer) metaFor(path string, obj any) adminMeta {
+func (a *Handler) metaFor(path string, obj any) meta {
 	a.mu.Lock()
 	defer a.mu.Unlock()
 	return *a.metaLocked(path, obj)
@@ -291,11 +312,11 @@ func (a *adminServer) metaFor(path string, obj any) adminMeta {
 
 // metaLocked is metaFor's map lookup; it returns the stored metadata, to change in
 // place. Called with a.mu held.
-func (a *adminServer) metaLocked(path string, obj any) *adminMeta {
+func (a *Handler) metaLocked(path string, obj any) *meta {
 	m := a.meta[path]
 	if m == nil || m.obj != obj {
 		now := time.Now()
-		m = &adminMeta{obj: obj, created: now, updated: now}
+		m = &meta{obj: obj, created: now, updated: now}
 		a.meta[path] = m
 	}
 	return m
@@ -303,7 +324,7 @@ func (a *adminServer) metaLocked(path string, obj any) *adminMeta {
 
 // remember records desc, a copy of the description a PUT gave obj at path, and forgets
 // the entities deleted since.
-func (a *adminServer) remember(path string, obj, desc any) {
+func (a *Handler) remember(path string, obj, desc any) {
 	a.mu.Lock()
 	defer a.mu.Unlock()
 	a.pruneLocked()
@@ -314,24 +335,23 @@ func (a *adminServer) remember(path string, obj, desc any) {
 
 // prune forgets what the admin API kept about entities deleted since (through it or in
 // the model), so that what it keeps is bounded by the entities that exist.
-func (a *adminServer) prune() {
+func (a *Handler) prune() {
 	a.mu.Lock()
 	defer a.mu.Unlock()
 	a.pruneLocked()
 }
 
 // pruneLocked is prune with a.mu held.
-func (a *adminServer) pruneLocked() {
-	ns := a.srv.ns
+func (a *Handler) pruneLocked() {
 	for path, m := range a.meta {
 		var live any
 		switch m.obj.(type) {
-		case *Topic:
-			if t, ok := ns.Topic(path); ok {
+		case Topic:
+			if t, ok := a.model.Topic(path); ok {
 				live = t
 			}
-		case *Entity:
-			if e, ok := ns.Entity(path); ok {
+		case Entity:
+			if e, ok := a.entityAt(path); ok {
 				live = e
 			}
 		}
@@ -341,9 +361,32 @@ func (a *adminServer) pruneLocked() {
 	}
 }
 
+// entityAt returns the queue or subscription at path: "queue" or
+// "topic/Subscriptions/sub".
+func (a *Handler) entityAt(path string) (Entity, bool) {
+	topic, sub, ok := strings.Cut(path, subscriptionsSegment)
+	if !ok {
+		return a.model.Queue(path)
+	}
+	t, ok := a.model.Topic(topic)
+	if !ok {
+		return nil, false
+	}
+	return t.Subscription(sub)
+}
+
+// subscriptionsSegment joins a topic's name and a subscription's in a path.
+const subscriptionsSegment = "/Subscriptions/"
+
+// subscriptionPath is the path of the subscription sub of topic.
+func subscriptionPath(topic, sub string) string { return topic + subscriptionsSegment + sub }
+
+// ptr returns a pointer to a copy of v.
+func ptr[T any](v T) *T { return &v }
+
 // lastPut returns a copy of the description of obj at path that remember recorded (the
 // zero D before the first PUT) and obj's metadata, for describing obj.
-func lastPut[D any](a *adminServer, path string, obj any) (D, adminMeta) {
+func lastPut[D any](a *Handler, path string, obj any) (D, meta) {
 	m := a.metaFor(path, obj)
 	var d D
 	if p, ok := m.desc.(*D); ok {
