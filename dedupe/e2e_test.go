@@ -24,11 +24,8 @@ type broker struct {
 
 func newBroker(t *testing.T, opts *sbtest.EntityOptions) *broker {
 	t.Helper()
-	ns := sbtest.NewNamespace(nil)
-	q, err := ns.NewQueue("orders", opts)
-	if err != nil {
-		t.Fatal(err)
-	}
+	ns := sbtest.NewTestNamespace(t, &sbtest.NamespaceOptions{Queues: map[string]*sbtest.EntityOptions{"orders": opts}})
+	q, _ := ns.Entity("orders")
 	return &broker{t: t, ns: ns, queue: q}
 }
 

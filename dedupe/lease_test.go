@@ -235,8 +235,8 @@ func TestLeaseLostThroughProcessors(t *testing.T) {
 		a.setHang(true)
 		time.AfterFunc(45*time.Second, func() { a.setHang(false) })
 		pb, doneB := run(shared)
-		for b.queue.Counts().Active+b.queue.Counts().Locked > 0 {
-			time.Sleep(time.Second)
+		if err := b.queue.WaitDrained(context.Background()); err != nil {
+			t.Fatal(err)
 		}
 		for _, p := range []*receiver.Processor{pa, pb} {
 			if err := p.Close(context.Background()); err != nil {

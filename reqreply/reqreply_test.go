@@ -24,15 +24,12 @@ type broker struct {
 
 func newBroker(t *testing.T) *broker {
 	t.Helper()
-	ns := sbtest.NewNamespace(nil)
-	req, err := ns.NewQueue("requests", nil)
-	if err != nil {
-		t.Fatal(err)
-	}
-	rep, err := ns.NewQueue("replies", &sbtest.EntityOptions{RequiresSession: true})
-	if err != nil {
-		t.Fatal(err)
-	}
+	ns := sbtest.NewTestNamespace(t, &sbtest.NamespaceOptions{Queues: map[string]*sbtest.EntityOptions{
+		"requests": nil,
+		"replies":  {RequiresSession: true},
+	}})
+	req, _ := ns.Entity("requests")
+	rep, _ := ns.Entity("replies")
 	return &broker{ns: ns, requests: req, replies: rep}
 }
 

@@ -49,11 +49,8 @@ func newSessionFixture(t *testing.T, opts *EntityOptions) *sessionFixture {
 		o = *opts
 	}
 	o.RequiresSession = true
-	ns := NewNamespace(nil)
-	q, err := ns.NewQueue("q", &o)
-	if err != nil {
-		t.Fatal(err)
-	}
+	ns := NewTestNamespace(t, &NamespaceOptions{Queues: map[string]*EntityOptions{"q": &o}})
+	q, _ := ns.Entity("q")
 	s, err := ns.NewSender("q", nil)
 	if err != nil {
 		t.Fatal(err)

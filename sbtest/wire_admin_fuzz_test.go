@@ -1,7 +1,6 @@
 package sbtest
 
 import (
-	"context"
 	"net/http"
 	"net/http/httptest"
 	"strings"
@@ -19,14 +18,10 @@ func FuzzAdminRequest(f *testing.F) {
 	f.Add("GET", "/$Resources/Queues?$skip=1&$top=1", "", "")
 	f.Add("DELETE", "/t/Subscriptions/s", "", "")
 	f.Add("GET", "/t/Subscriptions/s/Rules/", "", "")
-	srv, err := NewServer(&ServerOptions{
+	srv := NewTestServer(f, &ServerOptions{
 		Queues: map[string]*EntityOptions{"q": nil},
-		Topics: map[string]ServerTopic{"t": {Subscriptions: map[string]*EntityOptions{"s": nil}}},
+		Topics: map[string]TopicOptions{"t": {Subscriptions: map[string]*EntityOptions{"s": nil}}},
 	})
-	if err != nil {
-		f.Fatal(err)
-	}
-	f.Cleanup(func() { _ = srv.Close(context.Background()) })
 	f.Fuzz(func(t *testing.T, method, path, ifMatch, body string) {
 		if !strings.HasPrefix(path, "/") {
 			path = "/" + path

@@ -17,11 +17,7 @@ import (
 // $Default): while the admin API creates it, a message sent to the topic is routed by
 // that rule only, and nobody sees $Default among its rules.
 func TestAdminDefaultRuleFromTheStart(t *testing.T) {
-	srv, err := NewServer(nil)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer func() { _ = srv.Close(context.Background()) }()
+	srv := NewTestServer(t, nil)
 	topic, err := srv.Namespace().NewTopic("t", nil)
 	if err != nil {
 		t.Fatal(err)

@@ -120,7 +120,7 @@ func TestServerTLSFirstBytes(t *testing.T) {
 func TestServerAddressSpellings(t *testing.T) {
 	t.Parallel()
 	w := newWire(t, &ServerOptions{Queues: map[string]*EntityOptions{"Orders": nil},
-		Topics: map[string]ServerTopic{"t": {Subscriptions: map[string]*EntityOptions{"s": nil}}}})
+		Topics: map[string]TopicOptions{"t": {Subscriptions: map[string]*EntityOptions{"s": nil}}}})
 	host := w.srv.Addr().String()
 	_, sess := amqpSession(t, w.srv)
 	ctx := wireCtx(t)

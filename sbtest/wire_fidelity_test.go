@@ -23,7 +23,7 @@ func wantSDKCode(t *testing.T, what string, err error, code azservicebus.Code) {
 // reports as CodeNotFound (azure-sdk-for-go#24499); an existing topic's missing
 // subscription and dead-letter queue too.
 func TestServerMissingEntityNotFound(t *testing.T) {
-	w := newWire(t, &ServerOptions{Topics: map[string]ServerTopic{"t": {Subscriptions: map[string]*EntityOptions{"s": nil}}}})
+	w := newWire(t, &ServerOptions{Topics: map[string]TopicOptions{"t": {Subscriptions: map[string]*EntityOptions{"s": nil}}}})
 	ctx := wireCtx(t)
 	r, err := w.client.NewReceiverForSubscription("t", "nope", nil)
 	if err != nil {

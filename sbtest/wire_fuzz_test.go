@@ -1,7 +1,6 @@
 package sbtest
 
 import (
-	"context"
 	"io"
 	"net"
 	"testing"
@@ -51,14 +50,10 @@ func FuzzServerFrames(f *testing.F) {
 		&amqp.Flow{IncomingWindow: 10, NextOutgoingID: 0, OutgoingWindow: 10, Handle: amqp.Ptr(uint32(1)), LinkCredit: amqp.Ptr(uint32(5))},
 	), reqTransfer...))
 	f.Fuzz(func(t *testing.T, data []byte) {
-		srv, err := NewServer(&ServerOptions{
+		srv := NewTestServer(t, &ServerOptions{
 			Queues: map[string]*EntityOptions{"q": nil},
-			Topics: map[string]ServerTopic{"t": {Subscriptions: map[string]*EntityOptions{"s": nil}}},
+			Topics: map[string]TopicOptions{"t": {Subscriptions: map[string]*EntityOptions{"s": nil}}},
 		})
-		if err != nil {
-			t.Fatal(err)
-		}
-		defer srv.Close(context.Background())
 		c := dialRaw(t, srv)
 		c.open()
 		_, _ = c.nc.Write(data)

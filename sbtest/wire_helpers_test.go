@@ -33,22 +33,15 @@ func newWire(t *testing.T, opts *ServerOptions) *wire {
 		o.Logger = slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: slog.LevelDebug}))
 		opts = &o
 	}
-	srv, err := NewServer(opts)
-	if err != nil {
-		t.Fatal(err)
-	}
+	srv := NewTestServer(t, opts)
 	client, err := azservicebus.NewClientFromConnectionString(srv.ConnectionString(), nil)
 	if err != nil {
-		_ = srv.Close(context.Background())
 		t.Fatal(err)
 	}
-	t.Cleanup(func() {
+	t.Cleanup(func() { // before the server's cleanup, registered earlier
 		ctx, cancel := context.WithTimeout(context.Background(), wireTimeout)
 		defer cancel()
 		_ = client.Close(ctx)
-		if err := srv.Close(context.Background()); err != nil {
-			t.Errorf("server Close: %v", err)
-		}
 	})
 	return &wire{srv: srv, client: client}
 }

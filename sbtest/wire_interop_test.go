@@ -238,7 +238,7 @@ func TestServerSessionFilterEcho(t *testing.T) {
 func TestServerAdminXMLForJavaScript(t *testing.T) {
 	t.Parallel()
 	w := newWire(t, &ServerOptions{Queues: map[string]*EntityOptions{"q": nil},
-		Topics: map[string]ServerTopic{"t": {Subscriptions: map[string]*EntityOptions{"s": nil}}}})
+		Topics: map[string]TopicOptions{"t": {Subscriptions: map[string]*EntityOptions{"s": nil}}}})
 	hc := w.srv.AdminHTTPClient()
 	t.Cleanup(hc.CloseIdleConnections)
 	counts := `<CountDetails xmlns:d2p1="http://schemas.microsoft.com/netservices/2011/06/servicebus"><d2p1:ActiveMessageCount>0</d2p1:ActiveMessageCount>`

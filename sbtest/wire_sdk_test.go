@@ -346,7 +346,9 @@ func TestServerLockExpiryAndMaxDeliveryCount(t *testing.T) {
 		t.Fatal(err)
 	}
 	first := receiveN(t, r, 1)[0]
-	eventually(t, "the lock to expire", func() bool { return q.Counts().Locked == 0 })
+	if _, err := q.WaitUntil(ctx, func(c Counts) bool { return c.Locked == 0 }); err != nil {
+		t.Fatalf("waiting for the lock to expire: %v", err)
+	}
 	if err := r.CompleteMessage(ctx, first, nil); code(err) != azservicebus.CodeLockLost {
 		t.Fatalf("complete after lock expiry: %v, want CodeLockLost", err)
 	}
@@ -384,7 +386,9 @@ func TestServerTTL(t *testing.T) {
 	if err := s.SendMessage(ctx, &azservicebus.Message{Body: []byte("forever")}, nil); err != nil {
 		t.Fatal(err)
 	}
-	eventually(t, "the message to expire", func() bool { return q.Counts().DeadLetter == 1 })
+	if _, err := q.WaitUntil(ctx, func(c Counts) bool { return c.DeadLetter == 1 }); err != nil {
+		t.Fatalf("waiting for the message to expire: %v", err)
+	}
 	r := w.receiver(t, "q", nil)
 	m := receiveN(t, r, 1)[0]
 	if string(m.Body) != "forever" {
@@ -404,7 +408,7 @@ func TestServerTTL(t *testing.T) {
 
 func TestServerTopic(t *testing.T) {
 	t.Parallel()
-	w := newWire(t, &ServerOptions{Topics: map[string]ServerTopic{
+	w := newWire(t, &ServerOptions{Topics: map[string]TopicOptions{
 		"t": {Subscriptions: map[string]*EntityOptions{"a": nil, "b": nil}},
 	}})
 	ctx := wireCtx(t)

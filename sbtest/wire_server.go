@@ -10,6 +10,7 @@ import (
 	"net"
 	"sync"
 	"sync/atomic"
+	"testing"
 	"time"
 
 	"github.com/sbkit/sbkit/sbtest/internal/amqp"
@@ -64,7 +65,7 @@ type ServerOptions struct {
 	Queues map[string]*EntityOptions
 	// Topics are created in the namespace, with their subscriptions, before the server
 	// starts.
-	Topics map[string]ServerTopic
+	Topics map[string]TopicOptions
 	// MaxFrameSize is the largest AMQP frame the server accepts and announces in its open
 	// frame; default DefaultServerMaxFrameSize (64 KiB), minimum 512. The SDK announces
 	// 64 KiB for the frames it accepts, and the server never sends larger ones.
@@ -126,14 +127,6 @@ type ServerOptions struct {
 	// Logger receives connection, link and error events (never message payloads);
 	// default discards.
 	Logger *slog.Logger
-}
-
-// ServerTopic declares a topic and its subscriptions for ServerOptions.Topics.
-type ServerTopic struct {
-	// Options are the topic's options; nil means defaults.
-	Options *EntityOptions
-	// Subscriptions maps subscription names to their options (nil means defaults).
-	Subscriptions map[string]*EntityOptions
 }
 
 // Server is an in-process Azure Service Bus emulator that speaks AMQP 1.0 on a TCP socket,
@@ -282,6 +275,26 @@ type Server struct {
 // (ErrExists, ErrInvalidOptions), or the listener's error. Stop the server with Close.
 func NewServer(opts *ServerOptions) (*Server, error) { return newServer(opts, nil) }
 
+// NewTestServer returns NewServer(opts) for the test tb, failing it when the server
+// cannot start, and closes the server when the test ends (tb.Cleanup, so after the
+// cleanups registered later, such as a client's): a Close that fails or takes longer
+// than a minute fails the test.
+func NewTestServer(tb testing.TB, opts *ServerOptions) *Server {
+	tb.Helper()
+	srv, err := NewServer(opts)
+	if err != nil {
+		tb.Fatal(err)
+	}
+	tb.Cleanup(func() {
+		ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+		defer cancel()
+		if err := srv.Close(ctx); err != nil {
+			tb.Errorf("sbtest: closing the test server: %v", err)
+		}
+	})
+	return srv
+}
+
 // newServer is NewServer serving on ln when it is not nil (a test's listener).
 func newServer(opts *ServerOptions, ln net.Listener) (*Server, error) {
 	var o ServerOptions
@@ -308,8 +321,8 @@ func newServer(opts *ServerOptions, ln net.Listener) (*Server, error) {
 	if ns == nil {
 		ns = NewNamespace(o.NamespaceOptions)
 	}
-	if err := declareEntities(ns, o.Queues, o.Topics); err != nil {
-		return nil, err
+	if err := ns.declare(o.Queues, o.Topics); err != nil {
+		return nil, fmt.Errorf("sbtest: NewServer: %w", err)
 	}
 	var err error
 	if ln == nil {
@@ -344,26 +357,6 @@ func newServer(opts *ServerOptions, ln net.Listener) (*Server, error) {
 	go s.acceptLoop(ln, s.handle)
 	s.log.Info("sbtest server listening", "addr", ln.Addr().String())
 	return s, nil
-}
-
-func declareEntities(ns *Namespace, queues map[string]*EntityOptions, topics map[string]ServerTopic) error {
-	for name, qo := range queues {
-		if _, err := ns.NewQueue(name, qo); err != nil {
-			return err
-		}
-	}
-	for name, st := range topics {
-		t, err := ns.NewTopic(name, st.Options)
-		if err != nil {
-			return err
-		}
-		for sub, so := range st.Subscriptions {
-			if _, err := t.NewSubscription(sub, so); err != nil {
-				return err
-			}
-		}
-	}
-	return nil
 }
 
 // ConnectionString returns a Service Bus connection string for the server that the

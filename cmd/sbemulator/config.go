@@ -64,7 +64,7 @@ type entityProps struct {
 // entities are the queues and topics the emulator creates at startup.
 type entities struct {
 	Queues map[string]*sbtest.EntityOptions
-	Topics map[string]sbtest.ServerTopic
+	Topics map[string]sbtest.TopicOptions
 	// Rules replace the $Default rule of the subscriptions they name
 	// (topic/Subscriptions/name).
 	Rules map[string][]admin.RuleProperties
@@ -73,7 +73,7 @@ type entities struct {
 func newEntities() *entities {
 	return &entities{
 		Queues: map[string]*sbtest.EntityOptions{},
-		Topics: map[string]sbtest.ServerTopic{},
+		Topics: map[string]sbtest.TopicOptions{},
 		Rules:  map[string][]admin.RuleProperties{},
 	}
 }
