@@ -31,14 +31,12 @@ const ruleNameMaxLen = 50
 const RuleNameProperty = "RuleName"
 
 // RuleEvaluationFailedReason is the dead-letter reason of a message whose evaluation
-// against a subscription's rules failed: it needed more than sqlfilter.MaxEvalCost steps
-// (1,048,576: a byte of a string built, compared or matched with LIKE), or an action gave
-// it more than maxActionProperties bytes of properties. The subscription keeps the
-// message, unchanged, in its dead-letter queue, and the description names the rule
-// ("Service Bus dead-letter queues": errors while a subscription's rule runs are
-// captured in the dead-letter queue with the offending message; the service names the
-// exception, this reason is sbtest's own, and DeadLetteringOnFilterEvaluationExceptions
-// is not modelled: it is always on, the service's default).
+// against a subscription's rules failed: it needed more than 1,048,576 steps (a byte of a
+// string built, compared or matched with LIKE), or an action gave it more than 64 KiB of
+// properties. The subscription keeps the message, unchanged, in its dead-letter queue,
+// and the description names the rule ("Service Bus dead-letter queues": errors while a
+// subscription's rule runs are captured in the dead-letter queue with the offending
+// message; the reason text is sbtest's own).
 const RuleEvaluationFailedReason = "RuleEvaluationFailed"
 
 // maxActionProperties bounds the properties a rule's action may give a message, in
