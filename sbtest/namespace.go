@@ -3,6 +3,7 @@ package sbtest
 import (
 	"fmt"
 	"maps"
+	"math"
 	"slices"
 	"strings"
 	"sync"
@@ -14,7 +15,9 @@ type NamespaceOptions struct {
 	// Latency is the initial latency model; the zero value means no latency.
 	Latency Latency
 	// MaxMessageSize is the largest message (sbkit.MessageSize) and the largest batch a send
-	// accepts, in bytes; default DefaultMaxMessageSize (256 KiB).
+	// accepts, in bytes; default DefaultMaxMessageSize (256 KiB), negative means no limit
+	// (a Server still refuses a delivery of more than 100 MiB, the service's largest
+	// message).
 	MaxMessageSize int
 	// MaxForwardCopies bounds the copies auto-forwarding stores of one sent message, in
 	// every queue and subscription it reaches; default DefaultMaxForwardCopies (10,000),
@@ -85,8 +88,11 @@ func newNamespace(opts *NamespaceOptions) (*Namespace, error) {
 	if opts != nil {
 		o = *opts
 	}
-	if o.MaxMessageSize <= 0 {
+	switch {
+	case o.MaxMessageSize == 0:
 		o.MaxMessageSize = DefaultMaxMessageSize
+	case o.MaxMessageSize < 0:
+		o.MaxMessageSize = math.MaxInt
 	}
 	if o.MaxForwardCopies == 0 {
 		o.MaxForwardCopies = DefaultMaxForwardCopies
@@ -134,7 +140,8 @@ func (ns *Namespace) SetLatency(l Latency) { ns.latency.p.Store(newLatencyState(
 // Latency returns the current latency model.
 func (ns *Namespace) Latency() Latency { return ns.latency.get().Latency }
 
-// MaxMessageSize returns the namespace's message and batch size limit in bytes.
+// MaxMessageSize returns the namespace's message and batch size limit in bytes,
+// math.MaxInt when it has none.
 func (ns *Namespace) MaxMessageSize() int { return ns.maxSize }
 
 func validName(name string) error {

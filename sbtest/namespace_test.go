@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"math"
 	"runtime"
 	"strings"
 	"testing"
@@ -188,4 +189,28 @@ func TestNamespaceOptionsBadEntity(t *testing.T) {
 	}()
 	NewNamespace(&NamespaceOptions{Topics: map[string]TopicOptions{"t": {Subscriptions: map[string]*EntityOptions{"": nil}}}})
 	t.Fatal("NewNamespace did not panic")
+}
+
+// MaxMessageSize: zero is the default, negative no limit, positive itself.
+func TestNamespaceMaxMessageSize(t *testing.T) {
+	big := &azservicebus.Message{Body: make([]byte, 1<<20)}
+	for _, tt := range []struct {
+		size, want int
+		bigOK      bool
+	}{
+		{0, DefaultMaxMessageSize, false},
+		{-1, math.MaxInt, true},
+		{2 << 20, 2 << 20, true},
+		{1024, 1024, false},
+	} {
+		ns := NewNamespace(&NamespaceOptions{MaxMessageSize: tt.size, Queues: map[string]*EntityOptions{"q": nil}})
+		if got := ns.MaxMessageSize(); got != tt.want {
+			t.Errorf("MaxMessageSize %d: %d, want %d", tt.size, got, tt.want)
+		}
+		s, _ := ns.NewSender("q", nil)
+		err := s.SendMessage(context.Background(), big, nil)
+		if (err == nil) != tt.bigOK || err != nil && !errors.Is(err, azservicebus.ErrMessageTooLarge) {
+			t.Errorf("MaxMessageSize %d: sending 1 MiB: %v", tt.size, err)
+		}
+	}
 }

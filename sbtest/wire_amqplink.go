@@ -145,7 +145,7 @@ func (s *srvSession) attach(a *amqp.Attach) error {
 		RcvSettleMode:  a.RcvSettleMode,
 		Source:         a.Source,
 		Target:         a.Target,
-		MaxMessageSize: uint64(c.srv.ns.MaxMessageSize()),
+		MaxMessageSize: uint64(wireMaxMessageSize(c.srv.ns)),
 	}
 	// The fields set at attach (kind, addr, log) are set here, on the reader goroutine,
 	// which also handles the client's detach, even when accepting a session goes on in
@@ -682,8 +682,15 @@ func (l *srvLink) onTransfer(t *amqp.Transfer, payload []byte) error {
 // maxDeliveryBytes bounds the bytes of one incoming delivery: the message size limit
 // plus room for the AMQP encoding and a batch's framing.
 func (l *srvLink) maxDeliveryBytes() int {
-	return l.s.c.srv.ns.MaxMessageSize() + 64*1024
+	return wireMaxMessageSize(l.s.c.srv.ns) + 64*1024
 }
+
+// maxWireMessage bounds the message size the server accepts when the namespace has no
+// limit: 100 MiB, the service's largest message ("Service Bus quotas", Premium tier).
+const maxWireMessage = 100 << 20
+
+// wireMaxMessageSize is the largest message the server accepts for ns.
+func wireMaxMessageSize(ns *Namespace) int { return min(ns.MaxMessageSize(), maxWireMessage) }
 
 // writeIncomingDisposition settles a delivery the client sent, with its outcome.
 func (s *srvSession) writeIncomingDisposition(id uint32, state amqp.DeliveryState) {

@@ -19,8 +19,12 @@ type serverLimits struct {
 	adminIdle        time.Duration
 }
 
+// noTimeout stands for a timeout a negative option turned off: 146 years.
+const noTimeout = time.Duration(1 << 62)
+
 // resolveLimits applies the defaults of ServerOptions' limits: zero means the default,
-// negative the protocol's maximum (no limit for connections and handshakes).
+// negative no limit (the protocol's maximum for sessions and links, noTimeout for a
+// timeout).
 func resolveLimits(o *ServerOptions) serverLimits {
 	pick := func(v, def, unlimited int) int {
 		switch {
@@ -31,9 +35,12 @@ func resolveLimits(o *ServerOptions) serverLimits {
 		}
 		return v
 	}
-	positive := func(d, def time.Duration) time.Duration {
-		if d <= 0 {
+	timeout := func(d, def time.Duration) time.Duration {
+		switch {
+		case d == 0:
 			return def
+		case d < 0:
+			return noTimeout
 		}
 		return d
 	}
@@ -41,10 +48,10 @@ func resolveLimits(o *ServerOptions) serverLimits {
 		conns:            pick(o.MaxConnections, DefaultServerMaxConnections, 1<<62),
 		sessions:         pick(o.MaxSessionsPerConnection, DefaultServerMaxSessions, 1<<16),
 		links:            pick(o.MaxLinksPerSession, DefaultServerMaxLinks, 1<<16),
-		writeTimeout:     positive(o.WriteTimeout, DefaultServerWriteTimeout),
+		writeTimeout:     timeout(o.WriteTimeout, DefaultServerWriteTimeout),
 		handshakes:       pick(o.MaxHandshakes, DefaultServerMaxHandshakes, 1<<62),
-		handshakeTimeout: positive(o.HandshakeTimeout, DefaultServerHandshakeTimeout),
-		adminIdle:        positive(o.AdminIdleTimeout, DefaultServerAdminIdleTimeout),
+		handshakeTimeout: timeout(o.HandshakeTimeout, DefaultServerHandshakeTimeout),
+		adminIdle:        timeout(o.AdminIdleTimeout, DefaultServerAdminIdleTimeout),
 	}
 }
 

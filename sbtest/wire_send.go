@@ -43,7 +43,7 @@ func (l *srvLink) outgoing(d *inDelivery) (out []outgoing, batch bool, rejection
 		return nil, false, &amqp.Rejected{Error: protoError(cond, format, args...)}
 	}
 	if d.oversize {
-		return reject(condMessageTooLarge, "the delivery exceeds the limit of %d bytes", l.s.c.srv.ns.MaxMessageSize())
+		return reject(condMessageTooLarge, "the delivery exceeds the limit of %d bytes", wireMaxMessageSize(l.s.c.srv.ns))
 	}
 	var m amqp.Message
 	if err := m.UnmarshalBinary(d.buf); err != nil {

@@ -50,7 +50,9 @@ const (
 const maxWriteBuffer = 1 << 20
 
 // ServerOptions configures a Server. The zero value (and nil) means a new empty namespace
-// with default options on 127.0.0.1 with a free port.
+// with default options on 127.0.0.1 with a free port. For every limit, zero means its
+// default and a negative value means no limit (for sessions and links, as many as AMQP
+// can number: 65,536; for a timeout, none).
 type ServerOptions struct {
 	// Addr is the TCP address to listen on; default "127.0.0.1:0" (a free port).
 	Addr string
@@ -79,35 +81,36 @@ type ServerOptions struct {
 	MaxConnections int
 	// MaxHandshakes bounds the connections in their handshake (the first byte, TLS and
 	// the first bytes inside it, the AMQP protocol header, SASL and open exchange), which
-	// do not count against MaxConnections; default DefaultServerMaxHandshakes (64), negative means unlimited.
-	// A connection beyond it closes the one that has waited longest, so sockets that
-	// never finish their handshake cannot lock a healthy client out.
+	// do not count against MaxConnections; default DefaultServerMaxHandshakes (64),
+	// negative means unlimited. A connection beyond it closes the one that has waited
+	// longest, so sockets that never finish their handshake cannot lock a healthy client
+	// out.
 	MaxHandshakes int
 	// HandshakeTimeout bounds a connection's handshake, after which it is closed; default
-	// DefaultServerHandshakeTimeout (10 s). An administration connection must also send
-	// each request's header within it.
+	// DefaultServerHandshakeTimeout (10 s), negative means none. An administration
+	// connection must also send each request's header within it.
 	HandshakeTimeout time.Duration
 	// AdminIdleTimeout is how long an administration (HTTPS) connection may stay idle
 	// between requests before the server closes it; default
-	// DefaultServerAdminIdleTimeout (60 s). A request must arrive whole within
-	// WriteTimeout, and its answer leave within WriteTimeout.
+	// DefaultServerAdminIdleTimeout (60 s), negative means none. A request must arrive
+	// whole within WriteTimeout, and its answer leave within WriteTimeout.
 	AdminIdleTimeout time.Duration
 	// MaxSessionsPerConnection bounds the sessions of one connection; default
-	// DefaultServerMaxSessions (256), negative means the protocol's 65,536. A session
+	// DefaultServerMaxSessions (256), negative means unlimited (AMQP's 65,536). A session
 	// beyond it is begun and ended at once with amqp:resource-limit-exceeded. The SDK
 	// uses about two sessions per sender or receiver.
 	MaxSessionsPerConnection int
 	// MaxLinksPerSession bounds the links of one session; default
-	// DefaultServerMaxLinks (32), negative means 65,536. A link beyond it is refused
-	// (attached and detached at once) with amqp:resource-limit-exceeded. A refused link,
-	// whatever the reason, keeps only its handle number (a bit) until the client detaches
-	// it. The SDK uses at most two links per session.
+	// DefaultServerMaxLinks (32), negative means unlimited (AMQP's 65,536). A link beyond
+	// it is refused (attached and detached at once) with amqp:resource-limit-exceeded. A
+	// refused link, whatever the reason, keeps only its handle number (a bit) until the
+	// client detaches it. The SDK uses at most two links per session.
 	MaxLinksPerSession int
 	// WriteTimeout is how long the server waits for a client that reads nothing while
 	// the server has frames for it before closing the connection; default
-	// DefaultServerWriteTimeout (30 s). While its frames are backed up (more than 1 MiB
-	// queued), the server reads nothing more from that connection and sends it no more
-	// deliveries.
+	// DefaultServerWriteTimeout (30 s), negative means none. While its frames are backed
+	// up (more than 1 MiB queued), the server reads nothing more from that connection and
+	// sends it no more deliveries.
 	WriteTimeout time.Duration
 	// AdminHTTPAddr, when not empty, is a second TCP address that serves the
 	// administration API and GET /health in plain HTTP, as Microsoft's Service Bus
