@@ -3,6 +3,7 @@ package sbtest
 import (
 	"context"
 	"errors"
+	"fmt"
 	"strings"
 	"testing"
 	"time"
@@ -154,5 +155,31 @@ func TestBatchLimits(t *testing.T) {
 				t.Fatalf("NumBytes = %d, want %d", b.NumBytes(), want)
 			}
 		})
+	}
+}
+
+// TransientError and PermanentError cannot be changed: errors.As hands out a new
+// *azservicebus.Error each time, so what one caller does to it reaches nobody else.
+func TestServiceErrorsAreImmutable(t *testing.T) {
+	for _, tt := range []struct {
+		err  error
+		code azservicebus.Code
+	}{{TransientError, azservicebus.CodeConnectionLost}, {PermanentError, azservicebus.CodeUnauthorizedAccess}} {
+		wrapped := fmt.Errorf("send: %w", tt.err)
+		var sbErr *azservicebus.Error
+		if !errors.As(wrapped, &sbErr) || sbErr.Code != tt.code {
+			t.Fatalf("errors.As(%v) = %v, want Code %s", wrapped, sbErr, tt.code)
+		}
+		sbErr.Code = azservicebus.CodeLockLost
+		var again *azservicebus.Error
+		if !errors.As(tt.err, &again) || again.Code != tt.code {
+			t.Fatalf("after a caller changed its copy: %v, want Code %s", again, tt.code)
+		}
+		if !errors.Is(wrapped, tt.err) || tt.err.Error() != (&azservicebus.Error{Code: tt.code}).Error() {
+			t.Fatalf("errors.Is or Error: %q", tt.err.Error())
+		}
+	}
+	if errors.Is(TransientError, PermanentError) {
+		t.Fatal("TransientError is PermanentError")
 	}
 }
