@@ -9,6 +9,7 @@ import (
 	"unicode/utf8"
 
 	"github.com/sbkit/sbkit"
+	"github.com/sbkit/sbkit/internal/isoduration"
 	"github.com/sbkit/sbkit/sbtest/internal/atom"
 )
 
@@ -52,7 +53,7 @@ func durationField(name string, s *string, min, max time.Duration) (time.Duratio
 	if s == nil {
 		return 0, nil
 	}
-	d, capped, err := atom.ParseDuration(*s)
+	d, capped, err := isoduration.ParseCalendar(*s)
 	if err != nil {
 		return 0, bad("The value '%s' of property %s is not a valid duration.", *s, name)
 	}
@@ -232,13 +233,13 @@ func forwardName(v string) string {
 // TimeSpan.MaxValue come back exactly as sent).
 func reportDuration(p **string, d time.Duration) {
 	if *p != nil {
-		if sd, capped, err := atom.ParseDuration(**p); err == nil && (sd == d || capped && d == sbkit.MaxTTL) {
+		if sd, capped, err := isoduration.ParseCalendar(**p); err == nil && (sd == d || capped && d == sbkit.MaxTTL) {
 			return
 		}
 	}
 	s := atom.MaxTimeSpan
 	if d < sbkit.MaxTTL {
-		s = atom.FormatDuration(d)
+		s = isoduration.Format(d)
 	}
 	*p = &s
 }
@@ -336,7 +337,7 @@ func reportDup(o Options, requires **bool, window **string) {
 	if o.DuplicateDetectionWindow > 0 {
 		reportDuration(window, o.DuplicateDetectionWindow)
 	}
-	def(window, atom.FormatDuration(defaultDupWindow))
+	def(window, isoduration.Format(defaultDupWindow))
 }
 
 // statusOf reads an optional Status property (already validated by checkReported).
