@@ -270,10 +270,11 @@ func (e *Entity) detach(sq *subqueue, m *message) {
 }
 
 // release returns an unlocked message to where it came from. counted is true for an
-// abandon or a lock expiry, which count a delivery (seed 004): in the main queue a
-// message that has had MaxDeliveryCount counted deliveries goes to the dead-letter queue
-// instead; the dead-letter queue counts none (SDK live test
-// TestMessageSettlementUsingReceiver: abandoned there, DeliveryCount stays).
+// abandon or a lock expiry, which count a delivery ("Messages, payloads, and
+// serialization"): in the main queue a message that has had MaxDeliveryCount counted
+// deliveries goes to the dead-letter queue instead; the dead-letter queue counts none
+// (SDK live test TestMessageSettlementUsingReceiver: abandoned there, DeliveryCount
+// stays).
 func (e *Entity) release(sq *subqueue, m *message, counted bool) {
 	if counted && !sq.dlq {
 		if m.count >= uint32(e.opts.MaxDeliveryCount) {
@@ -314,10 +315,11 @@ func (e *Entity) deadLetterHere(m *message, reason, desc *string, props map[stri
 
 // orphanLocks marks every lock r holds as held by a link that is gone, as a closed
 // receiver or a dropped connection leaves them: the broker keeps each lock until its
-// LockedUntil (seed 000: when the client stops working, the message is available again
-// only after the lock duration), any receiver of the entity can renew or settle it by
-// its token meanwhile (SDK live test TestReceiver_SettleWithOnlyLockToken), and when it
-// expires the message comes back without the delivery counted (seed 004: the count does
+// LockedUntil ("Message transfers, locks, and settlement": when the client stops working,
+// the message is available again only after the lock duration), any receiver of the
+// entity can renew or settle it by its token meanwhile (SDK live test
+// TestReceiver_SettleWithOnlyLockToken), and when it expires the message comes back
+// without the delivery counted ("Messages, payloads, and serialization": the count does
 // not increase when the AMQP connection closes). It costs O(locked messages).
 func (e *Entity) orphanLocks(r *Receiver) {
 	for _, m := range r.sq.byToken {

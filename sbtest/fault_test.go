@@ -91,8 +91,9 @@ func TestHangFault(t *testing.T) {
 	}
 }
 
-// TestCompleteFailsThenRedelivered is the seed's case: Complete fails, the message stays
-// locked, the lock expires and the message is delivered again with its count incremented.
+// TestCompleteFailsThenRedelivered is the case of "Message transfers, locks, and
+// settlement": Complete fails, the message stays locked, the lock expires and the message
+// is delivered again with its count incremented.
 func TestCompleteFailsThenRedelivered(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		f := newFixture(t, nil)

@@ -11,8 +11,9 @@ import (
 	"github.com/sbkit/sbkit"
 )
 
-// DeliveryCount goes up on abandon and lock expiry, not on delivery (seed 004); the
-// dead-letter queue counts none (SDK live test TestMessageSettlementUsingReceiver).
+// DeliveryCount goes up on abandon and lock expiry, not on delivery ("Messages, payloads,
+// and serialization"); the dead-letter queue counts none (SDK live test
+// TestMessageSettlementUsingReceiver).
 func TestDeliveryCountCountsAbandonNotDelivery(t *testing.T) {
 	ctx := context.Background()
 	f := newFixture(t, &EntityOptions{MaxDeliveryCount: 2})
@@ -54,7 +55,7 @@ func TestDeliveryCountCountsAbandonNotDelivery(t *testing.T) {
 
 // The released outcome gives a message back uncounted, and a lock that expires after its
 // receiver closed counts nothing either, while one that expires under a live receiver
-// counts (seed 004).
+// counts ("Messages, payloads, and serialization").
 func TestLockExpiryCountsOnlyLiveLocks(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		f := newFixture(t, &EntityOptions{LockDuration: 10 * time.Second})

@@ -12,7 +12,7 @@ import (
 
 // "Chaining Service Bus entities with autoforwarding": a message sent to a forwarding
 // queue ends in its target with EnqueuedSequenceNumber from where it was first enqueued
-// (seed 004); the source keeps nothing.
+// ("Messages, payloads, and serialization"); the source keeps nothing.
 func TestForwardQueueToQueue(t *testing.T) {
 	ns := NewNamespace(nil)
 	dst, _ := ns.NewQueue("dst", nil)
@@ -33,8 +33,8 @@ func TestForwardQueueToQueue(t *testing.T) {
 }
 
 // Dead-lettered messages go to ForwardDeadLetteredMessagesTo with DeadLetterSource set
-// (seed 004: set only on messages dead-lettered and then auto-forwarded) and their
-// reason; the source's dead-letter queue stays empty.
+// ("Messages, payloads, and serialization": set only on messages dead-lettered and then
+// auto-forwarded) and their reason; the source's dead-letter queue stays empty.
 func TestForwardDeadLetters(t *testing.T) {
 	ctx := context.Background()
 	ns := NewNamespace(nil)

@@ -217,7 +217,7 @@ func TestLockLost(t *testing.T) {
 // A closed receiver's or dropped connection's locks are kept until LockedUntil (seed
 // 000); meanwhile any receiver renews and settles them by token (SDK live test
 // TestReceiver_SettleWithOnlyLockToken); after it the message is back with its
-// DeliveryCount unchanged (seed 004).
+// DeliveryCount unchanged ("Messages, payloads, and serialization").
 func TestLockSurvivesClose(t *testing.T) {
 	for _, how := range []string{"close", "drop"} {
 		t.Run(how, func(t *testing.T) {

@@ -131,9 +131,9 @@ type message struct {
 	ttl         time.Duration
 	expiresAt   time.Time
 	expires     bool   // ttl is finite: the message is in the expiry heap while available/deferred
-	count       uint32 // DeliveryCount: 1, plus 1 per abandon or lock expiry (seed 004)
+	count       uint32 // DeliveryCount: 1, plus 1 per abandon or lock expiry (see release)
 	orphaned    bool   // locked by a receiver whose link is gone (closed, dropped)
-	touched     bool   // delivered once: peek shows the entity's TTL from then on (seed 003)
+	touched     bool   // delivered once: peek shows the entity's TTL from then on (peek.go)
 	state       msgState
 	wasDeferred bool // locked via ReceiveDeferredMessages: an abandon returns it to deferred
 	token       [16]byte

@@ -80,8 +80,9 @@ func TestReceiveWakes(t *testing.T) {
 	}
 }
 
-// A blocked receive wakes when the lock of a dropped connection expires (seed 000: only
-// after the lock duration), and the delivery is not counted (seed 004).
+// A blocked receive wakes when the lock of a dropped connection expires ("Message
+// transfers, locks, and settlement": only after the lock duration), and the delivery is
+// not counted ("Messages, payloads, and serialization").
 func TestReceiveWakesAtOrphanedLockExpiry(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		f := newFixture(t, nil)

@@ -9,7 +9,8 @@ import (
 	"github.com/Azure/azure-sdk-for-go/sdk/messaging/azservicebus"
 )
 
-// TestScheduledTTLCountsFromEnqueue is the seed's example: scheduled 5 minutes from now
+// TestScheduledTTLCountsFromEnqueue is the example of "Message expiration (Time to Live)":
+// scheduled 5 minutes from now
 // with a 10 minute TTL, the message expires 15 minutes from now.
 func TestScheduledTTLCountsFromEnqueue(t *testing.T) {
 	tests := []struct {
@@ -148,8 +149,8 @@ func TestDuplicateDetection(t *testing.T) {
 	})
 }
 
-// TestBlockedReceiveWakesForLaterScheduledMessage is a regression test: a receive that
-// started waiting before a message was scheduled slept past the message's enqueue time.
+// TestBlockedReceiveWakesForLaterScheduledMessage: a receive that started waiting before
+// a message was scheduled wakes at the message's enqueue time, not after its own timer.
 func TestBlockedReceiveWakesForLaterScheduledMessage(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		f := newFixture(t, nil)

@@ -138,8 +138,8 @@ func TestDeferAndReceiveDeferred(t *testing.T) {
 		t.Fatalf("ReceiveDeferredMessages = %d, %v", len(got), err)
 	}
 	d := got[0]
-	// Receiving by sequence number counts no delivery (seed 004: only lock expiry and
-	// abandon do).
+	// Receiving by sequence number counts no delivery ("Messages, payloads, and
+	// serialization": only lock expiry and abandon do).
 	if d.State != azservicebus.MessageStateDeferred || d.DeliveryCount != 1 || d.LockToken == [16]byte{} || d.ApplicationProperties["d"] != 1 {
 		t.Fatalf("deferred message: %+v", d)
 	}

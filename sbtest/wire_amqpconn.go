@@ -265,9 +265,9 @@ func (c *srvConn) sasl(br *bufio.Reader) error {
 func (c *srvConn) readLoop(br *bufio.Reader) error {
 	var deadlineSet time.Time
 	for {
-		// Backpressure: a client that does not read our frames gets nothing more read
-		// (issue 13, defect 6); the writer closes the connection after WriteTimeout. The
-		// idle deadline is set after the wait, which may be long.
+		// Backpressure: a client that does not read our frames gets nothing more read,
+		// so its connection's memory stays bounded; the writer closes the connection after
+		// WriteTimeout. The idle deadline is set after the wait, which may be long.
 		if !c.waitWritable(c.ctx) {
 			if err := c.ctx.Err(); err != nil {
 				return err

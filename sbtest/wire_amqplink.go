@@ -488,7 +488,7 @@ func (l *srvLink) onFlow(f *amqp.Flow) {
 
 // startLoopLocked starts the receive loop of a receiving link that is set up and has
 // credit or a drain pending, unless it runs. A link runs a goroutine only while it has
-// something to deliver: idle links cost memory, not goroutines (issue 13, defect 7).
+// something to deliver: idle links cost memory, not goroutines.
 // Called with l.mu held.
 func (l *srvLink) startLoopLocked() {
 	if l.kind == linkReceive && l.ready && !l.looping && !l.detached && (l.credit > 0 || l.drain) {
@@ -501,7 +501,7 @@ func (l *srvLink) startLoopLocked() {
 // 2.6.7): link-credit(snd) := delivery-count(rcv) + link-credit(rcv) - delivery-count(snd).
 // Credit and delivery counts are uint32 serial numbers (part 2.7.4): the deliveries the
 // receiver has not counted yet (sent - counted, modulo 2^32) use up its credit, and a
-// credit of 0xFFFFFFFF is just that much credit (issue 13, defect 8). A receiver that
+// credit of 0xFFFFFFFF is just that much credit. A receiver that
 // counts more deliveries than were sent is taken at its word.
 func linkCredit(rcvCount, rcvCredit, sndCount uint32) uint32 {
 	unseen := sndCount - rcvCount

@@ -371,7 +371,8 @@ func TestServerCloseReleasesEverything(t *testing.T) {
 	if err := srv.Close(context.Background()); err != nil {
 		t.Fatalf("second Close: %v", err)
 	}
-	// The locks outlive the connections, until LockedUntil (seed 000).
+	// The locks outlive the connections, until LockedUntil ("Message transfers, locks,
+	// and settlement").
 	if n := q.Counts().Locked; n != 3 {
 		t.Fatalf("%d messages locked after Close, want the 3 locks kept", n)
 	}

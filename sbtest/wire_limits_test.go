@@ -46,7 +46,8 @@ func dialRawNoRead(t *testing.T, srv *Server) *rawConn {
 	_ = nc.SetDeadline(time.Now().Add(wireTimeout))
 	c := &rawConn{t: t, nc: nc, br: bufio.NewReader(nc)}
 	c.open()
-	// The same on the server's side of the socket (under the first-byte reader of wire_https.go).
+	// The same on the server's side of the socket (under the first-byte reader of
+	// wire_https.go).
 	if err := srv.connFor(nc.LocalAddr()).nc.(*peekedConn).Conn.(*net.TCPConn).SetWriteBuffer(8192); err != nil {
 		t.Fatal(err)
 	}
@@ -139,7 +140,8 @@ func flood(t *testing.T, c *rawConn, d time.Duration, base, limit uint64, burst 
 // TestServerHostileClientBoundedHeap: a client that never reads must not make the server
 // buffer without bound, neither by echoed flows nor by dispositions for ranges of
 // deliveries it never received, and a healthy client on another connection keeps
-// working meanwhile (issue 13, defect 6). Not parallel: it measures the process's heap.
+// working meanwhile: what a client makes the server hold is bounded. Not parallel: it
+// measures the process's heap.
 func TestServerHostileClientBoundedHeap(t *testing.T) {
 	const limit = 6 << 20 // the write buffer's 1 MiB (twice: queued, being written) and slack
 	w := newWire(t, &ServerOptions{Queues: map[string]*EntityOptions{"q": nil, "held": nil}})
@@ -201,7 +203,7 @@ func TestServerHostileClientBoundedHeap(t *testing.T) {
 
 // TestServerDispositionRangeAnswersOnce: a disposition for a range of deliveries the
 // server does not hold is answered by one rejection for the whole run, not one frame per
-// id (issue 13, defect 6: a range must not amplify).
+// id: a disposition costs at most one answer per delivery it settles, plus one.
 func TestServerDispositionRangeAnswersOnce(t *testing.T) {
 	t.Parallel()
 	w := newWire(t, &ServerOptions{Queues: map[string]*EntityOptions{"q": nil}})
@@ -239,7 +241,7 @@ func TestServerDispositionRangeAnswersOnce(t *testing.T) {
 }
 
 // TestServerWriteTimeout: a client that stops reading while the server has frames for it
-// is disconnected after ServerOptions.WriteTimeout (issue 13, defect 6).
+// is disconnected after ServerOptions.WriteTimeout, so its unread frames cannot pile up.
 func TestServerWriteTimeout(t *testing.T) {
 	t.Parallel()
 	w := newWire(t, &ServerOptions{Queues: map[string]*EntityOptions{"q": nil}, WriteTimeout: 300 * time.Millisecond})
@@ -281,7 +283,7 @@ func (s *Server) connCount() int {
 }
 
 // TestServerHugeCredit: link credit is a uint32; a flow granting 0xFFFFFFFF delivers
-// (issue 13, defect 8; AMQP 1.0 part 2.7.4: link-credit is a uint).
+// (AMQP 1.0 part 2.7.4: link-credit is a uint).
 func TestServerHugeCredit(t *testing.T) {
 	t.Parallel()
 	w := newWire(t, &ServerOptions{Queues: map[string]*EntityOptions{"q": nil}})
@@ -295,7 +297,8 @@ func TestServerHugeCredit(t *testing.T) {
 		{"delivery-count wraps", 0xFFFFFFF0, 1 << 31},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			// Fresh messages: the locks of the previous connection's outlive it (seed 000).
+			// Fresh messages: the locks of the previous connection's outlive it ("Message
+			// transfers, locks, and settlement").
 			w.sendN(t, "q", 3)
 			c := dialRaw(t, w.srv)
 			c.open()
@@ -308,7 +311,8 @@ func TestServerHugeCredit(t *testing.T) {
 }
 
 // TestServerIdleLinksCostNoGoroutine: a receiving link without credit runs no goroutine
-// (issue 13, defect 7: 16,384 idle links cost 16,385 goroutines).
+// (idle links cost memory, not goroutines: 16,384 of them must not cost 16,384
+// goroutines).
 func TestServerIdleLinksCostNoGoroutine(t *testing.T) {
 	w := newWire(t, &ServerOptions{Queues: map[string]*EntityOptions{"q": nil}, MaxLinksPerSession: 300})
 	c := dialRaw(t, w.srv)
@@ -352,7 +356,7 @@ func TestServerIdleLinksCostNoGoroutine(t *testing.T) {
 
 // TestServerLimits: connections, sessions per connection and links per session beyond
 // ServerOptions' limits are refused with amqp:resource-limit-exceeded, which the SDK
-// reports at once as a non-retryable error (issue 13, defect 7; Service Bus quotas:
+// reports at once as a non-retryable error (Service Bus quotas:
 // "subsequent requests for additional connections are rejected").
 func TestServerLimits(t *testing.T) {
 	t.Parallel()
@@ -512,10 +516,10 @@ func (s *Server) linkCount(addr net.Addr, ch uint16) int {
 }
 
 // TestServerRefusedLinksKeepOnlyTheirHandle: a refused link keeps nothing but its handle
-// number until the client detaches it (AMQP 1.0 part 2.6.2, link handles: the handle stays in use
-// until both sides detached), so a client that never detaches refused links costs bits,
-// not links; frames that crossed the refusal are ignored, the handle is refused while in
-// use, and free again after the client's detach.
+// number until the client detaches it (AMQP 1.0 part 2.6.2, link handles: the handle
+// stays in use until both sides detached), so a client that never detaches refused links
+// costs bits, not links; frames that crossed the refusal are ignored, the handle is
+// refused while in use, and free again after the client's detach.
 func TestServerRefusedLinksKeepOnlyTheirHandle(t *testing.T) {
 	t.Parallel()
 	w := newWire(t, &ServerOptions{Queues: map[string]*EntityOptions{"q": nil}, MaxLinksPerSession: 2})

@@ -209,7 +209,8 @@ func TestServerSettlement(t *testing.T) {
 		if n := q.Counts().Deferred; n != 0 {
 			t.Fatalf("deferred count %d after complete", n)
 		}
-		// The service fails the request: the message is gone (issue 15 item 4).
+		// The service fails the request: the message is gone (Service Bus docs, message
+		// deferral: a deferred message is received by its sequence number while it exists).
 		none, err := r.ReceiveDeferredMessages(ctx, []int64{*m.SequenceNumber}, nil)
 		if code(err) != azservicebus.CodeNotFound || len(none) != 0 {
 			t.Fatalf("receive deferred of a completed message: %v, %d messages; want CodeNotFound", err, len(none))
@@ -521,7 +522,8 @@ func TestServerLocksFollowTheLink(t *testing.T) {
 		t.Fatal(err)
 	}
 
-	// SDK live test TestReceiver_SettleWithOnlyLockToken; seed 000.
+	// SDK live test TestReceiver_SettleWithOnlyLockToken; "Message transfers, locks, and
+	// settlement".
 	t.Run("a closed receiver's locks are kept and settled by token from another", func(t *testing.T) {
 		r, err := w.client.NewReceiverForQueue("q", nil)
 		if err != nil {
