@@ -26,10 +26,12 @@ import (
 //     Receiver.forToken finds who settles a token through $management, and
 //     Receiver.peekLock tells the receive mode;
 //   - sessions: acceptSession (msgsession_receiver.go) and SessionReceiver.receiver;
-//   - entities: Namespace.resolvePath (letter case), Namespace.exists (namespace.go), and
-//     Namespace.deleted, Sender.deleted and Receiver.deleted, which end when the entity
-//     is deleted (the server detaches its links);
-//   - errors: errClosed, errLockLost, errNotFound, errNonSessionReceiver (errors.go,
+//   - entities: Namespace.declare (namespace.go) creates ServerOptions' queues and
+//     topics, Namespace.resolvePath finds a name in any letter case, Namespace.exists
+//     (namespace.go) tells whether it names one, and Namespace.deleted, Sender.deleted
+//     and Receiver.deleted end when the entity is deleted (the server detaches its
+//     links);
+//   - errors: errClosed, errLockLost and errNonSessionReceiver (errors.go,
 //     msgsession.go) make the model's errors, and messageNotFoundError is the one for a
 //     message rather than an entity; the server maps them to AMQP (wire_errors.go).
 
