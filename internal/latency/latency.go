@@ -1,4 +1,4 @@
-// Package latency times a processor's messages for the processor benchmarks and tests:
+// Package latency times a processor's messages for the benchmarks and tests of issue 20:
 // a receiver wrapper that records, for every completed message, the time from its
 // receipt (ReceiveMessages returned it) to its completion (CompleteMessage returned).
 package latency
