@@ -57,7 +57,7 @@ type httpError struct {
 
 func (e *httpError) Error() string { return e.detail }
 
-// adminErr is an *httpError with the status and the formatted detail.
+// httpErr is an *httpError with the status and the formatted detail.
 func httpErr(status int, format string, args ...any) *httpError {
 	return &httpError{status: status, detail: fmt.Sprintf(format, args...)}
 }
@@ -72,7 +72,7 @@ func methodNotAllowed(r *http.Request) error {
 	return httpErr(http.StatusMethodNotAllowed, "method %s not allowed", r.Method)
 }
 
-// adminStatus maps the model's errors to the service's statuses: 404 not found (the SDK's
+// httpStatus maps the model's errors to the service's statuses: 404 not found (the SDK's
 // mapATOMError turns it into nil, nil; SDK live tests TestAdminClient_NotFound and
 // TestAdminClient_UpdateQueue), 409 conflict (already exists), 400 for invalid values.
 func httpStatus(err error) *httpError {
@@ -98,7 +98,7 @@ func httpStatus(err error) *httpError {
 //	/{topic}/Subscriptions/{sub}         GET, PUT, DELETE
 //	/{topic}/Subscriptions/{sub}/Rules/  GET (list)
 //	/{topic}/Subscriptions/{sub}/Rules/{rule}  GET, PUT, DELETE
-//	/health (without api-version)        GET (server_admin_health.go)
+//	/health (without api-version)        GET (health.go)
 //
 // Authorization headers are accepted without checking, as the AMQP side does.
 func (a *Handler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
@@ -123,7 +123,7 @@ func (a *Handler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 }
 
 // serve routes r (see ServeHTTP) and returns the document to answer with (nil for
-// none) and the HTTP status, or an error that adminStatus maps to one.
+// none) and the HTTP status, or an error that httpStatus maps to one.
 func (a *Handler) serve(r *http.Request) (doc any, status int, err error) {
 	path := strings.Trim(r.URL.Path, "/")
 	parts := strings.Split(path, "/")
