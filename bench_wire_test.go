@@ -17,15 +17,7 @@ import (
 // it over loopback; both are closed when b ends.
 func wireClient(b *testing.B, ns *sbtest.Namespace) *azservicebus.Client {
 	b.Helper()
-	srv, err := sbtest.NewServer(&sbtest.ServerOptions{Namespace: ns})
-	if err != nil {
-		b.Fatal(err)
-	}
-	b.Cleanup(func() {
-		if err := srv.Close(context.Background()); err != nil {
-			b.Error(err)
-		}
-	})
+	srv := sbtest.NewTestServer(b, &sbtest.ServerOptions{Namespace: ns})
 	client, err := azservicebus.NewClientFromConnectionString(srv.ConnectionString(), nil)
 	if err != nil {
 		b.Fatal(err)

@@ -140,12 +140,10 @@ func Example_testingHandlers() {
 	src, _ := ns.NewReceiverForQueue("orders", nil)
 	p, _ := receiver.New(src, handler, nil)
 	go func() { _ = p.Run(context.Background()) }()
-	for p.Stats().Completed+p.Stats().DeadLettered < 3 {
-		time.Sleep(time.Millisecond)
-	}
+	_ = queue.WaitDrained(context.Background()) // every message settled
 	_ = p.Close(context.Background())
 
-	fmt.Println("left in the queue:", queue.ActiveCount())
+	fmt.Println("left in the queue:", queue.Counts().Active)
 	for _, m := range queue.DeadLetters() {
 		fmt.Println("dead-lettered:", *m.DeadLetterReason)
 	}

@@ -13,14 +13,10 @@ import (
 // TestSDKSessionAcceptor drives the SDK adapters against the emulator: sessions by id and
 // next, and a failed accept returns a nil interface (not a typed nil receiver).
 func TestSDKSessionAcceptor(t *testing.T) {
-	srv, err := sbtest.NewServer(&sbtest.ServerOptions{
+	srv := sbtest.NewTestServer(t, &sbtest.ServerOptions{
 		Queues: map[string]*sbtest.EntityOptions{"sq": {RequiresSession: true}},
-		Topics: map[string]sbtest.ServerTopic{"t": {Subscriptions: map[string]*sbtest.EntityOptions{"s": {RequiresSession: true}}}},
+		Topics: map[string]sbtest.TopicOptions{"t": {Subscriptions: map[string]*sbtest.EntityOptions{"s": {RequiresSession: true}}}},
 	})
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer srv.Close(context.Background())
 	client, err := azservicebus.NewClientFromConnectionString(srv.ConnectionString(), nil)
 	if err != nil {
 		t.Fatal(err)

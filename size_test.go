@@ -15,15 +15,7 @@ import (
 // it adds the message to a MessageBatch (the bytes the message adds to a batch that
 // already holds one, so that the batch's envelope is left out).
 func TestMessageSizeMatchesSDKBatch(t *testing.T) {
-	ns := sbtest.NewNamespace(nil)
-	if _, err := ns.NewQueue("q", nil); err != nil {
-		t.Fatal(err)
-	}
-	srv, err := sbtest.NewServer(&sbtest.ServerOptions{Namespace: ns})
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { _ = srv.Close(context.Background()) })
+	srv := sbtest.NewTestServer(t, &sbtest.ServerOptions{Queues: map[string]*sbtest.EntityOptions{"q": nil}})
 	ctx := t.Context()
 	client, err := azservicebus.NewClientFromConnectionString(srv.ConnectionString(), nil)
 	if err != nil {

@@ -24,11 +24,8 @@ type broker struct {
 
 func newBroker(t *testing.T, opts *sbtest.EntityOptions) *broker {
 	t.Helper()
-	ns := sbtest.NewNamespace(nil)
-	q, err := ns.NewQueue("orders", opts)
-	if err != nil {
-		t.Fatal(err)
-	}
+	ns := sbtest.NewTestNamespace(t, &sbtest.NamespaceOptions{Queues: map[string]*sbtest.EntityOptions{"orders": opts}})
+	q, _ := ns.Entity("orders")
 	return &broker{t: t, ns: ns, queue: q}
 }
 
@@ -126,7 +123,7 @@ func TestSeedCompleteFailsRedeliveryIsSkipped(t *testing.T) {
 		if runs.Load() != 1 {
 			t.Fatalf("handler ran %d times, want 1", runs.Load())
 		}
-		if n := b.queue.ActiveCount() + b.queue.LockedCount(); n != 0 {
+		if n := b.queue.Counts().Active + b.queue.Counts().Locked; n != 0 {
 			t.Fatalf("%d messages left in the queue, want 0", n)
 		}
 		if st := f.Stats(); st.DuplicatesSkipped != 1 || st.Processed != 1 || st.Succeeded != 1 {
@@ -158,8 +155,8 @@ func TestFailedHandlerLeavesNoMark(t *testing.T) {
 		if second.result != nil || second.settleErr != nil || second.msg.DeliveryCount != 2 {
 			t.Fatalf("second delivery: %v %v (count %d), want processed and completed", second.result, second.settleErr, second.msg.DeliveryCount)
 		}
-		if runs.Load() != 2 || f.Stats().DuplicatesSkipped != 0 || b.queue.ActiveCount() != 0 {
-			t.Fatalf("runs %d, stats %+v, active %d", runs.Load(), f.Stats(), b.queue.ActiveCount())
+		if runs.Load() != 2 || f.Stats().DuplicatesSkipped != 0 || b.queue.Counts().Active != 0 {
+			t.Fatalf("runs %d, stats %+v, active %d", runs.Load(), f.Stats(), b.queue.Counts().Active)
 		}
 	})
 }
@@ -233,7 +230,7 @@ func TestTwoWorkersOneMessageId(t *testing.T) {
 				if runs.Load() != 1 {
 					t.Fatalf("handler ran %d times, want 1", runs.Load())
 				}
-				if n := b.queue.ActiveCount() + b.queue.LockedCount(); n != 0 || b.queue.Stats().Completed != 2 {
+				if n := b.queue.Counts().Active + b.queue.Counts().Locked; n != 0 || b.queue.Stats().Completed != 2 {
 					t.Fatalf("left %d, stats %+v; want both copies completed", n, b.queue.Stats())
 				}
 				contended := workers[0].Stats().Contended + workers[1].Stats().Contended
@@ -327,7 +324,7 @@ func TestCrashedWorkerRedelivery(t *testing.T) {
 		if got, _ := store.Acquire(context.Background(), "orders:job-9", "late", time.Minute); got != dedupe.Done {
 			t.Fatalf("key state %v, want done", got)
 		}
-		if n := b.queue.ActiveCount() + b.queue.LockedCount(); n != 0 {
+		if n := b.queue.Counts().Active + b.queue.Counts().Locked; n != 0 {
 			t.Fatalf("left %d messages", n)
 		}
 	})

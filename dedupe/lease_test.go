@@ -235,8 +235,8 @@ func TestLeaseLostThroughProcessors(t *testing.T) {
 		a.setHang(true)
 		time.AfterFunc(45*time.Second, func() { a.setHang(false) })
 		pb, doneB := run(shared)
-		for b.queue.ActiveCount()+b.queue.LockedCount() > 0 {
-			time.Sleep(time.Second)
+		if err := b.queue.WaitDrained(context.Background()); err != nil {
+			t.Fatal(err)
 		}
 		for _, p := range []*receiver.Processor{pa, pb} {
 			if err := p.Close(context.Background()); err != nil {
@@ -245,9 +245,9 @@ func TestLeaseLostThroughProcessors(t *testing.T) {
 		}
 		<-doneA
 		<-doneB
-		if finished.Load() != 1 || cancelled.Load() != 1 || b.queue.DeadLetterCount() != 0 {
+		if finished.Load() != 1 || cancelled.Load() != 1 || b.queue.Counts().DeadLetter != 0 {
 			t.Fatalf("work finished %d times, cancelled %d times, %d dead-lettered; want 1, 1, 0",
-				finished.Load(), cancelled.Load(), b.queue.DeadLetterCount())
+				finished.Load(), cancelled.Load(), b.queue.Counts().DeadLetter)
 		}
 	})
 }

@@ -110,7 +110,7 @@ func TestStoreOutageBurnsNoDeliveryCount(t *testing.T) {
 		var runs atomic.Int64
 		h := wrap(t, f, counting(&runs, nil))
 		r := b.receiver()
-		for i := 0; b.queue.ActiveCount() > 0; i++ {
+		for i := 0; b.queue.Counts().Active > 0; i++ {
 			if i == 100 {
 				t.Fatal("the queue did not drain in 100 deliveries")
 			}
@@ -118,7 +118,7 @@ func TestStoreOutageBurnsNoDeliveryCount(t *testing.T) {
 				t.Fatalf("settling %s: %v", d.msg.MessageID, d.settleErr)
 			}
 		}
-		if n := b.queue.DeadLetterCount(); n != 0 || runs.Load() != 20 {
+		if n := b.queue.Counts().DeadLetter; n != 0 || runs.Load() != 20 {
 			t.Fatalf("%d messages dead-lettered, handler ran %d times; want 0 and 20", n, runs.Load())
 		}
 	})
@@ -160,7 +160,7 @@ func TestStoreOutageThroughProcessor(t *testing.T) {
 		go func() { done <- p.Run(context.Background()) }()
 		for p.Stats().Completed+p.Stats().DeadLettered < 41 {
 			time.Sleep(100 * time.Millisecond)
-			if b.queue.DeadLetterCount() > 0 {
+			if b.queue.Counts().DeadLetter > 0 {
 				break
 			}
 		}
@@ -170,7 +170,7 @@ func TestStoreOutageThroughProcessor(t *testing.T) {
 		if err := <-done; err != nil && !errors.Is(err, receiver.ErrClosed) {
 			t.Fatalf("Run = %v", err)
 		}
-		if n := b.queue.DeadLetterCount(); n != 0 || runs.Load() != 41 {
+		if n := b.queue.Counts().DeadLetter; n != 0 || runs.Load() != 41 {
 			t.Fatalf("%d messages dead-lettered, handler ran %d times; want 0 and 41", n, runs.Load())
 		}
 		if st := f.Stats(); st.StoreDownAbandoned != 0 || st.AcquiresRetried == 0 || st.Succeeded != 41 {

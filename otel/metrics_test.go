@@ -51,11 +51,8 @@ func TestMetricsMatchStats(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		const n, dups = 150, 15
 		r := newRig(t, nil)
-		ns := sbtest.NewNamespace(nil)
-		q, err := ns.NewQueue("orders", &sbtest.EntityOptions{LockDuration: 10 * time.Second, MaxDeliveryCount: 3})
-		if err != nil {
-			t.Fatal(err)
-		}
+		ns := sbtest.NewTestNamespace(t, &sbtest.NamespaceOptions{Queues: map[string]*sbtest.EntityOptions{"orders": {LockDuration: 10 * time.Second, MaxDeliveryCount: 3}}})
+		q, _ := ns.Entity("orders")
 		snd, _ := ns.NewSender("orders", nil)
 
 		// The sender: the first batch fails twice (retried), a later one for good; a full

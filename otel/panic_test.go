@@ -46,10 +46,7 @@ func TestPanickingMeterEndsSpans(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		ns := sbtest.NewNamespace(nil)
-		if _, err := ns.NewQueue("orders", nil); err != nil {
-			t.Fatal(err)
-		}
+		ns := sbtest.NewTestNamespace(t, &sbtest.NamespaceOptions{Queues: map[string]*sbtest.EntityOptions{"orders": nil}})
 		snd, _ := ns.NewSender("orders", nil)
 		const n = 50
 		for i := range n {

@@ -19,10 +19,9 @@ import (
 func TestSessionProcessor(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		r := newRig(t, nil)
-		ns := sbtest.NewNamespace(nil)
-		if _, err := ns.NewQueue("jobs", &sbtest.EntityOptions{RequiresSession: true, LockDuration: 10 * time.Second}); err != nil {
-			t.Fatal(err)
-		}
+		ns := sbtest.NewTestNamespace(t, &sbtest.NamespaceOptions{Queues: map[string]*sbtest.EntityOptions{
+			"jobs": {RequiresSession: true, LockDuration: 10 * time.Second},
+		}})
 		snd, _ := ns.NewSender("jobs", nil)
 		s, _ := sender.New(snd, &sender.Options{Hooks: []sender.Hook{r.tel.Sender("jobs")}})
 		for _, id := range []string{"a", "b", "a", "b"} {

@@ -138,10 +138,7 @@ func checkRoundTrip(t *testing.T, r *rig, request, handler trace.SpanContext) {
 // send span and a process span in the request's trace.
 func TestTraceInMemory(t *testing.T) {
 	r := newRig(t, nil)
-	ns := sbtest.NewNamespace(nil)
-	if _, err := ns.NewQueue("orders", nil); err != nil {
-		t.Fatal(err)
-	}
+	ns := sbtest.NewTestNamespace(t, &sbtest.NamespaceOptions{Queues: map[string]*sbtest.EntityOptions{"orders": nil}})
 	snd, _ := ns.NewSender("orders", nil)
 	src, _ := ns.NewReceiverForQueue("orders", nil)
 	request, handler := roundTrip(t, r, snd, src)
@@ -191,10 +188,7 @@ func TestTraceOnTheWire(t *testing.T) {
 // processes it with r's hook and runCtx; it returns the process span.
 func process(t *testing.T, r *rig, runCtx context.Context, msg *azservicebus.Message) sdktrace.ReadOnlySpan {
 	t.Helper()
-	ns := sbtest.NewNamespace(nil)
-	if _, err := ns.NewQueue("orders", nil); err != nil {
-		t.Fatal(err)
-	}
+	ns := sbtest.NewTestNamespace(t, &sbtest.NamespaceOptions{Queues: map[string]*sbtest.EntityOptions{"orders": nil}})
 	snd, _ := ns.NewSender("orders", nil)
 	if err := snd.SendMessage(context.Background(), msg, nil); err != nil {
 		t.Fatal(err)

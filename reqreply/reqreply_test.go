@@ -24,15 +24,12 @@ type broker struct {
 
 func newBroker(t *testing.T) *broker {
 	t.Helper()
-	ns := sbtest.NewNamespace(nil)
-	req, err := ns.NewQueue("requests", nil)
-	if err != nil {
-		t.Fatal(err)
-	}
-	rep, err := ns.NewQueue("replies", &sbtest.EntityOptions{RequiresSession: true})
-	if err != nil {
-		t.Fatal(err)
-	}
+	ns := sbtest.NewTestNamespace(t, &sbtest.NamespaceOptions{Queues: map[string]*sbtest.EntityOptions{
+		"requests": nil,
+		"replies":  {RequiresSession: true},
+	}})
+	req, _ := ns.Entity("requests")
+	rep, _ := ns.Entity("replies")
 	return &broker{ns: ns, requests: req, replies: rep}
 }
 
@@ -124,8 +121,8 @@ func TestRequestReply(t *testing.T) {
 	rwg.Wait()
 	wg.Wait()
 	// Nothing lingers: every reply completed, every reply session released and forgotten.
-	if s := b.replies.Sessions(); len(s) != 0 || b.replies.ActiveCount() != 0 {
-		t.Fatalf("reply queue still has sessions %+v, %d active", s, b.replies.ActiveCount())
+	if s := b.replies.Sessions(); len(s) != 0 || b.replies.Counts().Active != 0 {
+		t.Fatalf("reply queue still has sessions %+v, %d active", s, b.replies.Counts().Active)
 	}
 	if st := b.replies.Stats(); st.Completed != n || st.SessionsAccepted != n {
 		t.Fatalf("reply stats %+v", st)
@@ -146,7 +143,7 @@ func TestRequestDeadlineReleasesSession(t *testing.T) {
 		if s := b.replies.Sessions(); len(s) != 0 {
 			t.Fatalf("a reply session lingers: %+v", s)
 		}
-		if b.requests.ActiveCount() != 1 {
+		if b.requests.Counts().Active != 1 {
 			t.Fatalf("the request was not sent")
 		}
 	})
@@ -207,8 +204,8 @@ func TestRequestErrors(t *testing.T) {
 	}
 	// A reply queue that does not require sessions: the acceptor's error, nothing sent.
 	plain, _ := reqreply.NewRequester(s, b.ns.QueueSessionAcceptor("requests", nil), "requests", nil)
-	if _, err := plain.Request(ctx, &azservicebus.Message{}); err == nil || b.requests.ActiveCount() != 0 {
-		t.Errorf("request with a plain reply queue: %v (requests %d)", err, b.requests.ActiveCount())
+	if _, err := plain.Request(ctx, &azservicebus.Message{}); err == nil || b.requests.Counts().Active != 0 {
+		t.Errorf("request with a plain reply queue: %v (requests %d)", err, b.requests.Counts().Active)
 	}
 	resp := b.responder(t)
 	if err := resp.Reply(ctx, &azservicebus.ReceivedMessage{}, &azservicebus.Message{}); !errors.Is(err, reqreply.ErrNotARequest) {

@@ -75,7 +75,7 @@ func TestConcurrentSendersAndReceivers(t *testing.T) {
 	if got := completed.Load(); got != senders*each {
 		t.Fatalf("completed %d, want %d", got, senders*each)
 	}
-	if f.q.ActiveCount()+f.q.LockedCount() != 0 {
+	if f.q.Counts().Active+f.q.Counts().Locked != 0 {
 		t.Fatal("messages left")
 	}
 }

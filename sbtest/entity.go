@@ -36,7 +36,7 @@ type Entity struct {
 	dup  dupDetector
 	// sessions groups the main queue's messages by session id when the entity requires
 	// sessions (nil otherwise), indexed so that no operation walks them all; see
-	// session.go.
+	// msgsession.go.
 	sessions     map[string]*session
 	readySess    *heapq.Heap[*session] // unlocked sessions with available messages, oldest first
 	heldSess     *heapq.Heap[*session] // locked sessions, by lock expiry
@@ -44,6 +44,9 @@ type Entity struct {
 	// accessed is when a message last arrived or a receive was last asked for (a
 	// subscription's starts at its creation); reported as AccessedAt (manage.go).
 	accessed time.Time
+	// watch is closed when the entity's counts may have changed (changed), for
+	// WaitUntil; nil when nobody waits (counts.go).
+	watch chan struct{}
 }
 
 // subqueue is the main queue or the dead-letter queue of an entity, guarded by the
@@ -54,6 +57,7 @@ type subqueue struct {
 	heaps   [numHeaps]msgHeap
 	bySeq   map[int64]*message
 	byToken map[[16]byte]*message
+	bytes   int64         // the sizes (payload.size) of the messages of bySeq
 	wait    chan struct{} // closed when a message becomes available; nil if nobody waits
 }
 
@@ -78,6 +82,18 @@ func newEntity(ns *Namespace, path string, topic *Topic, opts EntityOptions, def
 		e.initSessions()
 	}
 	return e
+}
+
+// put adds the new message m to sq.
+func (sq *subqueue) put(m *message) {
+	sq.bySeq[m.seq] = m
+	sq.bytes += int64(m.p.size)
+}
+
+// drop removes m from sq's messages; the caller takes it out of the indexes.
+func (sq *subqueue) drop(m *message) {
+	delete(sq.bySeq, m.seq)
+	sq.bytes -= int64(m.p.size)
 }
 
 // signal wakes every ReceiveMessages waiting on sq.
@@ -174,7 +190,7 @@ func (e *Entity) insert(p *payload, seq int64, now, sched time.Time) {
 	if e.forwardOnInsert(m, sched) || e.forwardHopsExceeded(m) {
 		return
 	}
-	e.main.bySeq[seq] = m
+	e.main.put(m)
 	if s := e.sessionFor(&e.main, m); s != nil {
 		s.count++
 	}
@@ -184,12 +200,14 @@ func (e *Entity) insert(p *payload, seq int64, now, sched time.Time) {
 		e.main.heaps[hSched].add(m)
 		e.stats.scheduled.Add(1)
 		e.main.signal() // waiters recompute their next due time: this message may be it
+		e.changed()
 		return
 	}
 	e.makeAvailable(&e.main, m)
 }
 
 func (e *Entity) makeAvailable(sq *subqueue, m *message) {
+	e.changed()
 	m.state = stAvailable
 	m.wasDeferred = false
 	if s := e.sessionFor(sq, m); s != nil {
@@ -216,6 +234,7 @@ func (e *Entity) makeDeferred(sq *subqueue, m *message) {
 
 // lock gives m (already out of the available/expiry heaps) to r under a new lock.
 func (e *Entity) lock(sq *subqueue, m *message, r *Receiver, now time.Time) {
+	e.changed()
 	m.state = stLocked
 	m.token = newLockToken()
 	m.holder = r
@@ -229,6 +248,7 @@ func (e *Entity) lock(sq *subqueue, m *message, r *Receiver, now time.Time) {
 
 // unlock drops m's lock; the caller decides where m goes next.
 func (e *Entity) unlock(sq *subqueue, m *message) {
+	e.changed()
 	sq.heaps[hLock].del(m)
 	delete(sq.byToken, m.token)
 	m.holder = nil
@@ -238,21 +258,23 @@ func (e *Entity) unlock(sq *subqueue, m *message) {
 
 // detach removes m from sq entirely.
 func (e *Entity) detach(sq *subqueue, m *message) {
+	e.changed()
 	if m.state == stLocked {
 		e.unlock(sq, m)
 	}
 	for k := range sq.heaps {
 		sq.heaps[k].del(m)
 	}
-	delete(sq.bySeq, m.seq)
+	sq.drop(m)
 	e.sessionGone(sq, m)
 }
 
 // release returns an unlocked message to where it came from. counted is true for an
-// abandon or a lock expiry, which count a delivery (seed 004): in the main queue a
-// message that has had MaxDeliveryCount counted deliveries goes to the dead-letter queue
-// instead; the dead-letter queue counts none (SDK live test
-// TestMessageSettlementUsingReceiver: abandoned there, DeliveryCount stays).
+// abandon or a lock expiry, which count a delivery ("Messages, payloads, and
+// serialization"): in the main queue a message that has had MaxDeliveryCount counted
+// deliveries goes to the dead-letter queue instead; the dead-letter queue counts none
+// (SDK live test TestMessageSettlementUsingReceiver: abandoned there, DeliveryCount
+// stays).
 func (e *Entity) release(sq *subqueue, m *message, counted bool) {
 	if counted && !sq.dlq {
 		if m.count >= uint32(e.opts.MaxDeliveryCount) {
@@ -287,16 +309,17 @@ func (e *Entity) toDLQ(m *message, reason, desc *string, props map[string]any) {
 func (e *Entity) deadLetterHere(m *message, reason, desc *string, props map[string]any) {
 	m.p = m.p.withProps(props)
 	m.dlReason, m.dlDesc = cloneStr(reason), cloneStr(desc)
-	e.dlq.bySeq[m.seq] = m
+	e.dlq.put(m)
 	e.makeAvailable(&e.dlq, m)
 }
 
 // orphanLocks marks every lock r holds as held by a link that is gone, as a closed
 // receiver or a dropped connection leaves them: the broker keeps each lock until its
-// LockedUntil (seed 000: when the client stops working, the message is available again
-// only after the lock duration), any receiver of the entity can renew or settle it by
-// its token meanwhile (SDK live test TestReceiver_SettleWithOnlyLockToken), and when it
-// expires the message comes back without the delivery counted (seed 004: the count does
+// LockedUntil ("Message transfers, locks, and settlement": when the client stops working,
+// the message is available again only after the lock duration), any receiver of the
+// entity can renew or settle it by its token meanwhile (SDK live test
+// TestReceiver_SettleWithOnlyLockToken), and when it expires the message comes back
+// without the delivery counted ("Messages, payloads, and serialization": the count does
 // not increase when the AMQP connection closes). It costs O(locked messages).
 func (e *Entity) orphanLocks(r *Receiver) {
 	for _, m := range r.sq.byToken {
@@ -358,38 +381,6 @@ func (e *Entity) snapshot(dlq bool, keep func(*message) bool) []*azservicebus.Re
 	}
 	return collect(sq, 0, -1, keep)
 }
-
-func (e *Entity) count(f func() int) int {
-	e.ns.flushForwards()
-	e.mu.Lock()
-	defer e.mu.Unlock()
-	e.tick(time.Now())
-	return f()
-}
-
-// ActiveCount returns how many messages are available for delivery now (not locked, not
-// deferred, not scheduled).
-func (e *Entity) ActiveCount() int { return e.count(e.availLen) }
-
-// LockedCount returns how many messages of the main queue are locked by receivers.
-func (e *Entity) LockedCount() int { return e.count(func() int { return len(e.main.byToken) }) }
-
-// ScheduledCount returns how many scheduled messages wait for their enqueue time.
-func (e *Entity) ScheduledCount() int {
-	return e.count(func() int { return e.main.heaps[hSched].Len() })
-}
-
-// DeferredCount returns how many messages are deferred (and not currently locked).
-func (e *Entity) DeferredCount() int {
-	return e.count(func() int {
-		sq := &e.main
-		return len(sq.bySeq) - e.availLen() - len(sq.byToken) - sq.heaps[hSched].Len()
-	})
-}
-
-// DeadLetterCount returns how many messages the dead-letter queue holds, locked ones
-// included.
-func (e *Entity) DeadLetterCount() int { return e.count(func() int { return len(e.dlq.bySeq) }) }
 
 // Active returns copies of the available messages, by sequence number.
 func (e *Entity) Active() []*azservicebus.ReceivedMessage {

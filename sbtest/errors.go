@@ -22,12 +22,35 @@ var (
 	ErrNotSettleable = errors.New("sbtest: operation not allowed on this message")
 )
 
-// TransientError is the error an injected Fault returns when its Err is nil: a lost
-// connection, which sbkit.IsTransient reports as retryable.
-var TransientError = &azservicebus.Error{Code: azservicebus.CodeConnectionLost}
+// ServiceError is an error of the service by its code, for faults: errors.As finds an
+// [*azservicebus.Error] with that Code in it (a new one each time), so it is classified
+// as the SDK's errors are (sbkit.IsTransient, sbkit.IsPermanent), and a Server sends it
+// to clients as the service would. Its values are constants: nothing can change them,
+// and errors.Is(err, TransientError) tells them apart.
+type ServiceError azservicebus.Code
 
-// PermanentError is a ready-made non-retryable error for faults: unauthorized access.
-var PermanentError = &azservicebus.Error{Code: azservicebus.CodeUnauthorizedAccess}
+const (
+	// TransientError is the error an injected Fault returns when its Err is nil: a lost
+	// connection (CodeConnectionLost), which sbkit.IsTransient reports as retryable.
+	TransientError = ServiceError(azservicebus.CodeConnectionLost)
+	// PermanentError is a ready-made non-retryable error for faults: unauthorized access
+	// (CodeUnauthorizedAccess).
+	PermanentError = ServiceError(azservicebus.CodeUnauthorizedAccess)
+)
+
+// Error reads as the SDK's *azservicebus.Error with e's Code and no detail.
+func (e ServiceError) Error() string {
+	return (&azservicebus.Error{Code: azservicebus.Code(e)}).Error()
+}
+
+// As sets target, an **azservicebus.Error, to a new *azservicebus.Error with e's Code.
+func (e ServiceError) As(target any) bool {
+	p, ok := target.(**azservicebus.Error)
+	if ok {
+		*p = &azservicebus.Error{Code: azservicebus.Code(e)}
+	}
+	return ok
+}
 
 func errLockLost() error { return &azservicebus.Error{Code: azservicebus.CodeLockLost} }
 func errClosed() error   { return &azservicebus.Error{Code: azservicebus.CodeClosed} }

@@ -3,6 +3,7 @@ package sbtest
 import (
 	"context"
 	"errors"
+	"fmt"
 	"strings"
 	"testing"
 	"time"
@@ -93,7 +94,7 @@ func TestErrors(t *testing.T) {
 			if err == nil || !tt.check(err) {
 				t.Fatalf("err = %v", err)
 			}
-			if n := f.q.ActiveCount() + f.q.ScheduledCount(); n != 0 {
+			if n := f.q.Counts().Active + f.q.Counts().Scheduled; n != 0 {
 				t.Fatalf("a failed call stored %d messages", n)
 			}
 			if msg := err.Error(); !strings.Contains(msg, "sbtest") && !strings.Contains(msg, "sbkit") &&
@@ -154,5 +155,31 @@ func TestBatchLimits(t *testing.T) {
 				t.Fatalf("NumBytes = %d, want %d", b.NumBytes(), want)
 			}
 		})
+	}
+}
+
+// TransientError and PermanentError cannot be changed: errors.As hands out a new
+// *azservicebus.Error each time, so what one caller does to it reaches nobody else.
+func TestServiceErrorsAreImmutable(t *testing.T) {
+	for _, tt := range []struct {
+		err  error
+		code azservicebus.Code
+	}{{TransientError, azservicebus.CodeConnectionLost}, {PermanentError, azservicebus.CodeUnauthorizedAccess}} {
+		wrapped := fmt.Errorf("send: %w", tt.err)
+		var sbErr *azservicebus.Error
+		if !errors.As(wrapped, &sbErr) || sbErr.Code != tt.code {
+			t.Fatalf("errors.As(%v) = %v, want Code %s", wrapped, sbErr, tt.code)
+		}
+		sbErr.Code = azservicebus.CodeLockLost
+		var again *azservicebus.Error
+		if !errors.As(tt.err, &again) || again.Code != tt.code {
+			t.Fatalf("after a caller changed its copy: %v, want Code %s", again, tt.code)
+		}
+		if !errors.Is(wrapped, tt.err) || tt.err.Error() != (&azservicebus.Error{Code: tt.code}).Error() {
+			t.Fatalf("errors.Is or Error: %q", tt.err.Error())
+		}
+	}
+	if errors.Is(TransientError, PermanentError) {
+		t.Fatal("TransientError is PermanentError")
 	}
 }

@@ -25,7 +25,8 @@ func Example() {
 		fmt.Printf("%s seq=%d delivery=%d\n", m.Body, *m.SequenceNumber, m.DeliveryCount)
 		_ = receiver.CompleteMessage(ctx, m, nil)
 	}
-	fmt.Println("left:", queue.ActiveCount()+queue.LockedCount(), "completed:", queue.Stats().Completed)
+	c := queue.Counts()
+	fmt.Println("left:", c.Active+c.Locked, "completed:", queue.Stats().Completed)
 	// Output:
 	// order 1 seq=1 delivery=1
 	// left: 0 completed: 1
@@ -45,7 +46,7 @@ func Example_maxDeliveryCount() {
 		fmt.Println("delivery", msgs[0].DeliveryCount)
 		_ = receiver.AbandonMessage(ctx, msgs[0], nil)
 	}
-	fmt.Println("active:", queue.ActiveCount(), "dead-lettered:", queue.DeadLetterCount())
+	fmt.Println("active:", queue.Counts().Active, "dead-lettered:", queue.Counts().DeadLetter)
 
 	dlq, _ := ns.NewReceiverForQueue("jobs", &sbtest.ReceiverOptions{SubQueue: azservicebus.SubQueueDeadLetter})
 	msgs, _ := dlq.ReceiveMessages(ctx, 1, nil)
@@ -71,4 +72,39 @@ func ExampleEntity_InjectFault() {
 	// Output:
 	// true
 	// <nil>
+}
+
+// Wait until a worker has settled every message, instead of polling the counts.
+func ExampleEntity_WaitDrained() {
+	ctx := context.Background()
+	ns := sbtest.NewNamespace(&sbtest.NamespaceOptions{Queues: map[string]*sbtest.EntityOptions{"orders": nil}})
+	queue, _ := ns.Entity("orders")
+	sender, _ := ns.NewSender("orders", nil)
+	for i := range 3 {
+		_ = sender.SendMessage(ctx, &azservicebus.Message{Body: fmt.Appendf(nil, "order %d", i)}, nil)
+	}
+
+	receiver, _ := ns.NewReceiverForQueue("orders", nil)
+	done := make(chan struct{})
+	go func() { // the worker under test
+		defer close(done)
+		for {
+			msgs, err := receiver.ReceiveMessages(ctx, 10, nil)
+			if err != nil {
+				return // closed
+			}
+			for _, m := range msgs {
+				_ = receiver.CompleteMessage(ctx, m, nil)
+			}
+		}
+	}()
+
+	if err := queue.WaitDrained(ctx); err != nil {
+		fmt.Println(err)
+	}
+	_ = receiver.Close(ctx)
+	<-done
+	fmt.Println("completed:", queue.Stats().Completed)
+	// Output:
+	// completed: 3
 }

@@ -40,8 +40,8 @@ func TestSendFaults(t *testing.T) {
 					stored++
 				}
 			}
-			if f.q.ActiveCount() != stored {
-				t.Fatalf("stored %d, want %d: a failed send must store nothing", f.q.ActiveCount(), stored)
+			if f.q.Counts().Active != stored {
+				t.Fatalf("stored %d, want %d: a failed send must store nothing", f.q.Counts().Active, stored)
 			}
 		})
 	}
@@ -83,16 +83,17 @@ func TestHangFault(t *testing.T) {
 				if !errors.Is(err, context.DeadlineExceeded) || time.Since(start) != 30*time.Second {
 					t.Fatalf("err = %v after %v", err, time.Since(start))
 				}
-				if f.q.LockedCount() != 1 || f.q.ActiveCount() != 0 {
-					t.Fatalf("hung %v changed the entity: locked %d active %d", o.op, f.q.LockedCount(), f.q.ActiveCount())
+				if f.q.Counts().Locked != 1 || f.q.Counts().Active != 0 {
+					t.Fatalf("hung %v changed the entity: locked %d active %d", o.op, f.q.Counts().Locked, f.q.Counts().Active)
 				}
 			})
 		})
 	}
 }
 
-// TestCompleteFailsThenRedelivered is the seed's case: Complete fails, the message stays
-// locked, the lock expires and the message is delivered again with its count incremented.
+// TestCompleteFailsThenRedelivered is the case of "Message transfers, locks, and
+// settlement": Complete fails, the message stays locked, the lock expires and the message
+// is delivered again with its count incremented.
 func TestCompleteFailsThenRedelivered(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		f := newFixture(t, nil)
@@ -102,7 +103,7 @@ func TestCompleteFailsThenRedelivered(t *testing.T) {
 		if err := f.r.CompleteMessage(context.Background(), m, nil); err != TransientError {
 			t.Fatalf("err = %v", err)
 		}
-		if f.q.LockedCount() != 1 {
+		if f.q.Counts().Locked != 1 {
 			t.Fatal("failed complete released the message")
 		}
 		again := receive(t, f.r, 1, time.Hour)[0]
@@ -120,16 +121,16 @@ func TestAfterFaultAppliesThenFails(t *testing.T) {
 	}{
 		{OpComplete, func(r *Receiver, m *azservicebus.ReceivedMessage) error {
 			return r.CompleteMessage(context.Background(), m, nil)
-		}, func(q *Entity) bool { return q.LockedCount() == 0 && q.ActiveCount() == 0 }},
+		}, func(q *Entity) bool { return q.Counts().Locked == 0 && q.Counts().Active == 0 }},
 		{OpAbandon, func(r *Receiver, m *azservicebus.ReceivedMessage) error {
 			return r.AbandonMessage(context.Background(), m, nil)
-		}, func(q *Entity) bool { return q.ActiveCount() == 1 }},
+		}, func(q *Entity) bool { return q.Counts().Active == 1 }},
 		{OpDeadLetter, func(r *Receiver, m *azservicebus.ReceivedMessage) error {
 			return r.DeadLetterMessage(context.Background(), m, nil)
-		}, func(q *Entity) bool { return q.DeadLetterCount() == 1 }},
+		}, func(q *Entity) bool { return q.Counts().DeadLetter == 1 }},
 		{OpDefer, func(r *Receiver, m *azservicebus.ReceivedMessage) error {
 			return r.DeferMessage(context.Background(), m, nil)
-		}, func(q *Entity) bool { return q.DeferredCount() == 1 }},
+		}, func(q *Entity) bool { return q.Counts().Deferred == 1 }},
 		{OpRenew, func(r *Receiver, m *azservicebus.ReceivedMessage) error {
 			return r.RenewMessageLock(context.Background(), m, nil)
 		}, func(q *Entity) bool { return q.Stats().Renewed == 1 }},
@@ -161,7 +162,7 @@ func TestReceiveFault(t *testing.T) {
 	if _, err := f.r.ReceiveMessages(context.Background(), 1, nil); err != TransientError {
 		t.Fatalf("err = %v", err)
 	}
-	if f.q.LockedCount() != 0 {
+	if f.q.Counts().Locked != 0 {
 		t.Fatal("failed receive locked a message")
 	}
 	receiveOne(t, f.r)
@@ -182,7 +183,7 @@ func TestRenewFaultKeepsLock(t *testing.T) {
 			t.Fatal("failed renewal moved LockedUntil")
 		}
 		time.Sleep(50 * time.Second)
-		if f.q.LockedCount() != 0 {
+		if f.q.Counts().Locked != 0 {
 			t.Fatal("lock outlived its original expiry after a failed renewal")
 		}
 	})
@@ -201,8 +202,8 @@ func TestTopicSendFault(t *testing.T) {
 		t.Fatal(err)
 	}
 	top.ClearFaults()
-	if sub.ActiveCount() != 1 {
-		t.Fatalf("ActiveCount = %d", sub.ActiveCount())
+	if sub.Counts().Active != 1 {
+		t.Fatalf("Active = %d", sub.Counts().Active)
 	}
 }
 
@@ -214,7 +215,7 @@ func TestReceiveAfterFaultLosesLockedMessages(t *testing.T) {
 		if _, err := f.r.ReceiveMessages(context.Background(), 1, nil); err != TransientError {
 			t.Fatalf("err = %v", err)
 		}
-		if f.q.LockedCount() != 1 {
+		if f.q.Counts().Locked != 1 {
 			t.Fatal("the lost delivery did not lock the message")
 		}
 		start := time.Now()
@@ -231,7 +232,7 @@ func TestInjectedLockLostReleasesTheLock(t *testing.T) {
 	m := receiveOne(t, f.r)
 	f.q.InjectFault(Fault{Op: OpRenew, Count: 1, Err: &azservicebus.Error{Code: azservicebus.CodeLockLost}})
 	wantCode(t, f.r.RenewMessageLock(context.Background(), m, nil), azservicebus.CodeLockLost)
-	if f.q.LockedCount() != 0 {
+	if f.q.Counts().Locked != 0 {
 		t.Fatal("lock still held at the broker")
 	}
 	if again := receiveOne(t, f.r); again.DeliveryCount != 2 {

@@ -11,8 +11,9 @@ import (
 	"github.com/sbkit/sbkit"
 )
 
-// DeliveryCount goes up on abandon and lock expiry, not on delivery (seed 004); the
-// dead-letter queue counts none (SDK live test TestMessageSettlementUsingReceiver).
+// DeliveryCount goes up on abandon and lock expiry, not on delivery ("Messages, payloads,
+// and serialization"); the dead-letter queue counts none (SDK live test
+// TestMessageSettlementUsingReceiver).
 func TestDeliveryCountCountsAbandonNotDelivery(t *testing.T) {
 	ctx := context.Background()
 	f := newFixture(t, &EntityOptions{MaxDeliveryCount: 2})
@@ -54,7 +55,7 @@ func TestDeliveryCountCountsAbandonNotDelivery(t *testing.T) {
 
 // The released outcome gives a message back uncounted, and a lock that expires after its
 // receiver closed counts nothing either, while one that expires under a live receiver
-// counts (seed 004).
+// counts ("Messages, payloads, and serialization").
 func TestLockExpiryCountsOnlyLiveLocks(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		f := newFixture(t, &EntityOptions{LockDuration: 10 * time.Second})
@@ -99,7 +100,7 @@ func TestScheduledMessageNumberedAtActivation(t *testing.T) {
 			if len(got) != 2 || string(got[0].Body) != "scheduled" || *got[0].SequenceNumber != 2 || *got[1].SequenceNumber != 3 {
 				t.Fatalf("active %d messages, first %q #%d; want scheduled #2, later #3", len(got), got[0].Body, *got[0].SequenceNumber)
 			}
-			if s.CancelScheduledMessages(ctx, seqs, nil) != nil || q.ActiveCount() != 2 {
+			if s.CancelScheduledMessages(ctx, seqs, nil) != nil || q.Counts().Active != 2 {
 				t.Fatal("cancelling an activated message's scheduled number removed it")
 			}
 		})

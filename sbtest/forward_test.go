@@ -12,7 +12,7 @@ import (
 
 // "Chaining Service Bus entities with autoforwarding": a message sent to a forwarding
 // queue ends in its target with EnqueuedSequenceNumber from where it was first enqueued
-// (seed 004); the source keeps nothing.
+// ("Messages, payloads, and serialization"); the source keeps nothing.
 func TestForwardQueueToQueue(t *testing.T) {
 	ns := NewNamespace(nil)
 	dst, _ := ns.NewQueue("dst", nil)
@@ -22,8 +22,8 @@ func TestForwardQueueToQueue(t *testing.T) {
 	}
 	s, _ := ns.NewSender("src", nil)
 	sendAll(t, s, "a", "b")
-	if src.ActiveCount() != 0 {
-		t.Fatalf("source kept %d messages", src.ActiveCount())
+	if src.Counts().Active != 0 {
+		t.Fatalf("source kept %d messages", src.Counts().Active)
 	}
 	got := dst.Active()
 	if len(got) != 2 || string(got[0].Body) != "a" || got[0].EnqueuedSequenceNumber == nil || *got[0].EnqueuedSequenceNumber != 1 ||
@@ -33,8 +33,8 @@ func TestForwardQueueToQueue(t *testing.T) {
 }
 
 // Dead-lettered messages go to ForwardDeadLetteredMessagesTo with DeadLetterSource set
-// (seed 004: set only on messages dead-lettered and then auto-forwarded) and their
-// reason; the source's dead-letter queue stays empty.
+// ("Messages, payloads, and serialization": set only on messages dead-lettered and then
+// auto-forwarded) and their reason; the source's dead-letter queue stays empty.
 func TestForwardDeadLetters(t *testing.T) {
 	ctx := context.Background()
 	ns := NewNamespace(nil)
@@ -50,8 +50,8 @@ func TestForwardDeadLetters(t *testing.T) {
 	if err := r.AbandonMessage(ctx, ms[1], nil); err != nil { // MaxDeliveryCount 1: dead-lettered by the broker
 		t.Fatal(err)
 	}
-	if src.DeadLetterCount() != 0 {
-		t.Fatalf("source DLQ holds %d", src.DeadLetterCount())
+	if src.Counts().DeadLetter != 0 {
+		t.Fatalf("source DLQ holds %d", src.Counts().DeadLetter)
 	}
 	got := dst.Active()
 	if len(got) != 2 {
@@ -77,8 +77,8 @@ func TestForwardSubscriptionToQueue(t *testing.T) {
 	sub, _ := top.NewSubscription("s", &EntityOptions{ForwardTo: "q"})
 	s, _ := ns.NewSender("t", nil)
 	sendAll(t, s, "x")
-	if sub.ActiveCount() != 0 || len(q.Active()) != 1 {
-		t.Fatalf("subscription %d, queue %d", sub.ActiveCount(), len(q.Active()))
+	if sub.Counts().Active != 0 || len(q.Active()) != 1 {
+		t.Fatalf("subscription %d, queue %d", sub.Counts().Active, len(q.Active()))
 	}
 }
 
@@ -104,7 +104,7 @@ func TestForwardHopLimit(t *testing.T) {
 		if i == MaxForwardHops {
 			want = 1
 		}
-		if got := e.ActiveCount() + e.DeadLetterCount(); got != want {
+		if got := e.Counts().Active + e.Counts().DeadLetter; got != want {
 			t.Errorf("%s holds %d, want %d", n, got, want)
 		}
 	}
@@ -119,8 +119,8 @@ func TestForwardHopLimit(t *testing.T) {
 	}
 	sa, _ := ns.NewSender("a", nil)
 	sendAll(t, sa, "loop")
-	if n := a.ActiveCount() + b.ActiveCount() + a.DeadLetterCount() + b.DeadLetterCount(); n != 1 || a.DeadLetterCount()+b.DeadLetterCount() != 1 {
-		t.Fatalf("cycle: a %d+%d b %d+%d", a.ActiveCount(), a.DeadLetterCount(), b.ActiveCount(), b.DeadLetterCount())
+	if n := a.Counts().Active + b.Counts().Active + a.Counts().DeadLetter + b.Counts().DeadLetter; n != 1 || a.Counts().DeadLetter+b.Counts().DeadLetter != 1 {
+		t.Fatalf("cycle: a %d+%d b %d+%d", a.Counts().Active, a.Counts().DeadLetter, b.Counts().Active, b.Counts().DeadLetter)
 	}
 }
 
@@ -170,13 +170,13 @@ func TestForwardTargetUnavailable(t *testing.T) {
 						return 0
 					}
 					s, _ := tp.Subscription("all")
-					return s.ActiveCount() + s.DeadLetterCount()
+					return s.Counts().Active + s.Counts().DeadLetter
 				}
 				e, ok := ns.Entity("dst")
 				if !ok {
 					return 0
 				}
-				return e.ActiveCount() + e.DeadLetterCount()
+				return e.Counts().Active + e.Counts().DeadLetter
 			}
 			if tc.topic {
 				tp, _ := ns.NewTopic("dst", nil)
@@ -193,8 +193,8 @@ func TestForwardTargetUnavailable(t *testing.T) {
 			s, _ := ns.NewSender("src", nil)
 			sendAll(t, s, "fwd")
 			dl := src.DeadLetters()
-			if len(dl) != 1 || string(dl[0].Body) != "fwd" || src.ActiveCount() != 0 {
-				t.Fatalf("source holds %d active and dead letters %v, want the message dead-lettered", src.ActiveCount(), bodies(dl))
+			if len(dl) != 1 || string(dl[0].Body) != "fwd" || src.Counts().Active != 0 {
+				t.Fatalf("source holds %d active and dead letters %v, want the message dead-lettered", src.Counts().Active, bodies(dl))
 			}
 			if r := dl[0].DeadLetterReason; r == nil || *r != ForwardTargetUnavailableReason {
 				t.Errorf("reason %v, want %s", r, ForwardTargetUnavailableReason)
@@ -274,7 +274,7 @@ func TestForwardFanOutBounded(t *testing.T) {
 	t.Logf("one send took %v", time.Since(start))
 	var active, dead, exceeded, hops int
 	for _, sub := range top.Subscriptions() {
-		active += sub.ActiveCount()
+		active += sub.Counts().Active
 		for _, m := range sub.DeadLetters() {
 			dead++
 			switch *m.DeadLetterReason {

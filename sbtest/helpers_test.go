@@ -22,11 +22,8 @@ type fixture struct {
 
 func newFixture(t *testing.T, opts *EntityOptions) *fixture {
 	t.Helper()
-	ns := NewNamespace(nil)
-	q, err := ns.NewQueue("q", opts)
-	if err != nil {
-		t.Fatal(err)
-	}
+	ns := NewTestNamespace(t, &NamespaceOptions{Queues: map[string]*EntityOptions{"q": opts}})
+	q, _ := ns.Entity("q")
 	s, err := ns.NewSender("q", nil)
 	if err != nil {
 		t.Fatal(err)

@@ -131,7 +131,7 @@ func TestSendCancelledDuringLatencyStoresNothing(t *testing.T) {
 				t.Fatalf("err = %v", err)
 			}
 		}
-		if q.ActiveCount() != 0 || q.Stats().InFlightSends != 0 {
+		if q.Counts().Active != 0 || q.Stats().InFlightSends != 0 {
 			t.Fatal("a cancelled send stored a message or stayed in flight")
 		}
 	})

@@ -89,13 +89,13 @@ func TestRenewMessageLock(t *testing.T) {
 			t.Fatalf("LockedUntil = %v, want %v", *m.LockedUntil, want)
 		}
 		time.Sleep(45 * time.Second) // past the original expiry, within the renewed one
-		if f.q.LockedCount() != 1 {
+		if f.q.Counts().Locked != 1 {
 			t.Fatal("renewed lock expired at the original time")
 		}
 		time.Sleep(15 * time.Second) // now the renewed lock is gone too
 		wantCode(t, f.r.RenewMessageLock(ctx, m, nil), azservicebus.CodeLockLost)
-		if f.q.ActiveCount() != 1 || f.q.Stats().Renewed != 1 {
-			t.Fatalf("active %d stats %+v", f.q.ActiveCount(), f.q.Stats())
+		if f.q.Counts().Active != 1 || f.q.Stats().Renewed != 1 {
+			t.Fatalf("active %d stats %+v", f.q.Counts().Active, f.q.Stats())
 		}
 	})
 }
@@ -136,7 +136,7 @@ func TestMaxDeliveryCount(t *testing.T) {
 				if len(dl) != 1 || *dl[0].DeadLetterReason != MaxDeliveryCountExceededReason {
 					t.Fatalf("dead letters: %+v", dl)
 				}
-				if f.q.ActiveCount() != 0 || f.q.LockedCount() != 0 {
+				if f.q.Counts().Active != 0 || f.q.Counts().Locked != 0 {
 					t.Fatal("message still in the queue")
 				}
 			})
@@ -217,7 +217,7 @@ func TestLockLost(t *testing.T) {
 // A closed receiver's or dropped connection's locks are kept until LockedUntil (seed
 // 000); meanwhile any receiver renews and settles them by token (SDK live test
 // TestReceiver_SettleWithOnlyLockToken); after it the message is back with its
-// DeliveryCount unchanged (seed 004).
+// DeliveryCount unchanged ("Messages, payloads, and serialization").
 func TestLockSurvivesClose(t *testing.T) {
 	for _, how := range []string{"close", "drop"} {
 		t.Run(how, func(t *testing.T) {
@@ -240,8 +240,8 @@ func TestLockSurvivesClose(t *testing.T) {
 					// The link the messages came on is gone: settling through it fails.
 					wantCode(t, f.r.CompleteMessage(ctx, ms[0], nil), azservicebus.CodeLockLost)
 				}
-				if f.q.LockedCount() != 2 || f.q.ActiveCount() != 0 {
-					t.Fatalf("after %s: %d locked, %d active; want the locks kept", how, f.q.LockedCount(), f.q.ActiveCount())
+				if f.q.Counts().Locked != 2 || f.q.Counts().Active != 0 {
+					t.Fatalf("after %s: %d locked, %d active; want the locks kept", how, f.q.Counts().Locked, f.q.Counts().Active)
 				}
 				r2 := f.receiver(t, nil)
 				expectNone(t, r2, 20*time.Second)

@@ -128,19 +128,6 @@ func (ns *Namespace) Topics() []*Topic {
 	return out
 }
 
-// queuesAndTopics counts the namespace's queues and topics.
-func (ns *Namespace) queuesAndTopics() int {
-	ns.mu.Lock()
-	defer ns.mu.Unlock()
-	n := len(ns.topics)
-	for _, e := range ns.entities {
-		if e.topic == nil {
-			n++
-		}
-	}
-	return n
-}
-
 // Topic returns the topic a subscription belongs to, or nil for a queue.
 func (e *Entity) Topic() *Topic { return e.topic }
 
@@ -202,46 +189,20 @@ func (t *Topic) SetOptions(opts *EntityOptions) error {
 	return nil
 }
 
-// entityCounts is one consistent snapshot of an entity's message counts.
-type entityCounts struct {
-	active, deadLetter, scheduled, total, size int64
-}
-
-// accessedAt returns when a message last arrived at e or a receive from it was last
-// asked for, or the zero time: the .NET SDK's QueueRuntimeProperties.AccessedAt, "the
-// last time a message was sent or the last time there was a receive request".
-func (e *Entity) accessedAt() time.Time {
+// AccessedAt returns when a message last arrived at the entity or a receive from it was
+// last asked for, or the zero time before either: the administration API's AccessedAt
+// (the .NET SDK's QueueRuntimeProperties.AccessedAt, "the last time a message was sent or
+// the last time there was a receive request"). A subscription's starts at its creation.
+func (e *Entity) AccessedAt() time.Time {
 	e.mu.Lock()
 	defer e.mu.Unlock()
 	return e.accessed
 }
 
-// accessedAt returns when a message was last sent to t, or the zero time (the .NET SDK's
-// TopicRuntimeProperties.AccessedAt).
-func (t *Topic) accessedAt() time.Time {
+// AccessedAt returns when a message was last sent to the topic, or the zero time (the
+// .NET SDK's TopicRuntimeProperties.AccessedAt).
+func (t *Topic) AccessedAt() time.Time {
 	t.mu.Lock()
 	defer t.mu.Unlock()
 	return t.accessed
-}
-
-// counts returns the entity's counts as the administration API reports them: active
-// messages are the available and locked ones, not the deferred ones ("Get message
-// counters": ActiveMessageCount counts the messages "in the active state"), total counts
-// every message of the entity and its dead-letter queue, size is the sum of MessageSize.
-func (e *Entity) counts() entityCounts {
-	e.ns.flushForwards()
-	e.mu.Lock()
-	defer e.mu.Unlock()
-	e.tick(time.Now())
-	var c entityCounts
-	c.active = int64(e.availLen() + len(e.main.byToken))
-	c.scheduled = int64(e.main.heaps[hSched].Len())
-	c.deadLetter = int64(len(e.dlq.bySeq))
-	c.total = int64(len(e.main.bySeq)) + c.deadLetter
-	for _, sq := range []*subqueue{&e.main, &e.dlq} {
-		for _, m := range sq.bySeq {
-			c.size += int64(m.p.size)
-		}
-	}
-	return c
 }

@@ -20,7 +20,7 @@ type payload struct {
 	contentType, correlationID, partitionKey, replyTo *string
 	replyToSessionID, sessionID, subject, to          *string
 	ttl                                               *time.Duration
-	raw                                               *rawSections // sent over AMQP: what the Message cannot carry
+	raw                                               rawAMQP // sent over AMQP: what the Message cannot carry
 	size                                              int
 	forwarded                                         // auto-forwarding's fields (forward.go)
 }
@@ -105,6 +105,13 @@ func cloneProps(m map[string]any) map[string]any {
 	return c
 }
 
+// rawAMQP makes ReceivedMessage.RawAMQPMessage, from the received Body, for a message a
+// client sent over AMQP with parts the SDK's Message has no field for (a value or
+// sequence body, several data sections, annotations, a footer, a priority); nil for
+// other messages. The wire server makes it when it decodes the message (rawOf); the
+// model keeps it with the payload and calls it for every copy it hands out.
+type rawAMQP func(body []byte) *azservicebus.AMQPAnnotatedMessage
+
 // msgState is where a stored message is.
 type msgState uint8
 
@@ -124,9 +131,9 @@ type message struct {
 	ttl         time.Duration
 	expiresAt   time.Time
 	expires     bool   // ttl is finite: the message is in the expiry heap while available/deferred
-	count       uint32 // DeliveryCount: 1, plus 1 per abandon or lock expiry (seed 004)
+	count       uint32 // DeliveryCount: 1, plus 1 per abandon or lock expiry (see release)
 	orphaned    bool   // locked by a receiver whose link is gone (closed, dropped)
-	touched     bool   // delivered once: peek shows the entity's TTL from then on (seed 003)
+	touched     bool   // delivered once: peek shows the entity's TTL from then on (peek.go)
 	state       msgState
 	wasDeferred bool // locked via ReceiveDeferredMessages: an abandon returns it to deferred
 	token       [16]byte
@@ -185,7 +192,7 @@ func (m *message) received() *azservicebus.ReceivedMessage {
 		rm.ScheduledEnqueueTime = cloneTime(m.scheduledAt)
 	}
 	if p.raw != nil {
-		rm.RawAMQPMessage = p.raw.annotated(rm.Body)
+		rm.RawAMQPMessage = p.raw(rm.Body)
 	}
 	switch {
 	case m.state == stScheduled:

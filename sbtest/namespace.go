@@ -2,8 +2,12 @@ package sbtest
 
 import (
 	"fmt"
+	"maps"
+	"math"
+	"slices"
 	"strings"
 	"sync"
+	"testing"
 )
 
 // NamespaceOptions configures a Namespace. The zero value (and nil) means defaults.
@@ -11,7 +15,9 @@ type NamespaceOptions struct {
 	// Latency is the initial latency model; the zero value means no latency.
 	Latency Latency
 	// MaxMessageSize is the largest message (sbkit.MessageSize) and the largest batch a send
-	// accepts, in bytes; default DefaultMaxMessageSize (256 KiB).
+	// accepts, in bytes; default DefaultMaxMessageSize (256 KiB), negative means no limit
+	// (a Server still refuses a delivery of more than 100 MiB, the service's largest
+	// message).
 	MaxMessageSize int
 	// MaxForwardCopies bounds the copies auto-forwarding stores of one sent message, in
 	// every queue and subscription it reaches; default DefaultMaxForwardCopies (10,000),
@@ -20,6 +26,20 @@ type NamespaceOptions struct {
 	// sbtest's own: the service limits the depth of a chain (MaxForwardHops), not its
 	// breadth, and a topic whose subscriptions forward back to it multiplies every send.
 	MaxForwardCopies int
+	// Queues are created in the new namespace, by name, with their options (nil means
+	// defaults).
+	Queues map[string]*EntityOptions
+	// Topics are created in the new namespace, by name, with their subscriptions.
+	Topics map[string]TopicOptions
+}
+
+// TopicOptions declares a topic and its subscriptions, for NamespaceOptions.Topics and
+// ServerOptions.Topics.
+type TopicOptions struct {
+	// Options are the topic's options; nil means defaults.
+	Options *EntityOptions
+	// Subscriptions maps subscription names to their options (nil means defaults).
+	Subscriptions map[string]*EntityOptions
 }
 
 // Namespace is an in-memory Service Bus namespace: a set of queues and topics with their
@@ -39,14 +59,40 @@ type Namespace struct {
 	status sync.Map     // *Entity or *Topic -> EntityStatus (status.go); absent means Active
 }
 
-// NewNamespace returns an empty namespace. nil options mean defaults.
+// NewNamespace returns a namespace with the queues and topics of opts; nil options mean
+// an empty one with defaults. It panics when an entity of opts cannot be created (a bad
+// name or options, or two names that differ only in letter case), as httptest.NewServer
+// panics when it cannot listen: in a test, NewTestNamespace fails the test instead.
 func NewNamespace(opts *NamespaceOptions) *Namespace {
+	ns, err := newNamespace(opts)
+	if err != nil {
+		panic(err)
+	}
+	return ns
+}
+
+// NewTestNamespace returns NewNamespace(opts) for the test tb, failing it when an
+// entity of opts cannot be created. A Namespace owns no goroutines: there is nothing to
+// clean up.
+func NewTestNamespace(tb testing.TB, opts *NamespaceOptions) *Namespace {
+	tb.Helper()
+	ns, err := newNamespace(opts)
+	if err != nil {
+		tb.Fatal(err)
+	}
+	return ns
+}
+
+func newNamespace(opts *NamespaceOptions) (*Namespace, error) {
 	var o NamespaceOptions
 	if opts != nil {
 		o = *opts
 	}
-	if o.MaxMessageSize <= 0 {
+	switch {
+	case o.MaxMessageSize == 0:
 		o.MaxMessageSize = DefaultMaxMessageSize
+	case o.MaxMessageSize < 0:
+		o.MaxMessageSize = math.MaxInt
 	}
 	if o.MaxForwardCopies == 0 {
 		o.MaxForwardCopies = DefaultMaxForwardCopies
@@ -58,7 +104,33 @@ func NewNamespace(opts *NamespaceOptions) *Namespace {
 		topics:           make(map[string]*Topic),
 	}
 	ns.SetLatency(o.Latency)
-	return ns
+	if err := ns.declare(o.Queues, o.Topics); err != nil {
+		return nil, fmt.Errorf("sbtest: NewNamespace: %w", err)
+	}
+	return ns, nil
+}
+
+// declare creates queues and topics with their subscriptions, in the order of their
+// names.
+func (ns *Namespace) declare(queues map[string]*EntityOptions, topics map[string]TopicOptions) error {
+	for _, name := range slices.Sorted(maps.Keys(queues)) {
+		if _, err := ns.NewQueue(name, queues[name]); err != nil {
+			return fmt.Errorf("queue %q: %w", name, err)
+		}
+	}
+	for _, name := range slices.Sorted(maps.Keys(topics)) {
+		to := topics[name]
+		t, err := ns.NewTopic(name, to.Options)
+		if err != nil {
+			return fmt.Errorf("topic %q: %w", name, err)
+		}
+		for _, sub := range slices.Sorted(maps.Keys(to.Subscriptions)) {
+			if _, err := t.NewSubscription(sub, to.Subscriptions[sub]); err != nil {
+				return fmt.Errorf("subscription %q of topic %q: %w", sub, name, err)
+			}
+		}
+	}
+	return nil
 }
 
 // SetLatency replaces the latency model. Operations already sleeping finish with the model
@@ -68,7 +140,8 @@ func (ns *Namespace) SetLatency(l Latency) { ns.latency.p.Store(newLatencyState(
 // Latency returns the current latency model.
 func (ns *Namespace) Latency() Latency { return ns.latency.get().Latency }
 
-// MaxMessageSize returns the namespace's message and batch size limit in bytes.
+// MaxMessageSize returns the namespace's message and batch size limit in bytes,
+// math.MaxInt when it has none.
 func (ns *Namespace) MaxMessageSize() int { return ns.maxSize }
 
 func validName(name string) error {

@@ -3,6 +3,10 @@ package sbtest
 import (
 	"context"
 	"errors"
+	"fmt"
+	"math"
+	"runtime"
+	"strings"
 	"testing"
 	"testing/synctest"
 	"time"
@@ -123,5 +127,90 @@ func TestEntityNamesIgnoreCase(t *testing.T) {
 	}
 	if err := ns.DeleteTopic("events"); err != nil {
 		t.Errorf("DeleteTopic(events): %v", err)
+	}
+}
+
+// NamespaceOptions declares queues and topics with their subscriptions and options.
+func TestNamespaceOptionsEntities(t *testing.T) {
+	ns := NewTestNamespace(t, &NamespaceOptions{
+		Queues: map[string]*EntityOptions{"a": nil, "b": {LockDuration: time.Second}},
+		Topics: map[string]TopicOptions{"t": {
+			Options:       &EntityOptions{DefaultTTL: time.Hour},
+			Subscriptions: map[string]*EntityOptions{"s": {MaxDeliveryCount: 3}, "u": nil},
+		}},
+	})
+	if b, ok := ns.Entity("b"); !ok || b.Options().LockDuration != time.Second {
+		t.Fatalf("queue b: %v", ok)
+	}
+	if _, ok := ns.Entity("a"); !ok {
+		t.Fatal("queue a missing")
+	}
+	top, ok := ns.Topic("t")
+	if !ok || top.Options().DefaultTTL != time.Hour || len(top.Subscriptions()) != 2 {
+		t.Fatalf("topic t: %v", ok)
+	}
+	if s, ok := top.Subscription("s"); !ok || s.Options().MaxDeliveryCount != 3 {
+		t.Fatalf("subscription s: %v", ok)
+	}
+}
+
+// recordingTB is a testing.TB whose Fatal records its message and ends the goroutine.
+type recordingTB struct {
+	testing.TB
+	fatal string
+}
+
+func (r *recordingTB) Helper() {}
+func (r *recordingTB) Fatal(args ...any) {
+	r.fatal = fmt.Sprint(args...)
+	runtime.Goexit()
+}
+
+// An entity that cannot be created fails NewTestNamespace's test, and makes NewNamespace
+// panic, naming the entity.
+func TestNamespaceOptionsBadEntity(t *testing.T) {
+	opts := &NamespaceOptions{Queues: map[string]*EntityOptions{"q": {LockDuration: time.Hour}}}
+	rec := &recordingTB{TB: t}
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		NewTestNamespace(rec, opts)
+		t.Error("NewTestNamespace returned")
+	}()
+	<-done
+	if !strings.Contains(rec.fatal, `queue "q"`) || !strings.Contains(rec.fatal, ErrInvalidOptions.Error()) {
+		t.Fatalf("Fatal(%q), want the queue named and ErrInvalidOptions", rec.fatal)
+	}
+	defer func() {
+		err, _ := recover().(error)
+		if !errors.Is(err, ErrInvalidOptions) {
+			t.Fatalf("NewNamespace panicked with %v, want ErrInvalidOptions", err)
+		}
+	}()
+	NewNamespace(&NamespaceOptions{Topics: map[string]TopicOptions{"t": {Subscriptions: map[string]*EntityOptions{"": nil}}}})
+	t.Fatal("NewNamespace did not panic")
+}
+
+// MaxMessageSize: zero is the default, negative no limit, positive itself.
+func TestNamespaceMaxMessageSize(t *testing.T) {
+	big := &azservicebus.Message{Body: make([]byte, 1<<20)}
+	for _, tt := range []struct {
+		size, want int
+		bigOK      bool
+	}{
+		{0, DefaultMaxMessageSize, false},
+		{-1, math.MaxInt, true},
+		{2 << 20, 2 << 20, true},
+		{1024, 1024, false},
+	} {
+		ns := NewNamespace(&NamespaceOptions{MaxMessageSize: tt.size, Queues: map[string]*EntityOptions{"q": nil}})
+		if got := ns.MaxMessageSize(); got != tt.want {
+			t.Errorf("MaxMessageSize %d: %d, want %d", tt.size, got, tt.want)
+		}
+		s, _ := ns.NewSender("q", nil)
+		err := s.SendMessage(context.Background(), big, nil)
+		if (err == nil) != tt.bigOK || err != nil && !errors.Is(err, azservicebus.ErrMessageTooLarge) {
+			t.Errorf("MaxMessageSize %d: sending 1 MiB: %v", tt.size, err)
+		}
 	}
 }

@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"time"
 
+	"github.com/Azure/azure-sdk-for-go/sdk/messaging/azservicebus/admin"
 	"github.com/sbkit/sbkit"
 )
 
@@ -56,6 +57,14 @@ type EntityOptions struct {
 	// entity's dead-lettered messages go to instead of its dead-letter queue, with
 	// DeadLetterSource set. Default: none.
 	ForwardDeadLetteredMessagesTo string
+	// DefaultRule, when not nil, is the only rule a subscription is created with, instead
+	// of DefaultRuleName's true filter, as the SDK admin client's
+	// SubscriptionProperties.DefaultRule asks ("Topic filters and actions"). The
+	// subscription has it from its first instant: a message sent to the topic while the
+	// subscription is created is routed by it. An empty Name means DefaultRuleName; a bad
+	// name, filter or action is ErrInvalidOptions and creates nothing. Used by
+	// Topic.NewSubscription only; Options reports it as nil.
+	DefaultRule *admin.RuleProperties
 }
 
 func (o *EntityOptions) normalize() (EntityOptions, error) {
@@ -63,6 +72,7 @@ func (o *EntityOptions) normalize() (EntityOptions, error) {
 	if o != nil {
 		n = *o
 	}
+	n.DefaultRule = nil // read by NewSubscription before it normalizes
 	switch {
 	case n.LockDuration < 0 || n.LockDuration > MaxLockDuration:
 		return n, fmt.Errorf("%w: LockDuration %v not in [0, %v]", ErrInvalidOptions, n.LockDuration, MaxLockDuration)

@@ -40,9 +40,9 @@ func (r *Receiver) PeekMessages(ctx context.Context, maxMessageCount int, option
 		rm.LockToken = [16]byte{}
 		rm.LockedUntil = nil
 		if m := r.sq.bySeq[*rm.SequenceNumber]; m != nil && m.p.ttl == nil && !m.touched {
-			// Seed 003: without a message TTL, expires-at-utc is computed on the
-			// receive/peek-lock path, not on the peek path: until then peek shows the
-			// default, the maximum.
+			// "Message expiration (Time to Live)": without a message TTL, expires-at-utc
+			// is computed on the receive/peek-lock path, not on the peek path: until then
+			// peek shows the default, the maximum.
 			rm.TimeToLive = ptr(sbkit.MaxTTL)
 			rm.ExpiresAt = cloneTime(sbkit.ExpiresAt(m.enqueued, sbkit.MaxTTL))
 		}

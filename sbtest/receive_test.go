@@ -80,8 +80,9 @@ func TestReceiveWakes(t *testing.T) {
 	}
 }
 
-// A blocked receive wakes when the lock of a dropped connection expires (seed 000: only
-// after the lock duration), and the delivery is not counted (seed 004).
+// A blocked receive wakes when the lock of a dropped connection expires ("Message
+// transfers, locks, and settlement": only after the lock duration), and the delivery is
+// not counted ("Messages, payloads, and serialization").
 func TestReceiveWakesAtOrphanedLockExpiry(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		f := newFixture(t, nil)
@@ -126,7 +127,7 @@ func TestReceiveContextEndLeavesNothingLocked(t *testing.T) {
 			t.Fatalf("err = %v", err)
 		}
 		sendAll(t, f.s, "a")
-		if f.q.LockedCount() != 0 || f.q.ActiveCount() != 1 {
+		if f.q.Counts().Locked != 0 || f.q.Counts().Active != 1 {
 			t.Fatal("the cancelled receive took a message")
 		}
 	})

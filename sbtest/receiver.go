@@ -99,12 +99,12 @@ func newReceiver(ns *Namespace, e *Entity, opts *ReceiverOptions) (*Receiver, er
 func (r *Receiver) Entity() *Entity { return r.e }
 
 // Close closes the receiver. As on the service, the locks it holds are kept until their
-// LockedUntil: another receiver of the entity can renew and settle those messages by
-// lock token meanwhile, and once a lock expires the message is available again with its
-// DeliveryCount unchanged (seeds 000 and 004; SDK live test
-// TestReceiver_SettleWithOnlyLockToken). A receiver on a session releases its session
-// and its messages at once. A ReceiveMessages blocked in another goroutine returns
-// CodeClosed. Safe to call twice.
+// LockedUntil: another receiver of the entity can renew and settle those messages by lock
+// token meanwhile, and once a lock expires the message is available again with its
+// DeliveryCount unchanged ("Message transfers, locks, and settlement", "Messages,
+// payloads, and serialization"; SDK live test TestReceiver_SettleWithOnlyLockToken). A
+// receiver on a session releases its session and its messages at once. A ReceiveMessages
+// blocked in another goroutine returns CodeClosed. Safe to call twice.
 func (r *Receiver) Close(ctx context.Context) error {
 	r.closeOnce.Do(func() {
 		r.e.mu.Lock()
@@ -294,7 +294,8 @@ func (r *Receiver) deliver(now time.Time, m *message) *azservicebus.ReceivedMess
 	r.e.stats.received.Add(1)
 	m.touched = true
 	if r.mode == azservicebus.ReceiveModeReceiveAndDelete {
-		delete(r.sq.bySeq, m.seq)
+		r.sq.drop(m)
+		r.e.changed()
 		r.e.sessionGone(r.sq, m)
 		m.state = stAvailable
 		return m.received()

@@ -31,14 +31,12 @@ const ruleNameMaxLen = 50
 const RuleNameProperty = "RuleName"
 
 // RuleEvaluationFailedReason is the dead-letter reason of a message whose evaluation
-// against a subscription's rules failed: it needed more than sqlfilter.MaxEvalCost steps
-// (1,048,576: a byte of a string built, compared or matched with LIKE), or an action gave
-// it more than maxActionProperties bytes of properties. The subscription keeps the
-// message, unchanged, in its dead-letter queue, and the description names the rule
-// ("Service Bus dead-letter queues": errors while a subscription's rule runs are
-// captured in the dead-letter queue with the offending message; the service names the
-// exception, this reason is sbtest's own, and DeadLetteringOnFilterEvaluationExceptions
-// is not modelled: it is always on, the service's default).
+// against a subscription's rules failed: it needed more than 1,048,576 steps (a byte of a
+// string built, compared or matched with LIKE), or an action gave it more than 64 KiB of
+// properties. The subscription keeps the message, unchanged, in its dead-letter queue,
+// and the description names the rule ("Service Bus dead-letter queues": errors while a
+// subscription's rule runs are captured in the dead-letter queue with the offending
+// message; the reason text is sbtest's own).
 const RuleEvaluationFailedReason = "RuleEvaluationFailed"
 
 // maxActionProperties bounds the properties a rule's action may give a message, in
@@ -383,6 +381,37 @@ func (e *Entity) DeleteRule(name string) error {
 		rs.rules = slices.Delete(rs.rules, i, i+1)
 		return nil
 	})
+}
+
+// SetRules replaces every rule of a subscription with rules, in one step: a message
+// sent meanwhile is routed by the old rules or by the new ones, never by a mix. A nil
+// Filter means the true filter; no rule at all means the subscription gets no messages.
+// It returns ErrInvalidOptions for a bad name, filter or action, a name given twice or
+// more than MaxRulesPerSubscription rules, and ErrNotSubscription on a queue; then no
+// rule changes.
+func (e *Entity) SetRules(rules []admin.RuleProperties) error {
+	rs, err := e.ruleSet()
+	if err != nil {
+		return err
+	}
+	if len(rules) > MaxRulesPerSubscription {
+		return fmt.Errorf("%w: %d rules for %q, at most %d", ErrInvalidOptions, len(rules), e.path, MaxRulesPerSubscription)
+	}
+	compiled := make([]*rule, len(rules))
+	names := make(map[string]bool, len(rules))
+	for i, r := range rules {
+		if names[r.Name] {
+			return fmt.Errorf("%w: rule %q given twice for %q", ErrInvalidOptions, r.Name, e.path)
+		}
+		names[r.Name] = true
+		if compiled[i], err = compileRule(r); err != nil {
+			return err
+		}
+	}
+	rs.mu.Lock()
+	defer rs.mu.Unlock()
+	rs.rules = compiled
+	return nil
 }
 
 // editRule compiles r (when not nil) and runs f under the rule lock with the index of

@@ -242,13 +242,13 @@ func TestCancelScheduledCancelsActionCopies(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if n := subs["s"].ScheduledCount(); n != 2 {
+	if n := subs["s"].Counts().Scheduled; n != 2 {
 		t.Fatalf("%d scheduled copies, want 2", n)
 	}
 	if err := s.CancelScheduledMessages(ctx, seqs, nil); err != nil {
 		t.Fatal(err)
 	}
-	if n := subs["s"].ScheduledCount(); n != 0 {
+	if n := subs["s"].Counts().Scheduled; n != 0 {
 		t.Fatalf("%d scheduled copies left after cancel", n)
 	}
 	if c := top.Stats().Cancelled; c != 1 {
@@ -285,12 +285,12 @@ func TestRuleEvaluationCostBounded(t *testing.T) {
 	if err := s.SendMessage(context.Background(), msg, nil); err != nil {
 		t.Fatal(err)
 	}
-	if n := subs["plain"].ActiveCount(); n != 1 {
+	if n := subs["plain"].Counts().Active; n != 1 {
 		t.Fatalf("the plain subscription holds %d messages, want 1", n)
 	}
 	dl := subs["hostile"].DeadLetters()
-	if len(dl) != 1 || subs["hostile"].ActiveCount() != 0 {
-		t.Fatalf("the hostile subscription holds %d active and %d dead-lettered, want the message dead-lettered once", subs["hostile"].ActiveCount(), len(dl))
+	if len(dl) != 1 || subs["hostile"].Counts().Active != 0 {
+		t.Fatalf("the hostile subscription holds %d active and %d dead-lettered, want the message dead-lettered once", subs["hostile"].Counts().Active, len(dl))
 	}
 	if r := dl[0].DeadLetterReason; r == nil || *r != RuleEvaluationFailedReason {
 		t.Fatalf("reason %v, want %s", r, RuleEvaluationFailedReason)
@@ -321,13 +321,105 @@ func TestRuleActionPropertiesBounded(t *testing.T) {
 	}
 	grown := int64(liveHeap()) - int64(base)
 	dl := subs["s"].DeadLetters()
-	if len(dl) != 10 || subs["s"].ActiveCount() != 0 {
-		t.Fatalf("%d active, %d dead-lettered (heap %+d MiB), want all 10 dead-lettered", subs["s"].ActiveCount(), len(dl), grown>>20)
+	if len(dl) != 10 || subs["s"].Counts().Active != 0 {
+		t.Fatalf("%d active, %d dead-lettered (heap %+d MiB), want all 10 dead-lettered", subs["s"].Counts().Active, len(dl), grown>>20)
 	}
 	if r := dl[0].DeadLetterReason; r == nil || *r != RuleEvaluationFailedReason {
 		t.Fatalf("reason %v, want %s", r, RuleEvaluationFailedReason)
 	}
 	if grown > 8<<20 {
 		t.Fatalf("ten one-byte sends grew the live heap by %d MiB", grown>>20)
+	}
+}
+
+// "Topic filters and actions": a subscription created with a default rule has that rule
+// and no other; a bad one creates nothing.
+func TestNewSubscriptionWithDefaultRule(t *testing.T) {
+	ns, top, _ := ruleTopic(t)
+	red, err := top.NewSubscription("red", &EntityOptions{DefaultRule: &admin.RuleProperties{
+		Filter: &admin.SQLFilter{Expression: "color = 'red'"},
+	}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	rules := red.Rules()
+	if len(rules) != 1 || rules[0].Name != DefaultRuleName || fmt.Sprint(rules[0].Filter) != fmt.Sprint(&admin.SQLFilter{Expression: "color = 'red'"}) {
+		t.Fatalf("rules %+v, want only the default rule given", rules)
+	}
+	if red.Options().DefaultRule != nil {
+		t.Fatal("Options reports DefaultRule")
+	}
+	s, _ := ns.NewSender("t", nil)
+	for _, c := range []string{"red", "blue"} {
+		if err := s.SendMessage(context.Background(), &azservicebus.Message{ApplicationProperties: map[string]any{"color": c}}, nil); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if c := red.Counts(); c.Active != 1 {
+		t.Fatalf("counts %+v, want the red message only", c)
+	}
+	_, err = top.NewSubscription("bad", &EntityOptions{DefaultRule: &admin.RuleProperties{Name: "r", Filter: &admin.SQLFilter{Expression: "a = = 1"}}})
+	if !errors.Is(err, ErrInvalidOptions) || !strings.Contains(err.Error(), `rule "r"`) {
+		t.Fatalf("bad default rule: %v, want ErrInvalidOptions naming the rule", err)
+	}
+	if _, ok := top.Subscription("bad"); ok {
+		t.Fatal("a subscription with a bad default rule was created")
+	}
+}
+
+// SetRules replaces every rule at once, or none when one is bad.
+func TestSetRules(t *testing.T) {
+	ns, _, subs := ruleTopic(t, "s")
+	sub := subs["s"]
+	s, _ := ns.NewSender("t", nil)
+	send := func(color string) {
+		t.Helper()
+		if err := s.SendMessage(context.Background(), &azservicebus.Message{ApplicationProperties: map[string]any{"color": color}}, nil); err != nil {
+			t.Fatal(err)
+		}
+	}
+	red := admin.RuleProperties{Name: "red", Filter: &admin.SQLFilter{Expression: "color = 'red'"}}
+	blue := admin.RuleProperties{Name: "blue", Filter: &admin.CorrelationFilter{ApplicationProperties: map[string]any{"color": "blue"}}}
+	if err := sub.SetRules([]admin.RuleProperties{red, blue}); err != nil {
+		t.Fatal(err)
+	}
+	names := func() []string {
+		var out []string
+		for _, r := range sub.Rules() {
+			out = append(out, r.Name)
+		}
+		return out
+	}
+	if got := names(); !slices.Equal(got, []string{"red", "blue"}) {
+		t.Fatalf("rules %v, want [red blue]", got)
+	}
+	send("red")
+	send("green")
+	send("blue")
+	if c := sub.Counts(); c.Active != 2 {
+		t.Fatalf("counts %+v, want red and blue", c)
+	}
+	for name, rules := range map[string][]admin.RuleProperties{
+		"a name twice": {red, red},
+		"a bad filter": {red, {Name: "bad", Filter: &admin.SQLFilter{Expression: "a = = 1"}}},
+		"no name":      {{Filter: &admin.TrueFilter{}}},
+	} {
+		if err := sub.SetRules(rules); !errors.Is(err, ErrInvalidOptions) {
+			t.Errorf("%s: %v, want ErrInvalidOptions", name, err)
+		}
+		if got := names(); !slices.Equal(got, []string{"red", "blue"}) {
+			t.Fatalf("%s: rules %v, want them unchanged", name, got)
+		}
+	}
+	if err := sub.SetRules(nil); err != nil {
+		t.Fatal(err)
+	}
+	send("red")
+	if c := sub.Counts(); c.Active != 2 || len(sub.Rules()) != 0 {
+		t.Fatalf("without rules: counts %+v, rules %v; want nothing more", c, names())
+	}
+	q, _ := ns.NewQueue("q", nil)
+	if err := q.SetRules([]admin.RuleProperties{red}); !errors.Is(err, ErrNotSubscription) {
+		t.Fatalf("SetRules on a queue: %v, want ErrNotSubscription", err)
 	}
 }

@@ -9,7 +9,8 @@ import (
 	"github.com/Azure/azure-sdk-for-go/sdk/messaging/azservicebus"
 )
 
-// TestScheduledTTLCountsFromEnqueue is the seed's example: scheduled 5 minutes from now
+// TestScheduledTTLCountsFromEnqueue is the example of "Message expiration (Time to Live)":
+// scheduled 5 minutes from now
 // with a 10 minute TTL, the message expires 15 minutes from now.
 func TestScheduledTTLCountsFromEnqueue(t *testing.T) {
 	tests := []struct {
@@ -42,7 +43,7 @@ func TestScheduledTTLCountsFromEnqueue(t *testing.T) {
 				if err := tt.send(f.s, &azservicebus.Message{Body: []byte("s"), TimeToLive: &ttl}, start.Add(5*time.Minute)); err != nil {
 					t.Fatal(err)
 				}
-				if f.q.ScheduledCount() != 1 || f.q.ActiveCount() != 0 {
+				if f.q.Counts().Scheduled != 1 || f.q.Counts().Active != 0 {
 					t.Fatal("not scheduled")
 				}
 				sc := f.q.Scheduled()[0]
@@ -94,15 +95,15 @@ func TestCancelScheduledMessages(t *testing.T) {
 		if err := f.s.CancelScheduledMessages(ctx, []int64{seqs[0], seqs[2], 999}, nil); err != nil {
 			t.Fatal(err)
 		}
-		if f.q.ScheduledCount() != 1 || f.q.Stats().Cancelled != 2 {
-			t.Fatalf("scheduled %d stats %+v", f.q.ScheduledCount(), f.q.Stats())
+		if f.q.Counts().Scheduled != 1 || f.q.Stats().Cancelled != 2 {
+			t.Fatalf("scheduled %d stats %+v", f.q.Counts().Scheduled, f.q.Stats())
 		}
 		ms := receive(t, f.r, 10, time.Hour)
 		if len(ms) != 1 || string(ms[0].Body) != "b" {
 			t.Fatalf("got %v", bodies(ms))
 		}
 		// Cancelling a message that is already active does nothing.
-		if err := f.s.CancelScheduledMessages(ctx, []int64{seqs[1]}, nil); err != nil || f.q.LockedCount() != 1 {
+		if err := f.s.CancelScheduledMessages(ctx, []int64{seqs[1]}, nil); err != nil || f.q.Counts().Locked != 1 {
 			t.Fatal("cancel touched an active message")
 		}
 	})
@@ -129,7 +130,7 @@ func TestDuplicateDetection(t *testing.T) {
 		if err := f.s.SendBatch(ctx, b, nil); err != nil {
 			t.Fatal(err)
 		}
-		if got := f.q.ActiveCount(); got != 3 {
+		if got := f.q.Counts().Active; got != 3 {
 			t.Fatalf("ActiveCount = %d, want 3 (a, b, c)", got)
 		}
 		if got := f.q.Stats().DuplicatesDropped; got != 3 {
@@ -137,19 +138,19 @@ func TestDuplicateDetection(t *testing.T) {
 		}
 		time.Sleep(5 * time.Minute) // the first a leaves the window
 		send("a")
-		if got := f.q.ActiveCount(); got != 4 {
+		if got := f.q.Counts().Active; got != 4 {
 			t.Fatalf("ActiveCount = %d, want 4 after the window", got)
 		}
 		// Messages without a MessageID are never duplicates.
 		sendAll(t, f.s, "x", "x")
-		if got := f.q.ActiveCount(); got != 6 {
+		if got := f.q.Counts().Active; got != 6 {
 			t.Fatalf("ActiveCount = %d, want 6", got)
 		}
 	})
 }
 
-// TestBlockedReceiveWakesForLaterScheduledMessage is a regression test: a receive that
-// started waiting before a message was scheduled slept past the message's enqueue time.
+// TestBlockedReceiveWakesForLaterScheduledMessage: a receive that started waiting before
+// a message was scheduled wakes at the message's enqueue time, not after its own timer.
 func TestBlockedReceiveWakesForLaterScheduledMessage(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		f := newFixture(t, nil)

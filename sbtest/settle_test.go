@@ -40,7 +40,7 @@ func TestSettlements(t *testing.T) {
 			if err := tt.settle(f.r, m); err != nil {
 				t.Fatal(err)
 			}
-			got := counts{f.q.ActiveCount(), f.q.LockedCount(), f.q.DeferredCount(), f.q.DeadLetterCount()}
+			got := counts{f.q.Counts().Active, f.q.Counts().Locked, f.q.Counts().Deferred, f.q.Counts().DeadLetter}
 			if got != tt.want {
 				t.Fatalf("counts = %+v, want %+v", got, tt.want)
 			}
@@ -107,7 +107,7 @@ func TestDeadLetterFields(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
-	if n := f.q.DeadLetterCount(); n != 0 {
+	if n := f.q.Counts().DeadLetter; n != 0 {
 		t.Fatalf("DeadLetterCount = %d after completing", n)
 	}
 }
@@ -138,8 +138,8 @@ func TestDeferAndReceiveDeferred(t *testing.T) {
 		t.Fatalf("ReceiveDeferredMessages = %d, %v", len(got), err)
 	}
 	d := got[0]
-	// Receiving by sequence number counts no delivery (seed 004: only lock expiry and
-	// abandon do).
+	// Receiving by sequence number counts no delivery ("Messages, payloads, and
+	// serialization": only lock expiry and abandon do).
 	if d.State != azservicebus.MessageStateDeferred || d.DeliveryCount != 1 || d.LockToken == [16]byte{} || d.ApplicationProperties["d"] != 1 {
 		t.Fatalf("deferred message: %+v", d)
 	}
@@ -151,14 +151,14 @@ func TestDeferAndReceiveDeferred(t *testing.T) {
 	if err := f.r.AbandonMessage(ctx, d, nil); err != nil {
 		t.Fatal(err)
 	}
-	if f.q.DeferredCount() != 1 || f.q.ActiveCount() != 0 {
-		t.Fatalf("after abandon: deferred %d active %d", f.q.DeferredCount(), f.q.ActiveCount())
+	if f.q.Counts().Deferred != 1 || f.q.Counts().Active != 0 {
+		t.Fatalf("after abandon: deferred %d active %d", f.q.Counts().Deferred, f.q.Counts().Active)
 	}
 	got, _ = f.r.ReceiveDeferredMessages(ctx, []int64{*a.SequenceNumber}, nil)
 	if err := f.r.CompleteMessage(ctx, got[0], nil); err != nil {
 		t.Fatal(err)
 	}
-	if f.q.DeferredCount() != 0 {
+	if f.q.Counts().Deferred != 0 {
 		t.Fatal("completed deferred message still there")
 	}
 }
@@ -171,7 +171,7 @@ func TestReceiveAndDelete(t *testing.T) {
 	if len(ms) != 2 || ms[0].LockToken != [16]byte{} || ms[0].LockedUntil != nil || ms[0].DeliveryCount != 1 {
 		t.Fatalf("got %+v", ms)
 	}
-	if f.q.ActiveCount() != 0 || f.q.LockedCount() != 0 {
+	if f.q.Counts().Active != 0 || f.q.Counts().Locked != 0 {
 		t.Fatal("messages not removed on receive")
 	}
 	wantCode(t, r.CompleteMessage(context.Background(), ms[0], nil), azservicebus.CodeLockLost)

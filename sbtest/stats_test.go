@@ -75,7 +75,7 @@ func TestReceiveDeferredInReceiveAndDeleteMode(t *testing.T) {
 	if err != nil || len(got) != 1 || got[0].State != azservicebus.MessageStateDeferred || got[0].LockToken != [16]byte{} {
 		t.Fatalf("got %+v, %v", got, err)
 	}
-	if f.q.DeferredCount() != 0 || f.q.LockedCount() != 0 {
+	if f.q.Counts().Deferred != 0 || f.q.Counts().Locked != 0 {
 		t.Fatal("receive-and-delete left the deferred message")
 	}
 }

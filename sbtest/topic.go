@@ -33,11 +33,24 @@ type Topic struct {
 func (t *Topic) Name() string { return t.name }
 
 // NewSubscription creates a subscription of t. nil options mean defaults. Its messages'
-// default TTL is sbkit.SubscriptionDefaultTTL(topic's, subscription's). Errors as for
-// Namespace.NewQueue.
+// default TTL is sbkit.SubscriptionDefaultTTL(topic's, subscription's). Its rules are
+// $Default (DefaultRuleName, the true filter), or EntityOptions.DefaultRule. Errors as
+// for Namespace.NewQueue.
 func (t *Topic) NewSubscription(name string, opts *EntityOptions) (*Entity, error) {
 	if err := validName(name); err != nil {
 		return nil, err
+	}
+	rules := []*rule{defaultRule()}
+	if opts != nil && opts.DefaultRule != nil {
+		r := *opts.DefaultRule
+		if r.Name == "" {
+			r.Name = DefaultRuleName
+		}
+		c, err := compileRule(r)
+		if err != nil {
+			return nil, err
+		}
+		rules = []*rule{c}
 	}
 	o, err := opts.normalize()
 	if err != nil {
@@ -53,7 +66,7 @@ func (t *Topic) NewSubscription(name string, opts *EntityOptions) (*Entity, erro
 	t.mu.Lock() // t.opts may change (SetOptions): read it and join t.subs in one step
 	defer t.mu.Unlock()
 	e := newEntity(t.ns, path, t, o, sbkit.SubscriptionDefaultTTL(t.opts.DefaultTTL, o.DefaultTTL))
-	e.rules.rules = []*rule{defaultRule()}
+	e.rules.rules = rules   // before the subscription is visible: sends route by these from the start
 	e.accessed = time.Now() // as the service reports a new subscription (SDK live test TestAdminClient_ListSubscriptionRuntimeProperties)
 	t.ns.entities[path] = e
 	t.subs = append(t.subs, e)

@@ -47,8 +47,8 @@ func TestTopicFanOut(t *testing.T) {
 	if err := r2.AbandonMessage(ctx, m2[0], nil); err != nil {
 		t.Fatal(err)
 	}
-	if s1.ActiveCount() != 0 || s2.DeadLetterCount() != 1 || s2.LockedCount() != 1 {
-		t.Fatalf("s1 active %d, s2 dlq %d locked %d", s1.ActiveCount(), s2.DeadLetterCount(), s2.LockedCount())
+	if s1.Counts().Active != 0 || s2.Counts().DeadLetter != 1 || s2.Counts().Locked != 1 {
+		t.Fatalf("s1 active %d, s2 dlq %d locked %d", s1.Counts().Active, s2.Counts().DeadLetter, s2.Counts().Locked)
 	}
 	// The DLQ of a subscription is receivable too.
 	dr, _ := ns.NewReceiverForSubscription("t", "s2", &ReceiverOptions{SubQueue: azservicebus.SubQueueDeadLetter})
@@ -79,25 +79,25 @@ func TestTopicScheduleCancelAndDuplicates(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		if a.ScheduledCount() != 2 || b.ScheduledCount() != 2 {
+		if a.Counts().Scheduled != 2 || b.Counts().Scheduled != 2 {
 			t.Fatal("schedule not fanned out")
 		}
 		if err := s.CancelScheduledMessages(ctx, seqs[:1], nil); err != nil {
 			t.Fatal(err)
 		}
-		if a.ScheduledCount() != 1 || b.ScheduledCount() != 1 || top.Stats().Cancelled != 1 {
-			t.Fatalf("cancel: %d %d %+v", a.ScheduledCount(), b.ScheduledCount(), top.Stats())
+		if a.Counts().Scheduled != 1 || b.Counts().Scheduled != 1 || top.Stats().Cancelled != 1 {
+			t.Fatalf("cancel: %d %d %+v", a.Counts().Scheduled, b.Counts().Scheduled, top.Stats())
 		}
 		for range 2 {
 			if err := s.SendMessage(ctx, &azservicebus.Message{MessageID: sp("dup")}, nil); err != nil {
 				t.Fatal(err)
 			}
 		}
-		if a.ActiveCount() != 1 || top.Stats().DuplicatesDropped != 1 {
-			t.Fatalf("duplicates: active %d stats %+v", a.ActiveCount(), top.Stats())
+		if a.Counts().Active != 1 || top.Stats().DuplicatesDropped != 1 {
+			t.Fatalf("duplicates: active %d stats %+v", a.Counts().Active, top.Stats())
 		}
 		time.Sleep(time.Minute)
-		if a.ActiveCount() != 2 || b.ActiveCount() != 2 {
+		if a.Counts().Active != 2 || b.Counts().Active != 2 {
 			t.Fatal("scheduled message not activated in every subscription")
 		}
 	})

@@ -36,8 +36,8 @@ func TestExpiredMessagesAreNeverDelivered(t *testing.T) {
 				if got := receiveOne(t, f.r); string(got.Body) != "long" {
 					t.Fatalf("delivered %q", got.Body)
 				}
-				if f.q.DeadLetterCount() != tt.wantDLQ || f.q.Stats().Expired != 1 {
-					t.Fatalf("dlq %d, stats %+v", f.q.DeadLetterCount(), f.q.Stats())
+				if f.q.Counts().DeadLetter != tt.wantDLQ || f.q.Stats().Expired != 1 {
+					t.Fatalf("dlq %d, stats %+v", f.q.Counts().DeadLetter, f.q.Stats())
 				}
 				if tt.deadLetter {
 					if r := f.q.DeadLetters()[0].DeadLetterReason; *r != sbkit.TTLExpiredReason {
@@ -78,7 +78,7 @@ func TestLockedMessageUnaffectedByExpiry(t *testing.T) {
 				sendTTL(t, f.s, "a", time.Minute)
 				m := receiveOne(t, f.r)
 				time.Sleep(90 * time.Second) // expired, still locked
-				if !sbkit.IsExpired(m, time.Now()) || f.q.LockedCount() != 1 {
+				if !sbkit.IsExpired(m, time.Now()) || f.q.Counts().Locked != 1 {
 					t.Fatal("expected an expired message still locked")
 				}
 				if err := f.r.RenewMessageLock(context.Background(), m, nil); err != nil {
@@ -86,8 +86,8 @@ func TestLockedMessageUnaffectedByExpiry(t *testing.T) {
 				}
 				tt.end(t, f, m)
 				expectNone(t, f.r, time.Hour)
-				if f.q.DeadLetterCount() != tt.dlq {
-					t.Fatalf("DeadLetterCount = %d, want %d", f.q.DeadLetterCount(), tt.dlq)
+				if f.q.Counts().DeadLetter != tt.dlq {
+					t.Fatalf("DeadLetterCount = %d, want %d", f.q.Counts().DeadLetter, tt.dlq)
 				}
 			})
 		})
@@ -107,8 +107,8 @@ func TestDeferredMessagesExpireOnReceive(t *testing.T) {
 				t.Fatal(err)
 			}
 			time.Sleep(time.Hour)
-			if f.q.DeferredCount() != 1 || f.q.DeadLetterCount() != 0 {
-				t.Fatalf("an hour later: %d deferred, %d dead-lettered; want it still deferred", f.q.DeferredCount(), f.q.DeadLetterCount())
+			if f.q.Counts().Deferred != 1 || f.q.Counts().DeadLetter != 0 {
+				t.Fatalf("an hour later: %d deferred, %d dead-lettered; want it still deferred", f.q.Counts().Deferred, f.q.Counts().DeadLetter)
 			}
 			got, err := f.r.ReceiveDeferredMessages(context.Background(), []int64{*m.SequenceNumber}, nil)
 			if code(err) != azservicebus.CodeNotFound || len(got) != 0 {
@@ -118,8 +118,8 @@ func TestDeferredMessagesExpireOnReceive(t *testing.T) {
 			if dl {
 				want = 1
 			}
-			if f.q.DeferredCount() != 0 || f.q.DeadLetterCount() != want {
-				t.Fatalf("after the receive: %d deferred, %d dead-lettered; want 0, %d", f.q.DeferredCount(), f.q.DeadLetterCount(), want)
+			if f.q.Counts().Deferred != 0 || f.q.Counts().DeadLetter != want {
+				t.Fatalf("after the receive: %d deferred, %d dead-lettered; want 0, %d", f.q.Counts().Deferred, f.q.Counts().DeadLetter, want)
 			}
 		})
 	}

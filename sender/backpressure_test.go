@@ -78,8 +78,8 @@ func TestSendBlocksUntilRoomOrContextEnd(t *testing.T) {
 			t.Fatal(err)
 		}
 		out.checkOnce(t, []string{"m0000", "m0001", "m0002"}) // m0001's outcome is its refusal
-		if b.q.ActiveCount() != 2 {
-			t.Errorf("queue holds %d, want 2 (the cancelled one never sent)", b.q.ActiveCount())
+		if b.q.Counts().Active != 2 {
+			t.Errorf("queue holds %d, want 2 (the cancelled one never sent)", b.q.Counts().Active)
 		}
 	})
 }

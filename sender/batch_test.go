@@ -91,20 +91,20 @@ func TestLinger(t *testing.T) {
 		time.Sleep(4 * time.Millisecond)
 		sendAsync(t, t.Context(), s, msg(1))
 		synctest.Wait()
-		if b.q.ActiveCount() != 0 {
+		if b.q.Counts().Active != 0 {
 			t.Fatal("sent before the linger time")
 		}
 		time.Sleep(time.Millisecond)
 		synctest.Wait()
-		if b.q.ActiveCount() != 2 || b.q.Stats().Batches != 1 || r.Err() != nil {
-			t.Fatalf("after the linger: %d active in %d batches, err %v", b.q.ActiveCount(), b.q.Stats().Batches, r.Err())
+		if b.q.Counts().Active != 2 || b.q.Stats().Batches != 1 || r.Err() != nil {
+			t.Fatalf("after the linger: %d active in %d batches, err %v", b.q.Counts().Active, b.q.Stats().Batches, r.Err())
 		}
 		// Flush does not wait for the linger.
 		sendAsync(t, t.Context(), s, msg(2))
 		if err := s.Flush(t.Context()); err != nil {
 			t.Fatal(err)
 		}
-		if b.q.ActiveCount() != 3 {
+		if b.q.Counts().Active != 3 {
 			t.Fatal("Flush did not send the lingering batch")
 		}
 	})
@@ -127,8 +127,8 @@ func TestTooLargeFailsAlone(t *testing.T) {
 						t.Errorf("message %d failed with the large one: %v", i, err)
 					}
 				}
-				if b.q.ActiveCount() != 2 {
-					t.Errorf("queue holds %d, want 2", b.q.ActiveCount())
+				if b.q.Counts().Active != 2 {
+					t.Errorf("queue holds %d, want 2", b.q.Counts().Active)
 				}
 			})
 		})

@@ -38,8 +38,8 @@ func TestCloseWaitsForInFlight(t *testing.T) {
 						t.Errorf("message %d: %v", i, r.Err())
 					}
 				}
-				if b.q.ActiveCount() != 50 {
-					t.Errorf("queue holds %d, want 50", b.q.ActiveCount())
+				if b.q.Counts().Active != 50 {
+					t.Errorf("queue holds %d, want 50", b.q.Counts().Active)
 				}
 				if err := s.Close(t.Context()); err != nil {
 					t.Errorf("second Close: %v", err)
@@ -141,8 +141,8 @@ func TestCloseRacingSends(t *testing.T) {
 				if refused.Load() != 4 || accepted.Load() == 0 {
 					t.Errorf("accepted %d, refused %d", accepted.Load(), refused.Load())
 				}
-				if int64(b.q.ActiveCount()) != accepted.Load() {
-					t.Errorf("queue holds %d, accepted %d", b.q.ActiveCount(), accepted.Load())
+				if int64(b.q.Counts().Active) != accepted.Load() {
+					t.Errorf("queue holds %d, accepted %d", b.q.Counts().Active, accepted.Load())
 				}
 			})
 		})
@@ -367,8 +367,8 @@ func TestCloseReleasesBlockedSenders(t *testing.T) {
 		if err := <-blocked; !errors.Is(err, sender.ErrClosed) {
 			t.Errorf("blocked Send = %v, want ErrClosed", err)
 		}
-		if first.Err() != nil || b.q.ActiveCount() != 1 {
-			t.Errorf("first: %v; queue holds %d, want 1", first.Err(), b.q.ActiveCount())
+		if first.Err() != nil || b.q.Counts().Active != 1 {
+			t.Errorf("first: %v; queue holds %d, want 1", first.Err(), b.q.Counts().Active)
 		}
 	})
 }

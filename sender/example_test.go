@@ -28,7 +28,7 @@ func Example() {
 	if err := s.Close(ctx); err != nil {
 		panic(err)
 	}
-	fmt.Println("queued:", queue.ActiveCount(), "failed:", s.Stats().Failed)
+	fmt.Println("queued:", queue.Counts().Active, "failed:", s.Stats().Failed)
 	// Output:
 	// sent: true
 	// sent: true
@@ -62,7 +62,7 @@ func ExampleSender_SendAsync() {
 			failed++
 		}
 	}
-	fmt.Println("failed:", failed, "queued:", queue.ActiveCount(), "batches:", queue.Stats().Batches)
+	fmt.Println("failed:", failed, "queued:", queue.Counts().Active, "batches:", queue.Stats().Batches)
 	// Output:
 	// failed: 0 queued: 100 batches: 1
 }

@@ -21,11 +21,8 @@ type broker struct {
 
 func newBroker(t *testing.T, lat sbtest.Latency, opts *sbtest.EntityOptions) *broker {
 	t.Helper()
-	ns := sbtest.NewNamespace(&sbtest.NamespaceOptions{Latency: lat})
-	q, err := ns.NewQueue("q", opts)
-	if err != nil {
-		t.Fatal(err)
-	}
+	ns := sbtest.NewTestNamespace(t, &sbtest.NamespaceOptions{Latency: lat, Queues: map[string]*sbtest.EntityOptions{"q": opts}})
+	q, _ := ns.Entity("q")
 	s, err := ns.NewSender("q", nil)
 	if err != nil {
 		t.Fatal(err)

@@ -201,7 +201,7 @@ func TestExactlyOnceUnderMixedFaults(t *testing.T) {
 				if st.Sent != sent || st.Failed != failed || st.InFlightMessages != 0 || st.InFlightBytes != 0 {
 					t.Errorf("stats %+v; counted sent %d failed %d", st, sent, failed)
 				}
-				if stored := int64(b.q.ActiveCount()); stored != sent {
+				if stored := int64(b.q.Counts().Active); stored != sent {
 					t.Errorf("broker stored %d messages, sender reports %d sent", stored, sent)
 				}
 				if failed == 0 || st.Retried == 0 {
@@ -226,8 +226,8 @@ func TestAttemptTimeoutIsRetried(t *testing.T) {
 				if err := r.Wait(t.Context()); err != nil {
 					t.Fatal(err)
 				}
-				if r.Attempts() != 2 || b.q.ActiveCount() != 1 {
-					t.Errorf("attempts %d, stored %d; want 2 and 1", r.Attempts(), b.q.ActiveCount())
+				if r.Attempts() != 2 || b.q.Counts().Active != 1 {
+					t.Errorf("attempts %d, stored %d; want 2 and 1", r.Attempts(), b.q.Counts().Active)
 				}
 			})
 		})

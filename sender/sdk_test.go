@@ -13,16 +13,8 @@ import (
 // sbkit.NewBatchSender, batches. The real SDK client talks AMQP to sbtest.NewServer, and
 // the broker counts how many requests carried the messages.
 func TestSDKSenderIsBatched(t *testing.T) {
-	ns := sbtest.NewNamespace(nil)
-	q, err := ns.NewQueue("q", nil)
-	if err != nil {
-		t.Fatal(err)
-	}
-	srv, err := sbtest.NewServer(&sbtest.ServerOptions{Namespace: ns})
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { _ = srv.Close(context.Background()) })
+	srv := sbtest.NewTestServer(t, &sbtest.ServerOptions{Queues: map[string]*sbtest.EntityOptions{"q": nil}})
+	q, _ := srv.Namespace().Entity("q")
 	client, err := azservicebus.NewClientFromConnectionString(srv.ConnectionString(), nil)
 	if err != nil {
 		t.Fatal(err)

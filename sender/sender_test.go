@@ -110,7 +110,7 @@ func TestAdmissionErrors(t *testing.T) {
 			}
 		})
 	}
-	if b.q.ActiveCount() != 0 {
+	if b.q.Counts().Active != 0 {
 		t.Errorf("rejected messages reached the queue")
 	}
 	if err := s.Close(context.Background()); err != nil {
@@ -168,7 +168,7 @@ func TestSendAllReportsFailures(t *testing.T) {
 		if !errors.Is(err, sbkit.ErrNilMessage) || !errors.Is(err, azservicebus.ErrMessageTooLarge) {
 			t.Errorf("SendAll error does not wrap the causes: %v", err)
 		}
-		if n := b.q.ActiveCount(); n != 3 {
+		if n := b.q.Counts().Active; n != 3 {
 			t.Errorf("queue holds %d messages, want 3", n)
 		}
 		if err := s.SendAll(t.Context(), []*azservicebus.Message{msg(5), msg(6)}); err != nil {
@@ -186,8 +186,8 @@ func TestScheduleAndDefaultTTL(t *testing.T) {
 		if err := s.Schedule(t.Context(), m, at); err != nil {
 			t.Fatal(err)
 		}
-		if b.q.ScheduledCount() != 1 || b.q.ActiveCount() != 0 {
-			t.Fatalf("scheduled %d, active %d; want 1, 0", b.q.ScheduledCount(), b.q.ActiveCount())
+		if b.q.Counts().Scheduled != 1 || b.q.Counts().Active != 0 {
+			t.Fatalf("scheduled %d, active %d; want 1, 0", b.q.Counts().Scheduled, b.q.Counts().Active)
 		}
 		own := msg(2)
 		_ = sbkit.SetTTL(own, 10*time.Minute)
@@ -198,8 +198,8 @@ func TestScheduleAndDefaultTTL(t *testing.T) {
 			t.Errorf("TTLs %v and %v, want 1h (default) and 10m (own)", *m.TimeToLive, *own.TimeToLive)
 		}
 		time.Sleep(time.Minute + time.Second)
-		if b.q.ActiveCount() != 2 {
-			t.Errorf("after the scheduled time %d active, want 2", b.q.ActiveCount())
+		if b.q.Counts().Active != 2 {
+			t.Errorf("after the scheduled time %d active, want 2", b.q.Counts().Active)
 		}
 		if err := s.Schedule(t.Context(), msg(3), time.Time{}); err == nil {
 			t.Error("Schedule accepted the zero time")

@@ -158,8 +158,8 @@ func TestHandlerEndToEnd(t *testing.T) {
 			}
 		}
 		st := queue.Stats()
-		if st.Completed != 4 || st.DeadLettered != 3 || st.Abandoned != 0 || queue.ActiveCount() != 0 {
-			t.Fatalf("stats %+v, active %d", st, queue.ActiveCount())
+		if st.Completed != 4 || st.DeadLettered != 3 || st.Abandoned != 0 || queue.Counts().Active != 0 {
+			t.Fatalf("stats %+v, active %d", st, queue.Counts().Active)
 		}
 		if len(hookErrs) != 3 {
 			t.Fatalf("the DecodeErrorHook saw %d errors, want 3", len(hookErrs))

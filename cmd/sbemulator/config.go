@@ -3,14 +3,12 @@ package main
 import (
 	"errors"
 	"fmt"
-	"math"
 	"os"
-	"regexp"
-	"strconv"
 	"strings"
 	"time"
 
 	"github.com/Azure/azure-sdk-for-go/sdk/messaging/azservicebus/admin"
+	"github.com/sbkit/sbkit/internal/isoduration"
 	"github.com/sbkit/sbkit/sbtest"
 )
 
@@ -64,7 +62,7 @@ type entityProps struct {
 // entities are the queues and topics the emulator creates at startup.
 type entities struct {
 	Queues map[string]*sbtest.EntityOptions
-	Topics map[string]sbtest.ServerTopic
+	Topics map[string]sbtest.TopicOptions
 	// Rules replace the $Default rule of the subscriptions they name
 	// (topic/Subscriptions/name).
 	Rules map[string][]admin.RuleProperties
@@ -73,7 +71,7 @@ type entities struct {
 func newEntities() *entities {
 	return &entities{
 		Queues: map[string]*sbtest.EntityOptions{},
-		Topics: map[string]sbtest.ServerTopic{},
+		Topics: map[string]sbtest.TopicOptions{},
 		Rules:  map[string][]admin.RuleProperties{},
 	}
 }
@@ -105,14 +103,9 @@ func (e *entities) create(ns *sbtest.Namespace) error {
 		if !ok {
 			return fmt.Errorf("sbemulator: rules for %q, which does not exist", path)
 		}
-		// The file's rules replace $Default (recreated if the file names it).
-		if err := sub.DeleteRule(defaultRule); err != nil {
+		// The file's rules replace $Default, at once (one of them may be called $Default).
+		if err := sub.SetRules(rules); err != nil {
 			return fmt.Errorf("sbemulator: %s: %w", path, err)
-		}
-		for _, r := range rules {
-			if err := sub.CreateRule(r); err != nil {
-				return fmt.Errorf("sbemulator: %s: rule %q: %w", path, r.Name, err)
-			}
 		}
 	}
 	return nil
@@ -152,9 +145,6 @@ func checkForwards(ns *sbtest.Namespace, e *entities) error {
 	}
 	return nil
 }
-
-// defaultRule is the rule a new subscription gets (the true filter).
-const defaultRule = "$Default"
 
 // addQueue declares a queue; a name declared twice is an error.
 func (e *entities) addQueue(name string, o *sbtest.EntityOptions) error {
@@ -375,46 +365,15 @@ func (p entityProps) options(what string) (*sbtest.EntityOptions, error) {
 	return o, nil
 }
 
-// isoDuration matches the ISO 8601 durations the configuration uses: days, hours,
-// minutes and (fractional) seconds. Years and months have no fixed length and are
-// refused.
-var isoDuration = regexp.MustCompile(`^P(?:(\d+)D)?(?:T(?:(\d+)H)?(?:(\d+)M)?(?:(\d+(?:\.\d+)?)S)?)?$`)
-
-// parseISODuration parses "P1D", "PT1H30M", "PT0.5S"; "" is 0. A duration beyond
-// time.Duration's range, such as .NET's TimeSpan.MaxValue
-// (P10675199DT2H48M5.4775807S), which the service reports for an unlimited
-// DefaultMessageTimeToLive, is the longest time.Duration ([sbkit.MaxTTL]).
+// parseISODuration parses "P1D", "PT1H30M", "PT0.5S" in any letter case; "" is 0. Years
+// and months have no fixed length and are refused. A duration beyond time.Duration's
+// range, such as .NET's TimeSpan.MaxValue (P10675199DT2H48M5.4775807S), which the
+// service reports for an unlimited DefaultMessageTimeToLive, is the longest
+// time.Duration ([sbkit.MaxTTL]).
 func parseISODuration(s string) (time.Duration, error) {
 	if s == "" {
 		return 0, nil
 	}
-	m := isoDuration.FindStringSubmatch(strings.ToUpper(s))
-	if m == nil || s == "P" || strings.HasSuffix(strings.ToUpper(s), "T") {
-		return 0, fmt.Errorf("%q is not an ISO 8601 duration of days, hours, minutes and seconds (like PT1M)", s)
-	}
-	var d time.Duration
-	for i, unit := range []time.Duration{24 * time.Hour, time.Hour, time.Minute} {
-		if m[i+1] == "" {
-			continue
-		}
-		n, err := strconv.ParseInt(m[i+1], 10, 32)
-		if err != nil {
-			return 0, fmt.Errorf("%q: %v", s, err)
-		}
-		if time.Duration(n) > (math.MaxInt64-d)/unit {
-			return math.MaxInt64, nil
-		}
-		d += time.Duration(n) * unit
-	}
-	if m[4] != "" {
-		f, err := strconv.ParseFloat(m[4], 64)
-		if err != nil {
-			return 0, fmt.Errorf("%q: %v", s, err)
-		}
-		if f*float64(time.Second) >= float64(math.MaxInt64-d) {
-			return math.MaxInt64, nil
-		}
-		d += time.Duration(f * float64(time.Second))
-	}
-	return d, nil
+	d, _, err := isoduration.Parse(strings.ToUpper(s))
+	return d, err
 }

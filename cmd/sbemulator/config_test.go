@@ -192,7 +192,7 @@ func TestParseConfigErrors(t *testing.T) {
 	if err := parseConfig([]byte(bad), e); err != nil {
 		t.Fatal(err)
 	}
-	if err := e.create(sbtest.NewNamespace(nil)); err == nil || !strings.Contains(err.Error(), `t/Subscriptions/s: rule "r"`) {
+	if err := e.create(sbtest.NewNamespace(nil)); err == nil || !strings.Contains(err.Error(), `t/Subscriptions/s: `) || !strings.Contains(err.Error(), `rule "r"`) {
 		t.Errorf("create with a bad SQL filter: %v, want an error naming the rule", err)
 	}
 }

@@ -156,7 +156,7 @@ func parseFlags(args []string, lookupEnv func(string) (string, bool), stderr io.
 	fs.DurationVar(&entityOpts.LockDuration, "lock-duration", 0, "lock `duration` of the entities created by flags (default 1m, at most 5m)")
 	fs.IntVar(&entityOpts.MaxDeliveryCount, "max-delivery-count", 0, "max delivery `count` of the entities created by flags (default 10)")
 	fs.DurationVar(&entityOpts.DefaultTTL, "default-ttl", 0, "default message time-to-live of the entities created by flags (default none)")
-	fs.IntVar(&cfg.maxMessageSize, "max-message-size", 0, "largest message and batch in `bytes` (default 262144, the Standard tier's)")
+	fs.IntVar(&cfg.maxMessageSize, "max-message-size", 0, "largest message and batch in `bytes` (default 262144, the Standard tier's; negative means no limit)")
 	fs.IntVar(&cfg.maxConnections, "max-connections", 0, "connections served at once (default 64; negative means unlimited)")
 	fs.DurationVar(&cfg.latency.RoundTrip, "latency", 0, "simulated round trip slept by every operation")
 	fs.DurationVar(&cfg.latency.StoreTime, "store-time", 0, "simulated store time slept additionally by every send")

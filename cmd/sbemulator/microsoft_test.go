@@ -142,8 +142,8 @@ func TestMicrosoftConfig(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
-	if q, _ := ns.Entity("queue.1"); q.DeadLetterCount() != 1 || q.ActiveCount() != 0 {
-		t.Fatalf("queue.1 after 3 abandons: %d dead-lettered, %d active; want 1, 0", q.DeadLetterCount(), q.ActiveCount())
+	if q, _ := ns.Entity("queue.1"); q.Counts().DeadLetter != 1 || q.Counts().Active != 0 {
+		t.Fatalf("queue.1 after 3 abandons: %d dead-lettered, %d active; want 1, 0", q.Counts().DeadLetter, q.Counts().Active)
 	}
 }
 

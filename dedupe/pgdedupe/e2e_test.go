@@ -118,12 +118,10 @@ func (e *e2e) processor(h sbkit.Handler, concurrency int, hooks ...pgdedupe.Hook
 // drained waits until the queue holds no message, failing the test after 20 s.
 func (e *e2e) drained() {
 	e.t.Helper()
-	deadline := time.Now().Add(20 * time.Second)
-	for e.queue.ActiveCount()+e.queue.LockedCount() != 0 {
-		if time.Now().After(deadline) {
-			e.t.Fatalf("queue not drained: %d active, %d locked", e.queue.ActiveCount(), e.queue.LockedCount())
-		}
-		time.Sleep(10 * time.Millisecond)
+	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
+	defer cancel()
+	if err := e.queue.WaitDrained(ctx); err != nil {
+		e.t.Fatalf("queue not drained: %v (%+v)", err, e.queue.Counts())
 	}
 }
 

@@ -66,7 +66,7 @@ func TestSeedScenarioAcrossWorkers(t *testing.T) {
 	if err := rb.CompleteMessage(ctx, msgs[0], nil); err != nil {
 		t.Fatal(err)
 	}
-	if runs.Load() != 1 || fb.Stats().DuplicatesSkipped != 1 || q.ActiveCount()+q.LockedCount() != 0 {
-		t.Fatalf("runs %d, B stats %+v, left %d", runs.Load(), fb.Stats(), q.ActiveCount()+q.LockedCount())
+	if runs.Load() != 1 || fb.Stats().DuplicatesSkipped != 1 || q.Counts().Active+q.Counts().Locked != 0 {
+		t.Fatalf("runs %d, B stats %+v, left %d", runs.Load(), fb.Stats(), q.Counts().Active+q.Counts().Locked)
 	}
 }

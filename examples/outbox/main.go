@@ -161,7 +161,7 @@ func run(ctx context.Context, args []string, stdout io.Writer, getenv func(strin
 		handled.Load()+st.Duplicates, handled.Load(), st.Duplicates, shipments, rs.Sent)
 	if shipped != nil {
 		fmt.Fprintf(stdout, "outbox: queue %q holds %d follow-ups, duplicates dropped by the broker %d\n",
-			*shippedName, shipped.ActiveCount(), shipped.Stats().DuplicatesDropped)
+			*shippedName, shipped.Counts().Active, shipped.Stats().DuplicatesDropped)
 	}
 	return nil
 }

@@ -121,7 +121,7 @@ func run(ctx context.Context, args []string, stdout io.Writer, getenv func(strin
 	fmt.Fprintf(stdout, "%d accepted, %d failed in %v (%s, %s)\n", st.Sent, failed, time.Since(start).Round(time.Millisecond),
 		orders.Plural(int(st.BatchesSent), "batch request"), orders.Plural(int(st.Retried), "retry"))
 	if conn.InMemory() {
-		fmt.Fprintf(stdout, "queue %q now holds %d messages\n", conn.QueueName, conn.Queue.ActiveCount())
+		fmt.Fprintf(stdout, "queue %q now holds %d messages\n", conn.QueueName, conn.Queue.Counts().Active)
 	}
 	if failed > 0 {
 		return fmt.Errorf("%d of %d orders were not published", failed, *n)

@@ -4,8 +4,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"strconv"
-	"strings"
 	"testing"
 	"time"
 
@@ -13,6 +11,7 @@ import (
 	"github.com/Azure/azure-sdk-for-go/sdk/messaging/azservicebus/admin"
 
 	"github.com/sbkit/sbkit"
+	"github.com/sbkit/sbkit/internal/isoduration"
 )
 
 // Environment variables read by NewLive, as in the example programs.
@@ -183,33 +182,8 @@ func drainReceiver(r interface {
 // parseISODuration parses the ISO 8601 durations the management API returns for lock
 // durations ("PT1M", "PT30S", "PT0.5S", "P0DT0H1M0S").
 func parseISODuration(s string) (time.Duration, error) {
-	rest, ok := strings.CutPrefix(s, "P")
-	if !ok {
-		return 0, fmt.Errorf("duration %q: no P", s)
-	}
-	var d time.Duration
-	inTime := false
-	for rest != "" {
-		if rest[0] == 'T' {
-			inTime, rest = true, rest[1:]
-			continue
-		}
-		i := strings.IndexAny(rest, "DHMS")
-		if i <= 0 {
-			return 0, fmt.Errorf("duration %q: malformed", s)
-		}
-		v, err := strconv.ParseFloat(rest[:i], 64)
-		if err != nil {
-			return 0, fmt.Errorf("duration %q: %w", s, err)
-		}
-		unit := map[byte]time.Duration{'D': 24 * time.Hour, 'H': time.Hour, 'M': time.Minute, 'S': time.Second}[rest[i]]
-		if !inTime && rest[i] != 'D' {
-			return 0, fmt.Errorf("duration %q: %c outside the time part", s, rest[i])
-		}
-		d += time.Duration(v * float64(unit))
-		rest = rest[i+1:]
-	}
-	return d, nil
+	d, _, err := isoduration.Parse(s)
+	return d, err
 }
 
 // MissingQueue returns a queue name the namespace is not expected to have.

@@ -278,7 +278,7 @@ func adminFilters(t *testing.T, b Backend) {
 
 // adminForwarding: a queue forwarding to another, and one forwarding its dead letters,
 // created through the admin API ("Chaining Service Bus entities with autoforwarding";
-// seed 004 for DeadLetterSource).
+// "Messages, payloads, and serialization" for DeadLetterSource).
 func adminForwarding(t *testing.T, b Backend) {
 	ac, client, name := adminFor(t, b)
 	ctx := testContext(t)

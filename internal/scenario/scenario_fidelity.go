@@ -27,11 +27,12 @@ func missingEntity(t *testing.T, b Backend) {
 	}
 }
 
-// locksSurviveClose: a closed receiver's locks are kept until LockedUntil (seed 000: when
-// the client stops working, the message is available again only after the lock
-// duration); another receiver renews and completes by lock token meanwhile (SDK live
-// test TestReceiver_SettleWithOnlyLockToken); once a lock runs out the message is back
-// with its DeliveryCount unchanged (seed 004: a closed connection does not count).
+// locksSurviveClose: a closed receiver's locks are kept until LockedUntil ("Message
+// transfers, locks, and settlement": when the client stops working, the message is
+// available again only after the lock duration); another receiver renews and completes by
+// lock token meanwhile (SDK live test TestReceiver_SettleWithOnlyLockToken); once a lock
+// runs out the message is back with its DeliveryCount unchanged ("Messages, payloads, and
+// serialization": a closed connection does not count).
 func locksSurviveClose(t *testing.T, b Backend) {
 	q, _ := shortLockQueue(t, b, QueueOptions{LockDuration: 5 * time.Second}) // long enough for the by-token calls on a loaded machine
 	ctx := testContext(t)
@@ -64,11 +65,11 @@ func locksSurviveClose(t *testing.T, b Backend) {
 	expectEmpty(t, q, r2)
 }
 
-// deliveryCount: DeliveryCount goes up on abandon, not on delivery (seed 004). A message
-// dead-lettered on its first delivery shows 1 in the dead-letter queue (SDK live test
-// TestMessageSettlementUsingReceiver: 2 after one abandon, still 2 in the dead-letter
-// queue); receiving a deferred message by sequence number counts nothing, abandoning it
-// does (SDK live test TestDeferredMessages/Abandon).
+// deliveryCount: DeliveryCount goes up on abandon, not on delivery ("Messages, payloads,
+// and serialization"). A message dead-lettered on its first delivery shows 1 in the
+// dead-letter queue (SDK live test TestMessageSettlementUsingReceiver: 2 after one
+// abandon, still 2 in the dead-letter queue); receiving a deferred message by sequence
+// number counts nothing, abandoning it does (SDK live test TestDeferredMessages/Abandon).
 func deliveryCount(t *testing.T, b Backend) {
 	q := b.Queue(t, QueueOptions{})
 	ctx := testContext(t)

@@ -84,7 +84,7 @@ func roundTrip(t *testing.T, wire bool) {
 	if err != nil || len(msgs) != 1 || string(msgs[0].Body) != "hello" {
 		t.Fatalf("received %v, %v", msgs, err)
 	}
-	if n := conn.Queue.ActiveCount() + conn.Queue.LockedCount(); n != 0 {
+	if n := conn.Queue.Counts().Active + conn.Queue.Counts().Locked; n != 0 {
 		t.Errorf("receive-and-delete left %d messages", n)
 	}
 	if err := conn.Close(ctx); err != nil {

@@ -8,39 +8,6 @@ import (
 	"time"
 )
 
-// Durations as the SDK's live tests send them and expect them back.
-func TestDurations(t *testing.T) {
-	for _, tc := range []struct {
-		s      string
-		d      time.Duration
-		capped bool
-		back   string
-	}{
-		{"PT45S", 45 * time.Second, false, "PT45S"},
-		{"PT1M", time.Minute, false, "PT1M"},
-		{"PT4H", 4 * time.Hour, false, "PT4H"},
-		{"P14D", 14 * 24 * time.Hour, false, "P14D"},
-		{"P1DT2H3M4.5S", 26*time.Hour + 3*time.Minute + 4500*time.Millisecond, false, "P1DT2H3M4.5S"},
-		{"PT0.0000001S", 100, false, "PT0.0000001S"},
-		{"PT0S", 0, false, "PT0S"},
-		{"P1W", 7 * 24 * time.Hour, false, "P7D"},
-		{MaxTimeSpan, time.Duration(1<<63 - 1), true, ""},
-	} {
-		d, capped, err := ParseDuration(tc.s)
-		if err != nil || d != tc.d || capped != tc.capped {
-			t.Errorf("ParseDuration(%q) = %v, %v, %v; want %v, %v", tc.s, d, capped, err, tc.d, tc.capped)
-		}
-		if tc.back != "" && FormatDuration(d) != tc.back {
-			t.Errorf("FormatDuration(%v) = %q, want %q", d, FormatDuration(d), tc.back)
-		}
-	}
-	for _, bad := range []string{"", "P", "PT", "45S", "PT45", "PTS", "P1H", "PT1D", "PT1.5M", "P1DT", "PT1S2", "PTT1S", "Pxyz"} {
-		if _, _, err := ParseDuration(bad); err == nil {
-			t.Errorf("ParseDuration(%q) accepted", bad)
-		}
-	}
-}
-
 func TestValuesRoundTrip(t *testing.T) {
 	when := time.Date(2026, 11, 23, 10, 0, 0, 5, time.UTC)
 	in := map[string]any{"s": "x", "b": true, "i": int64(-3), "f": 2.5, "t": when}
@@ -120,16 +87,10 @@ func ptr[T any](v T) *T { return &v }
 
 func FuzzDecodeEntry(f *testing.F) {
 	f.Add(`<entry xmlns="http://www.w3.org/2005/Atom"><content type="application/xml"><QueueDescription xmlns="http://schemas.microsoft.com/netservices/2010/10/servicebus/connect"><LockDuration>PT1M</LockDuration></QueueDescription></content></entry>`)
-	f.Add("P1DT2H3M4.5S")
 	f.Fuzz(func(t *testing.T, s string) {
 		var e Entry
 		if xml.Unmarshal([]byte(s), &e) == nil && e.Content.Rule != nil && e.Content.Rule.Filter != nil {
 			_, _ = DecodeValues(e.Content.Rule.Filter.Parameters)
-		}
-		if d, capped, err := ParseDuration(s); err == nil && !capped && d >= 0 {
-			if d2, _, err := ParseDuration(FormatDuration(d)); err != nil || (d2-d) > 100 || (d-d2) > 100 {
-				t.Fatalf("%q: %v formats as %q, parses back as %v, %v", s, d, FormatDuration(d), d2, err)
-			}
 		}
 	})
 }

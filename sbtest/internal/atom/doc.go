@@ -1,8 +1,8 @@
 // Package atom encodes and decodes the ATOM/XML documents of the Service Bus
 // administration API (the "entity descriptions" the SDK's admin client sends and
 // parses: QueueDescription, TopicDescription, SubscriptionDescription, RuleDescription,
-// NamespaceInfo, feeds of them, and the Error body), and the ISO 8601 durations they
-// carry.
+// NamespaceInfo, feeds of them, and the Error body). The ISO 8601 durations they carry
+// are internal/isoduration's.
 //
 // Sources: the azservicebus v1.11.0 admin client (admin/*.go and internal/atom/*.go in
 // the SDK module) for the element names, value types and what the client requires in a

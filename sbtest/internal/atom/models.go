@@ -8,6 +8,11 @@ import (
 	"time"
 )
 
+// MaxTimeSpan is .NET's TimeSpan.MaxValue as the service writes it: the "infinite"
+// duration of DefaultMessageTimeToLive and AutoDeleteOnIdle (SDK live test
+// TestAdminClient_QueueWithMaxValues).
+const MaxTimeSpan = "P10675199DT2H48M5.4775807S"
+
 // Namespaces of the documents.
 const (
 	NSAtom       = "http://www.w3.org/2005/Atom"

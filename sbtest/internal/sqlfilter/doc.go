@@ -4,7 +4,7 @@
 // Sources: "Subscription Rule SQL Filter Syntax" (service-bus-messaging-sql-filter) and
 // "Subscription Rule SQL Action Syntax" (service-bus-messaging-sql-rule-action) in the
 // Service Bus documentation; the system property names come from "Messages, payloads, and
-// serialization" (seed 004).
+// serialization".
 //
 // Supported: comparisons (= <> != > >= < <=), AND/OR/NOT with three-valued logic,
 // [NOT] IN, [NOT] LIKE with % and _ and ESCAPE, IS [NOT] NULL, EXISTS(property),

@@ -111,8 +111,8 @@ func (f *Fold) add(name string) {
 	}
 }
 
-// sysProps maps the lower-cased system property names of seed 004 ("Messages, payloads,
-// and serialization") to their canonical spelling; Subject is the newer name of Label.
+// sysProps maps the lower-cased system property names of "Messages, payloads, and
+// serialization" to their canonical spelling; Subject is the newer name of Label.
 // The value says whether an action may SET it.
 var sysProps = map[string]struct {
 	name     string

@@ -1,0 +1,177 @@
+package sbtest
+
+import (
+	"context"
+	"encoding/binary"
+	"errors"
+
+	"github.com/Azure/azure-sdk-for-go/sdk/azcore/to"
+	"github.com/Azure/azure-sdk-for-go/sdk/messaging/azservicebus"
+	"github.com/sbkit/sbkit/sbtest/internal/amqp"
+)
+
+// receiveLoop feeds a receiving link: while the client gives credit it receives from the
+// entity through the model's Receiver (one ReceiveMessages per batch of credit, with the
+// namespace's latency) and sends each message as a delivery, unsettled in peek-lock mode
+// (tagged with its lock token) and settled in receive-and-delete mode. A drain request
+// sends what is available at once and then spends the rest of the credit. It runs only
+// while the link has credit or a drain pending (onFlow starts it).
+func (l *srvLink) receiveLoop() {
+	for {
+		credit, drain, ok := l.nextCredit()
+		if !ok {
+			return
+		}
+		if drain {
+			l.deliverAll(l.rcv.tryReceive(int(min(credit, 1<<20))))
+			l.completeDrain()
+			continue
+		}
+		ctx, cancel := context.WithCancel(l.ctx)
+		l.mu.Lock()
+		l.iterCancel = cancel
+		l.mu.Unlock()
+		msgs, err := l.rcv.ReceiveMessages(ctx, int(min(credit, 1<<20)), nil)
+		l.mu.Lock()
+		l.iterCancel = nil
+		l.mu.Unlock()
+		cancel()
+		l.deliverAll(msgs)
+		if err == nil || l.ctx.Err() != nil || errors.Is(err, context.Canceled) {
+			continue // delivered, link going away, or a drain interrupted the wait
+		}
+		var sbErr *azservicebus.Error
+		if errors.As(err, &sbErr) && sbErr.Code == azservicebus.CodeClosed {
+			return
+		}
+		// An injected receive fault: the service would detach the link; the SDK
+		// recovers and attaches a new one.
+		l.detachWithError(amqpErrorFor(err))
+		return
+	}
+}
+
+// deliverAll sends msgs on the link. Messages that can no longer be sent (no credit
+// left, link gone) are released so they are delivered again without their delivery
+// counted.
+func (l *srvLink) deliverAll(msgs []*azservicebus.ReceivedMessage) {
+	l.sendMu.Lock()
+	defer l.sendMu.Unlock()
+	for i, rm := range msgs {
+		if !l.deliver(rm) {
+			for _, rest := range msgs[i:] {
+				l.rcv.releaseLock(rest.LockToken)
+			}
+			return
+		}
+	}
+}
+
+func (l *srvLink) deliver(rm *azservicebus.ReceivedMessage) bool {
+	if !l.takeCredit() {
+		if !l.settled || l.isDetached() {
+			return false
+		}
+		// Receive-and-delete: the message is already gone from the entity; deliver it
+		// rather than lose it (the client only lowers credit when it stops reading).
+	}
+	payload, err := fromReceived(rm, !l.settled).MarshalBinary()
+	if err != nil {
+		l.log.Error("encoding a message failed", "err", err)
+		return false
+	}
+	var tag []byte
+	if l.settled {
+		tag = make([]byte, 16)
+		if rm.SequenceNumber != nil {
+			binary.BigEndian.PutUint64(tag[8:], uint64(*rm.SequenceNumber))
+		}
+	} else {
+		tag = deliveryTag(rm.LockToken)
+	}
+	return l.s.sendDelivery(l.ctx, l, tag, payload, l.settled, rm.LockToken)
+}
+
+// settle applies the client's outcome for a delivery of this link to the message holding
+// token, in the disposition's turn (the round trip was slept before), and returns the
+// state to confirm it with: the outcome itself, or rejected with the error
+// (com.microsoft:message-lock-lost when the lock is gone).
+//
+// accepted completes; modified abandons, or defers when undeliverable-here is set, with
+// the annotations as properties to modify; rejected dead-letters, with the
+// DeadLetterReason and DeadLetterErrorDescription of the error's info (the rest of the
+// info are properties to modify); released (and received) give the message back without
+// counting the delivery. A modified outcome counts the delivery whatever its
+// delivery-failed says, where AMQP 1.0 (part 3.4.5) counts only failed ones: the Go SDK
+// abandons with modified{delivery-failed: false} and defers with
+// modified{delivery-failed: false, undeliverable-here: true} (azservicebus
+// messageSettler.go), and the service counts an abandoned delivery (SDK live test
+// TestReceiver_SettleWithOnlyLockToken: redelivered with DeliveryCount 2).
+func (l *srvLink) settle(token [16]byte, state amqp.DeliveryState) amqp.DeliveryState {
+	var err error
+	switch s := state.(type) {
+	case *amqp.Accepted:
+		err = l.rcv.complete(l.ctx, token)
+	case *amqp.Modified:
+		props := propsFromAnnotations(s.MessageAnnotations)
+		if s.UndeliverableHere {
+			err = l.rcv.deferLock(l.ctx, token, props)
+		} else {
+			err = l.rcv.abandon(l.ctx, token, props)
+		}
+	case *amqp.Rejected:
+		err = l.rcv.deadLetter(l.ctx, token, deadLetterOptions(s.Error))
+	default: // released, received, or no state
+		if !l.rcv.releaseLock(token) {
+			err = errLockLost()
+		}
+	}
+	if err != nil {
+		return &amqp.Rejected{Error: amqpErrorFor(err)}
+	}
+	if _, ok := state.(*amqp.Rejected); ok {
+		// Confirm a dead-lettering without the error: go-amqp reports a rejected state
+		// that carries an error as a failed settlement.
+		return &amqp.Rejected{}
+	}
+	return state
+}
+
+// deadLetterOptions reads the reason, description and properties to modify of a
+// rejected outcome. The SDK sends com.microsoft:dead-letter with DeadLetterReason and
+// DeadLetterErrorDescription in the info (empty strings when not given: they count as
+// not set); another condition becomes the reason, its description the description.
+func deadLetterOptions(e *amqp.Error) *azservicebus.DeadLetterOptions {
+	o := &azservicebus.DeadLetterOptions{}
+	if e == nil {
+		return o
+	}
+	if e.Condition != condDeadLetter {
+		o.Reason = to.Ptr(string(e.Condition))
+		if e.Description != "" {
+			o.ErrorDescription = to.Ptr(e.Description)
+		}
+	}
+	for _, kv := range e.Info {
+		k, ok := keyString(kv.Key)
+		if !ok {
+			continue
+		}
+		switch k {
+		case propDLReason:
+			if s, _ := kv.Value.(string); s != "" {
+				o.Reason = &s
+			}
+		case propDLDescription:
+			if s, _ := kv.Value.(string); s != "" {
+				o.ErrorDescription = &s
+			}
+		default:
+			if o.PropertiesToModify == nil {
+				o.PropertiesToModify = map[string]any{}
+			}
+			o.PropertiesToModify[k] = kv.Value
+		}
+	}
+	return o
+}
