@@ -108,9 +108,9 @@ type Lease struct {
 
 type leaseKey struct{}
 
-// LeaseFromContext returns the lease of the handler whose context ctx is (or derives
+// LeaseFrom returns the lease of the handler whose context ctx is (or derives
 // from), and whether there is one: there is none when the handler runs unprotected.
-func LeaseFromContext(ctx context.Context) (Lease, bool) {
+func LeaseFrom(ctx context.Context) (Lease, bool) {
 	l, ok := ctx.Value(leaseKey{}).(*lease)
 	if !ok {
 		return Lease{}, false

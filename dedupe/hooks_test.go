@@ -165,15 +165,15 @@ func TestLogger(t *testing.T) {
 	}
 }
 
-// TestLeaseFromContext: the handler sees its key and owner token, which hold the lease
+// TestLeaseFrom: the handler sees its key and owner token, which hold the lease
 // in the store.
-func TestLeaseFromContext(t *testing.T) {
+func TestLeaseFrom(t *testing.T) {
 	s := memStore()
 	f := mustNew(t, s, &dedupe.Options{Entity: "q"})
 	var got dedupe.Lease
 	var ok bool
 	h := wrap(t, f, func(ctx context.Context, _ *azservicebus.ReceivedMessage) error {
-		got, ok = dedupe.LeaseFromContext(ctx)
+		got, ok = dedupe.LeaseFrom(ctx)
 		// The owner token is the lease's: marking done with it succeeds.
 		return s.MarkDone(ctx, got.Key, got.Owner, time.Hour)
 	})
@@ -183,7 +183,7 @@ func TestLeaseFromContext(t *testing.T) {
 	if st := f.Stats(); st.MarksFailed != 0 || st.Succeeded != 1 {
 		t.Fatalf("stats %+v", st)
 	}
-	if _, ok := dedupe.LeaseFromContext(context.Background()); ok {
+	if _, ok := dedupe.LeaseFrom(context.Background()); ok {
 		t.Fatal("a lease outside a handler")
 	}
 }

@@ -43,7 +43,7 @@
 // SourceRenew), and the message is not settled: it counts in [Stats.LocksLost].
 //
 // Handlers must not read message.LockedUntil while they run (renewals write it); use
-// LockedUntil(ctx).
+// [LockedUntilFrom].
 //
 // Defaults (nil *Options): peek-lock, 1 handler goroutine (as in .NET), the adaptive
 // prefetch, a settlement in flight for every place, auto-complete on,

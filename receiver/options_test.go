@@ -172,22 +172,22 @@ func TestManualSettlement(t *testing.T) {
 		if err := receiver.SettlerFrom(context.Background()).CompleteMessage(context.Background(), &azservicebus.ReceivedMessage{}, nil); !errors.Is(err, receiver.ErrNoSettler) {
 			t.Errorf("SettlerFrom outside a handler: %v", err)
 		}
-		if _, ok := receiver.LockedUntil(context.Background()); ok {
+		if _, ok := receiver.LockedUntilFrom(context.Background()); ok {
 			t.Error("LockedUntil outside a handler")
 		}
 	})
 }
 
-// LockedUntil(ctx) follows renewals without racing with them.
+// LockedUntilFrom(ctx) follows renewals without racing with them.
 func TestLockedUntilFollowsRenewals(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		e := newEnv(t, &sbtest.EntityOptions{LockDuration: 30 * time.Second})
 		e.send(t, 1)
 		var first, later time.Time
 		p := newProcessor(t, e.r, func(ctx context.Context, m *azservicebus.ReceivedMessage) error {
-			first, _ = receiver.LockedUntil(ctx)
+			first, _ = receiver.LockedUntilFrom(ctx)
 			time.Sleep(time.Minute)
-			later, _ = receiver.LockedUntil(ctx)
+			later, _ = receiver.LockedUntilFrom(ctx)
 			return nil
 		}, nil)
 		start0 := time.Now()

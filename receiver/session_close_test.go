@@ -31,7 +31,7 @@ func TestSessionCloseFromHandler(t *testing.T) {
 		}
 		closed := make(chan result, 1)
 		h := func(ctx context.Context, m *azservicebus.ReceivedMessage) error {
-			if receiver.SessionIDFrom(ctx) == "b" {
+			if sessionID(ctx) == "b" {
 				<-ctx.Done() // a handler of another session, cut by the shutdown
 				return context.Cause(ctx)
 			}

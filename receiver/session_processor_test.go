@@ -87,7 +87,7 @@ func TestSessionProcessorFIFO(t *testing.T) {
 		running := map[string]int{}
 		var maxSessions, now int
 		h := func(ctx context.Context, m *azservicebus.ReceivedMessage) error {
-			id := receiver.SessionIDFrom(ctx)
+			id := sessionID(ctx)
 			mu.Lock()
 			if running[id]++; running[id] > 1 {
 				t.Errorf("two handlers at once in session %s", id)
@@ -292,7 +292,7 @@ func TestSessionProcessorBoundSharesSlots(t *testing.T) {
 		var order []string
 		h := func(ctx context.Context, m *azservicebus.ReceivedMessage) error {
 			mu.Lock()
-			order = append(order, receiver.SessionIDFrom(ctx))
+			order = append(order, sessionID(ctx))
 			mu.Unlock()
 			return nil
 		}
@@ -507,7 +507,7 @@ func TestSessionProcessorReceiveAndDelete(t *testing.T) {
 				var handled atomic.Int64
 				h := func(ctx context.Context, m *azservicebus.ReceivedMessage) error {
 					mu.Lock()
-					id := receiver.SessionIDFrom(ctx)
+					id := sessionID(ctx)
 					seen[id] = append(seen[id], m.MessageID)
 					mu.Unlock()
 					handled.Add(1)
@@ -578,4 +578,13 @@ func TestSessionProcessorAcceptRetryLimit(t *testing.T) {
 			t.Fatalf("%d accept errors, want 3 (the first attempt and 2 retries)", n)
 		}
 	})
+}
+
+// sessionID is the id of the session whose handler ctx belongs to.
+func sessionID(ctx context.Context) string {
+	s, ok := receiver.SessionFrom(ctx)
+	if !ok {
+		panic("not a session handler's context")
+	}
+	return s.SessionID()
 }

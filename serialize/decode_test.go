@@ -391,7 +391,10 @@ func TestDecodeErrorDescription(t *testing.T) {
 	if !errors.As(err, &derr) {
 		t.Fatalf("got %v", err)
 	}
-	desc := derr.Description(0)
+	desc := derr.Description(-1) // no limit
+	if len(desc) > serialize.DefaultMaxDescriptionLength || derr.Description(0) != desc {
+		t.Errorf("Description(0) = %q, want the default limit (%d bytes), which %d bytes fit", derr.Description(0), serialize.DefaultMaxDescriptionLength, len(desc))
+	}
 	for _, want := range []string{
 		`4 attempt(s) failed`,
 		`content-type "application/vnd.acme+json" (json): invalid character`,
@@ -411,31 +414,6 @@ func TestDecodeErrorDescription(t *testing.T) {
 	}
 	if !strings.HasPrefix(err.Error(), "serialize: cannot decode body: 4 attempt(s) failed") {
 		t.Errorf("Error() = %q", err.Error())
-	}
-}
-
-func TestTruncate(t *testing.T) {
-	tests := []struct {
-		in   string
-		max  int
-		want string
-	}{
-		{"hello", 0, "hello"},
-		{"hello", 5, "hello"},
-		{"hello world", 8, "hello..."},
-		{"hello", 2, ".."},
-		{"héllo wörld", 5, "h..."}, // é is 2 bytes: cutting at 2 would split it
-		{"日本語テキスト", 10, "日本..."},   // 3-byte runes
-		{"\xff\xff\xff\xff\xff\xff\xff\xff", 6, "\xff\xff\xff..."},
-	}
-	for _, tt := range tests {
-		got := serialize.Truncate(tt.in, tt.max)
-		if got != tt.want {
-			t.Errorf("Truncate(%q, %d) = %q, want %q", tt.in, tt.max, got, tt.want)
-		}
-		if tt.max > 0 && len(got) > tt.max {
-			t.Errorf("Truncate(%q, %d) is %d bytes", tt.in, tt.max, len(got))
-		}
 	}
 }
 

@@ -143,7 +143,7 @@ func Handler[T any](reg *Registry, h func(ctx context.Context, v T, msg *azservi
 }
 
 // Middleware decodes each message into a new T before next runs and stores the value in
-// the context, where [FromContext][T] finds it. Undecodable messages are dead-lettered
+// the context, where [ValueFrom][T] finds it. Undecodable messages are dead-lettered
 // exactly as by [Handler], and next does not run. Errors and options as for Handler;
 // the middleware panics with an error wrapping [sbkit.ErrNilHandler] when it is applied
 // to a nil next (a programming error, found when the chain is built).
@@ -168,9 +168,9 @@ func Middleware[T any](reg *Registry, opts *HandlerOptions) (sbkit.Middleware, e
 
 type valueKey[T any] struct{}
 
-// FromContext returns the value that Middleware[T] decoded for the current message, and
+// ValueFrom returns the value that Middleware[T] decoded for the current message, and
 // whether there is one.
-func FromContext[T any](ctx context.Context) (T, bool) {
+func ValueFrom[T any](ctx context.Context) (T, bool) {
 	v, ok := ctx.Value(valueKey[T]{}).(T)
 	return v, ok
 }
@@ -183,9 +183,9 @@ func (c *handlerConfig) failure(ctx context.Context, msg *azservicebus.ReceivedM
 	case errors.As(err, &derr):
 		reason, desc = c.reason, derr.Description(c.maxDesc)
 	case errors.Is(err, ErrBodyTooLarge):
-		reason, desc = c.tooLarge, Truncate(err.Error(), c.maxDesc)
+		reason, desc = c.tooLarge, truncate(err.Error(), c.maxDesc)
 	case errors.Is(err, ErrUnsupportedBody):
-		reason, desc = c.reason, Truncate(err.Error(), c.maxDesc)
+		reason, desc = c.reason, truncate(err.Error(), c.maxDesc)
 	default:
 		return err // a bad argument, not a bad message
 	}

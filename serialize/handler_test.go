@@ -197,7 +197,7 @@ func TestMiddleware(t *testing.T) {
 	var got order
 	var ok bool
 	next := func(ctx context.Context, msg *azservicebus.ReceivedMessage) error {
-		got, ok = serialize.FromContext[order](ctx)
+		got, ok = serialize.ValueFrom[order](ctx)
 		return nil
 	}
 	mw, err := serialize.Middleware[order](reg, nil)
@@ -213,7 +213,7 @@ func TestMiddleware(t *testing.T) {
 	if a, se := sbkit.SettlementOf(err); a != sbkit.ActionDeadLetter || se.Reason != serialize.DefaultDeadLetterReason || ok {
 		t.Fatalf("garbage: action %v, next ran %v", a, ok)
 	}
-	if _, found := serialize.FromContext[string](context.Background()); found {
-		t.Fatal("FromContext found a value in an empty context")
+	if _, found := serialize.ValueFrom[string](context.Background()); found {
+		t.Fatal("ValueFrom found a value in an empty context")
 	}
 }

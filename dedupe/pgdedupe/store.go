@@ -11,6 +11,7 @@ import (
 	"github.com/jackc/pgx/v5/pgxpool"
 	"github.com/sbkit/sbkit"
 	"github.com/sbkit/sbkit/dedupe"
+	"github.com/sbkit/sbkit/dedupe/internal/storeargs"
 )
 
 // DefaultTable is the table Options.Table defaults to.
@@ -33,7 +34,7 @@ type Options struct {
 // each method is atomic for its key across processes. It is safe for concurrent use;
 // it owns no goroutine (the pool is the caller's, and so is closing it).
 //
-// Errors: arguments are checked with [dedupe.CheckArgs] (ErrInvalidArgument); a done
+// Errors: bad arguments give [dedupe.ErrInvalidArgument], as [dedupe.Store] says; a done
 // context gives the context's error; database errors are returned wrapped (the
 // [dedupe.Filter] retries them according to its own options).
 type Store struct {
@@ -125,7 +126,7 @@ func (s *Store) lastName() string {
 
 // Acquire implements [dedupe.Store.Acquire].
 func (s *Store) Acquire(ctx context.Context, key, owner string, lease time.Duration) (dedupe.State, error) {
-	if err := dedupe.CheckArgs(key, owner, lease); err != nil {
+	if err := storeargs.Check(key, owner, lease); err != nil {
 		return 0, err
 	}
 	// The upsert takes the key when it is absent, expired, or owner's lease; otherwise
@@ -159,7 +160,7 @@ func (s *Store) Acquire(ctx context.Context, key, owner string, lease time.Durat
 
 // MarkDone implements [dedupe.Store.MarkDone].
 func (s *Store) MarkDone(ctx context.Context, key, owner string, window time.Duration) error {
-	if err := dedupe.CheckArgs(key, owner, window); err != nil {
+	if err := storeargs.Check(key, owner, window); err != nil {
 		return err
 	}
 	for {
@@ -193,7 +194,7 @@ func (s *Store) MarkDone(ctx context.Context, key, owner string, window time.Dur
 
 // Release implements [dedupe.Store.Release].
 func (s *Store) Release(ctx context.Context, key, owner string) error {
-	if err := dedupe.CheckArgs(key, owner, 1); err != nil {
+	if err := storeargs.Check(key, owner, 1); err != nil {
 		return err
 	}
 	if err := ctx.Err(); err != nil {
