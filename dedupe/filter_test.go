@@ -177,6 +177,8 @@ func TestNewOptions(t *testing.T) {
 		{"unknown missing-key policy", &dedupe.Options{MissingKey: 7}, false},
 		{"unknown contended policy", &dedupe.Options{Contended: 7}, false},
 		{"unknown failure policy", &dedupe.Options{StoreFailure: 7}, false},
+		{"hook of no interface", &dedupe.Options{Hooks: []dedupe.Hook{func(context.Context, dedupe.Duplicate) {}}}, false},
+		{"hook function adapter", &dedupe.Options{Hooks: []dedupe.Hook{dedupe.DuplicateHookFunc(func(context.Context, dedupe.Duplicate) {})}}, true},
 	}
 	for _, c := range cases {
 		t.Run(c.name, func(t *testing.T) {

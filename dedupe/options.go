@@ -7,6 +7,7 @@ import (
 
 	"github.com/Azure/azure-sdk-for-go/sdk/messaging/azservicebus"
 	"github.com/sbkit/sbkit"
+	ihooks "github.com/sbkit/sbkit/internal/hooks"
 	"github.com/sbkit/sbkit/internal/retry"
 )
 
@@ -153,7 +154,7 @@ type Options struct {
 
 	// Hooks observe the Filter's events: each implements any of [FreshHook],
 	// [DuplicateHook], [ContendedHook], [LeaseLostHook] and [StoreErrorHook] (see
-	// [Hook]). Default: none.
+	// [Hook]); one that implements none is an error. Default: none.
 	Hooks []Hook
 
 	// Logger receives warnings about store errors and lost leases (keys, never
@@ -221,6 +222,9 @@ func (o *Options) withDefaults() (Options, error) {
 	}
 	if r.StoreFailure != FailClosed && r.StoreFailure != FailOpen {
 		return r, fmt.Errorf("%w: unknown StoreFailure policy %d", ErrInvalidOptions, r.StoreFailure)
+	}
+	if err := ihooks.Check(r.Hooks, isHook, hookNames); err != nil {
+		return r, fmt.Errorf("%w: %w", ErrInvalidOptions, err)
 	}
 	if r.Key == nil {
 		r.Key = MessageIDKey(r.Entity)

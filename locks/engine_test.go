@@ -462,7 +462,7 @@ func TestCloseAndBadInput(t *testing.T) {
 			t.Errorf("Add to a session-only engine: %v", err)
 		}
 		_ = sessionsOnly.Close(context.Background())
-		for _, o := range []*locks.Options{{MaxMargin: -1}, {Workers: -1}} {
+		for _, o := range []*locks.Options{{MaxMargin: -1}, {Workers: -1}, {Hooks: []locks.Hook{struct{}{}}}, {Hooks: []locks.Hook{nil}}} {
 			if _, err := locks.New(fr, o); !errors.Is(err, locks.ErrInvalidOptions) {
 				t.Errorf("%+v: %v", o, err)
 			}

@@ -11,11 +11,25 @@ import (
 )
 
 // Hook observes an Engine's events. A Hook implements any of [RenewHook],
-// [RenewErrorHook] and [LockLostHook]; a value that implements none is ignored. Hooks
+// [RenewErrorHook] and [LockLostHook]; [New] refuses a value that implements none (an
+// error wrapping [ErrInvalidOptions]), so that a misspelt method is not silently
+// ignored. Hooks
 // are called synchronously on the engine's goroutines, possibly concurrently, with the
 // context given to [Engine.Add]: they must be fast, must not block and must not call
 // [Lock.Release]. A panic in a hook is recovered and logged.
 type Hook any
+
+// hookNames are the interfaces a [Hook] may implement, for errors.
+const hookNames = "RenewHook, RenewErrorHook, LockLostHook"
+
+// isHook reports whether x implements one of the interfaces of hookNames.
+func isHook(x any) bool {
+	switch x.(type) {
+	case RenewHook, RenewErrorHook, LockLostHook:
+		return true
+	}
+	return false
+}
 
 // RenewHook observes every successful renewal.
 type RenewHook interface {

@@ -8,6 +8,7 @@ import (
 	"github.com/Azure/azure-sdk-for-go/sdk/messaging/azservicebus"
 
 	"github.com/sbkit/sbkit"
+	ihooks "github.com/sbkit/sbkit/internal/hooks"
 	"github.com/sbkit/sbkit/internal/retry"
 	"github.com/sbkit/sbkit/locks"
 )
@@ -139,7 +140,8 @@ type Options struct {
 	// [HandlerStartHook], [HandlerEndHook], [SettleHook] and [ErrorHook], and also any of
 	// the lock engine's [locks.RenewHook], [locks.RenewErrorHook] and [locks.LockLostHook],
 	// which receive the engine's events for the processor's messages (a lost lock before
-	// the processor cancels the message's handler). Default none.
+	// the processor cancels the message's handler). An element that implements none of
+	// them is an error. Default none.
 	Hooks []Hook
 	// Logger receives warnings for errors and debug records for settlements. No payload is
 	// logged. Default: discard.
@@ -249,6 +251,9 @@ func newConfig(o *Options) (config, error) {
 	if c.Logger == nil {
 		c.Logger = slog.New(slog.DiscardHandler)
 	}
+	if err := ihooks.Check(c.Hooks, isHook, hookNames); err != nil {
+		return c, fmt.Errorf("%w: %w", ErrInvalidOptions, err)
+	}
 	c.hooks = newHooks(c.Hooks, c.Logger)
 	return c, nil
 }
@@ -258,7 +263,9 @@ func newConfig(o *Options) (config, error) {
 func (c *config) lockOptions(first, last locks.Hook) *locks.Options {
 	hs := []locks.Hook{first}
 	for _, h := range c.Hooks {
-		hs = append(hs, h)
+		if isLockHook(h) {
+			hs = append(hs, h)
+		}
 	}
 	if last != nil {
 		hs = append(hs, last)

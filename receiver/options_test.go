@@ -16,6 +16,7 @@ import (
 	"github.com/Azure/azure-sdk-for-go/sdk/messaging/azservicebus"
 
 	"github.com/sbkit/sbkit"
+	"github.com/sbkit/sbkit/locks"
 	"github.com/sbkit/sbkit/receiver"
 	"github.com/sbkit/sbkit/sbtest"
 )
@@ -45,6 +46,9 @@ func TestNewRejectsBadInput(t *testing.T) {
 		{"nil options", e.r, h, nil, nil},
 		{"DisablePrefetch", e.r, h, &receiver.Options{DisablePrefetch: true}, nil},
 		{"PrefetchCount with DisablePrefetch", e.r, h, &receiver.Options{DisablePrefetch: true, PrefetchCount: 2}, receiver.ErrInvalidOptions},
+		{"hook of no interface", e.r, h, &receiver.Options{Hooks: []receiver.Hook{misspeltHook{}}}, receiver.ErrInvalidOptions},
+		{"nil hook", e.r, h, &receiver.Options{Hooks: []receiver.Hook{nil}}, receiver.ErrInvalidOptions},
+		{"lock engine hook", e.r, h, &receiver.Options{Hooks: []receiver.Hook{renewOnlyHook{}}}, nil},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -60,6 +64,16 @@ func TestNewRejectsBadInput(t *testing.T) {
 		})
 	}
 }
+
+// misspeltHook means to be an ErrorHook, but its method's name is wrong.
+type misspeltHook struct{}
+
+func (misspeltHook) OnErr(context.Context, *receiver.Error) {}
+
+// renewOnlyHook implements only a lock engine hook, which a Processor accepts.
+type renewOnlyHook struct{}
+
+func (renewOnlyHook) OnRenew(context.Context, locks.Renewal) {}
 
 func TestRunTwiceAndNilContext(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {

@@ -190,6 +190,9 @@ func TestRequestErrors(t *testing.T) {
 		"negative timeout": func() (*reqreply.Requester, error) {
 			return reqreply.NewRequester(s, acc, "replies", &reqreply.RequesterOptions{CloseTimeout: -1})
 		},
+		"hook of no interface": func() (*reqreply.Requester, error) {
+			return reqreply.NewRequester(s, acc, "replies", &reqreply.RequesterOptions{Hooks: []reqreply.Hook{struct{}{}}})
+		},
 	} {
 		if _, err := f(); !errors.Is(err, reqreply.ErrInvalidOptions) {
 			t.Errorf("%s: %v", name, err)

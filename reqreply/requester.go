@@ -35,7 +35,8 @@ type RequesterOptions struct {
 	// error, within CloseTimeout. Default: MaxRetries 3, RetryDelay 100 ms,
 	// MaxRetryDelay 1 s.
 	CompleteRetry sbkit.RetryOptions
-	// Hooks observe the requester: each may implement [ReplyNotCompletedHook]. They run
+	// Hooks observe the requester: each implements [ReplyNotCompletedHook] (one that
+	// does not is an error). They run
 	// synchronously on the caller's goroutine, must be fast, and may be called
 	// concurrently; a panic in a hook is recovered and logged. Default: none.
 	Hooks []Hook
@@ -44,6 +45,8 @@ type RequesterOptions struct {
 }
 
 // Hook is an observer of a Requester: a value implementing [ReplyNotCompletedHook].
+// [NewRequester] refuses a value that does not (an error wrapping [ErrInvalidOptions]),
+// so that a misspelt method is not silently ignored.
 type Hook any
 
 // ReplyNotCompletedHook is told when Request returned a reply it could not complete:
@@ -86,6 +89,10 @@ func NewRequester(sender sbkit.MessageSender, replies sbkit.SessionAcceptor, rep
 		return nil, fmt.Errorf("%w: empty replyTo", ErrInvalidOptions)
 	case o.CloseTimeout < 0:
 		return nil, fmt.Errorf("%w: negative CloseTimeout %v", ErrInvalidOptions, o.CloseTimeout)
+	}
+	isHook := func(x any) bool { _, ok := x.(ReplyNotCompletedHook); return ok }
+	if err := hooks.Check(o.Hooks, isHook, "ReplyNotCompletedHook"); err != nil {
+		return nil, fmt.Errorf("%w: %w", ErrInvalidOptions, err)
 	}
 	if o.CloseTimeout == 0 {
 		o.CloseTimeout = DefaultCloseTimeout

@@ -7,6 +7,7 @@ import (
 
 	"github.com/Azure/azure-sdk-for-go/sdk/messaging/azservicebus"
 	"github.com/sbkit/sbkit"
+	ihooks "github.com/sbkit/sbkit/internal/hooks"
 	"github.com/sbkit/sbkit/internal/retry"
 )
 
@@ -81,8 +82,9 @@ type Options struct {
 	// Default 0: messages keep the entity's default TTL.
 	DefaultTTL time.Duration
 
-	// Hooks observe the Sender's events; each may implement any of [SendStartHook],
-	// [SendResultHook], [SendRetryHook] and [SendBatchHook] (see [Hook]). Default none.
+	// Hooks observe the Sender's events; each implements any of [SendStartHook],
+	// [SendResultHook], [SendRetryHook] and [SendBatchHook] (see [Hook]); one that
+	// implements none is an error. Default none.
 	Hooks []Hook
 
 	// Logger receives retries, failures and recovered panics, never payloads.
@@ -115,6 +117,9 @@ func (o *Options) withDefaults() (Options, error) {
 	}
 	if bad != "" {
 		return v, fmt.Errorf("%w: negative %s", ErrInvalidOptions, bad)
+	}
+	if err := ihooks.Check(v.Hooks, isHook, hookNames); err != nil {
+		return v, fmt.Errorf("%w: %w", ErrInvalidOptions, err)
 	}
 	if v.MaxInFlightMessages == 0 {
 		v.MaxInFlightMessages = DefaultMaxInFlightMessages

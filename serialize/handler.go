@@ -41,7 +41,8 @@ type HandlerOptions struct {
 	// limits the size of a message's properties, so there is no "unlimited").
 	MaxDescriptionLength int
 	// Hooks observe every message the handler dead-letters because it cannot be
-	// decoded: each implements [DecodeErrorHook] (see [Hook]). Default: none.
+	// decoded: each implements [DecodeErrorHook] (see [Hook]), or the constructor fails.
+	// Default: none.
 	Hooks []Hook
 	// Logger records dead-lettered messages (message ID, reason and the error; never
 	// the body) at Warn level. Default: nil, which discards.
@@ -49,7 +50,8 @@ type HandlerOptions struct {
 }
 
 // Hook observes a handler's events (see [HandlerOptions.Hooks]). A Hook implements
-// [DecodeErrorHook]; a value that does not is ignored. Hooks are called synchronously on
+// [DecodeErrorHook]; [Handler] and [Middleware] refuse a value that does not (an error
+// wrapping [ErrInvalidOptions]), so that a misspelt method is not silently ignored. Hooks are called synchronously on
 // the handler's goroutine, possibly concurrently: they must be fast. A panic in a hook
 // is recovered and logged.
 type Hook any
@@ -95,6 +97,10 @@ func newHandlerConfig(reg *Registry, opts *HandlerOptions) (handlerConfig, error
 	}
 	if o.MaxDescriptionLength < 0 {
 		return handlerConfig{}, fmt.Errorf("%w: negative MaxDescriptionLength %d", ErrInvalidOptions, o.MaxDescriptionLength)
+	}
+	isHook := func(x any) bool { _, ok := x.(DecodeErrorHook); return ok }
+	if err := ihooks.Check(o.Hooks, isHook, "DecodeErrorHook"); err != nil {
+		return handlerConfig{}, fmt.Errorf("%w: %w", ErrInvalidOptions, err)
 	}
 	c := handlerConfig{
 		reason:   cmp.Or(o.DeadLetterReason, DefaultDeadLetterReason),

@@ -132,6 +132,7 @@ func TestHandlerFailsFast(t *testing.T) {
 		{"middleware nil registry", second(serialize.Middleware[order](nil, nil)), []error{sbkit.ErrNilHandler, serialize.ErrNilRegistry}},
 		{"negative description length", second(serialize.Handler(reg, fn, &serialize.HandlerOptions{MaxDescriptionLength: -5})), []error{serialize.ErrInvalidOptions}},
 		{"middleware bad options", second(serialize.Middleware[order](reg, &serialize.HandlerOptions{MaxDescriptionLength: -1})), []error{serialize.ErrInvalidOptions}},
+		{"hook of no interface", second(serialize.Handler(reg, fn, &serialize.HandlerOptions{Hooks: []serialize.Hook{"not a hook"}})), []error{serialize.ErrInvalidOptions}},
 	} {
 		for _, w := range tt.want {
 			if !errors.Is(tt.err, w) {
@@ -157,7 +158,7 @@ func TestHandlerPanickingHook(t *testing.T) {
 	reg := mustNew(t, nil)
 	h := mustHandler(t, reg, func(context.Context, order, *azservicebus.ReceivedMessage) error { return nil }, &serialize.HandlerOptions{
 		Logger: slog.New(slog.NewTextHandler(&buf, nil)),
-		Hooks:  []serialize.Hook{serialize.DecodeErrorHookFunc(func(context.Context, serialize.DecodeFailure) { panic("hook") }), "not a hook"},
+		Hooks:  []serialize.Hook{serialize.DecodeErrorHookFunc(func(context.Context, serialize.DecodeFailure) { panic("hook") })},
 	})
 	if a, _ := sbkit.SettlementOf(h(context.Background(), received("application/json", []byte("x")))); a != sbkit.ActionDeadLetter {
 		t.Fatalf("got %v", a)

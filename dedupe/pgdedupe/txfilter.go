@@ -48,8 +48,8 @@ type TxOptions struct {
 	// Default: MaxRetries 5, RetryDelay 200 ms, MaxRetryDelay 5 s (about 6 s of delays,
 	// at most 9 s with jitter).
 	Retry sbkit.RetryOptions
-	// Hooks observe the filter: each may implement any of TxResultHook and
-	// TxErrorHook. They run synchronously on the handler's goroutine, must be fast, and
+	// Hooks observe the filter: each implements any of [TxResultHook] and [TxErrorHook]
+	// (one that implements neither is an error). They run synchronously on the handler's goroutine, must be fast, and
 	// may be called concurrently; a panic in a hook is recovered and logged. Default:
 	// none.
 	Hooks []Hook
@@ -58,9 +58,19 @@ type TxOptions struct {
 	Logger *slog.Logger
 }
 
-// Hook is an observer of a TxFilter: a value implementing any of TxResultHook and
-// TxErrorHook.
+// Hook is an observer of a TxFilter: a value implementing any of [TxResultHook] and
+// [TxErrorHook]. [NewTxFilter] refuses a value that implements neither (an error wrapping
+// [ErrInvalidOptions]), so that a misspelt method is not silently ignored.
 type Hook any
+
+// isHook reports whether x implements TxResultHook or TxErrorHook.
+func isHook(x any) bool {
+	switch x.(type) {
+	case TxResultHook, TxErrorHook:
+		return true
+	}
+	return false
+}
 
 // TxResultHook is told the outcome of every delivery the filter handled.
 type TxResultHook interface {
@@ -217,6 +227,9 @@ func NewTxFilter(store *Store, opts *TxOptions) (*TxFilter, error) {
 		return nil, fmt.Errorf("%w: negative Window %v", ErrInvalidOptions, o.Window)
 	case strings.Contains(o.Entity, ":"):
 		return nil, fmt.Errorf("%w: Entity %q contains ':'", ErrInvalidOptions, o.Entity)
+	}
+	if err := hooks.Check(o.Hooks, isHook, "TxResultHook, TxErrorHook"); err != nil {
+		return nil, fmt.Errorf("%w: %w", ErrInvalidOptions, err)
 	}
 	if o.Window == 0 {
 		o.Window = dedupe.DefaultWindow

@@ -191,6 +191,9 @@ func TestMiddlewareAndNoKey(t *testing.T) {
 	if _, err := pgdedupe.NewTxFilter(e.store, &pgdedupe.TxOptions{Entity: "a:b"}); !errors.Is(err, pgdedupe.ErrInvalidOptions) {
 		t.Fatalf("Entity with ':' = %v", err)
 	}
+	if _, err := pgdedupe.NewTxFilter(e.store, &pgdedupe.TxOptions{Hooks: []pgdedupe.Hook{struct{}{}}}); !errors.Is(err, pgdedupe.ErrInvalidOptions) {
+		t.Fatalf("a hook of no interface = %v", err)
+	}
 	h := f.Middleware()(e.work)
 	for range 2 {
 		if err := h(context.Background(), &azservicebus.ReceivedMessage{}); err != nil {
