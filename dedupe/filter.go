@@ -52,12 +52,12 @@ type Filter struct {
 
 // New returns a Filter over store; use a [MemoryStore] for duplicates recognised within
 // this process, a shared store (redisdedupe) for many workers. nil options mean
-// defaults. It returns an error wrapping [sbkit.ErrNilHandler] for a nil store, and one
-// wrapping [ErrInvalidOptions] for negative durations, unknown policies, or an Entity
-// containing ':'.
+// defaults. It returns [ErrNilStore] for a nil store, and an error wrapping
+// [ErrInvalidOptions] for negative durations, unknown policies, an Entity containing
+// ':', or a hook of no hook interface.
 func New(store Store, opts *Options) (*Filter, error) {
 	if store == nil {
-		return nil, fmt.Errorf("dedupe: nil store: %w", sbkit.ErrNilHandler)
+		return nil, ErrNilStore
 	}
 	o, err := opts.withDefaults()
 	if err != nil {

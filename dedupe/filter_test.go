@@ -340,8 +340,8 @@ func TestMissingKey(t *testing.T) {
 // TestNilFailsAtConstruction: a nil store or handler is refused when the Filter or the
 // handler is made, never per message.
 func TestNilFailsAtConstruction(t *testing.T) {
-	if f, err := dedupe.New(nil, nil); f != nil || !errors.Is(err, sbkit.ErrNilHandler) {
-		t.Fatalf("New(nil store) = %v, %v; want ErrNilHandler", f, err)
+	if f, err := dedupe.New(nil, nil); f != nil || !errors.Is(err, dedupe.ErrNilStore) {
+		t.Fatalf("New(nil store) = %v, %v; want ErrNilStore", f, err)
 	}
 	f := mustNew(t, nil, nil)
 	if h, err := f.Wrap(nil); h != nil || !errors.Is(err, sbkit.ErrNilHandler) {

@@ -73,8 +73,9 @@ type Requester struct {
 // NewRequester returns a Requester that sends requests with sender and receives replies
 // from the session-enabled queue (or subscription) that replies accepts sessions of;
 // replyTo is the address written to each request's ReplyTo (the reply queue's name).
-// nil options mean defaults. It returns ErrInvalidOptions for a nil sender or acceptor
-// or an empty replyTo, or a negative CloseTimeout.
+// nil options mean defaults. It returns [ErrNilSender] or [ErrNilAcceptor] for a nil
+// sender or acceptor, and an error wrapping [ErrInvalidOptions] for an empty replyTo, a
+// negative CloseTimeout or a hook of no hook interface.
 func NewRequester(sender sbkit.MessageSender, replies sbkit.SessionAcceptor, replyTo string, opts *RequesterOptions) (*Requester, error) {
 	var o RequesterOptions
 	if opts != nil {
@@ -82,9 +83,9 @@ func NewRequester(sender sbkit.MessageSender, replies sbkit.SessionAcceptor, rep
 	}
 	switch {
 	case sender == nil:
-		return nil, fmt.Errorf("%w: nil sender", ErrInvalidOptions)
+		return nil, ErrNilSender
 	case replies == nil:
-		return nil, fmt.Errorf("%w: nil session acceptor", ErrInvalidOptions)
+		return nil, ErrNilAcceptor
 	case replyTo == "":
 		return nil, fmt.Errorf("%w: empty replyTo", ErrInvalidOptions)
 	case o.CloseTimeout < 0:

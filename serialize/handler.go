@@ -89,7 +89,7 @@ type handlerConfig struct {
 
 func newHandlerConfig(reg *Registry, opts *HandlerOptions) (handlerConfig, error) {
 	if reg == nil {
-		return handlerConfig{}, fmt.Errorf("%w: %w", ErrNilRegistry, sbkit.ErrNilHandler)
+		return handlerConfig{}, ErrNilRegistry
 	}
 	var o HandlerOptions
 	if opts != nil {
@@ -128,8 +128,8 @@ func newHandlerConfig(reg *Registry, opts *HandlerOptions) (handlerConfig, error
 // [ErrBodyTooLarge] or [ErrUnsupportedBody]) is reachable with [errors.As] from the result
 // and is passed to the [DecodeErrorHook]s. A nil message returns [sbkit.ErrNilMessage].
 //
-// A nil reg or h fails here, with an error wrapping [sbkit.ErrNilHandler] (and
-// [ErrNilRegistry] for reg), and bad options with one wrapping [ErrInvalidOptions]; nil
+// A nil reg fails here with [ErrNilRegistry], a nil h with an error wrapping
+// [sbkit.ErrNilHandler], and bad options with one wrapping [ErrInvalidOptions]; nil
 // options mean defaults. The handler is safe for concurrent use when h is.
 func Handler[T any](reg *Registry, h func(ctx context.Context, v T, msg *azservicebus.ReceivedMessage) error, opts *HandlerOptions) (sbkit.Handler, error) {
 	if h == nil {

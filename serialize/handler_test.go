@@ -128,8 +128,8 @@ func TestHandlerFailsFast(t *testing.T) {
 		want []error
 	}{
 		{"nil func", second(serialize.Handler[order](reg, nil, nil)), []error{sbkit.ErrNilHandler}},
-		{"nil registry", second(serialize.Handler(nil, fn, nil)), []error{sbkit.ErrNilHandler, serialize.ErrNilRegistry}},
-		{"middleware nil registry", second(serialize.Middleware[order](nil, nil)), []error{sbkit.ErrNilHandler, serialize.ErrNilRegistry}},
+		{"nil registry", second(serialize.Handler(nil, fn, nil)), []error{serialize.ErrNilRegistry}},
+		{"middleware nil registry", second(serialize.Middleware[order](nil, nil)), []error{serialize.ErrNilRegistry}},
 		{"negative description length", second(serialize.Handler(reg, fn, &serialize.HandlerOptions{MaxDescriptionLength: -5})), []error{serialize.ErrInvalidOptions}},
 		{"middleware bad options", second(serialize.Middleware[order](reg, &serialize.HandlerOptions{MaxDescriptionLength: -1})), []error{serialize.ErrInvalidOptions}},
 		{"hook of no interface", second(serialize.Handler(reg, fn, &serialize.HandlerOptions{Hooks: []serialize.Hook{"not a hook"}})), []error{serialize.ErrInvalidOptions}},

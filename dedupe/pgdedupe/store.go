@@ -9,7 +9,6 @@ import (
 
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgxpool"
-	"github.com/sbkit/sbkit"
 	"github.com/sbkit/sbkit/dedupe"
 	"github.com/sbkit/sbkit/dedupe/internal/storeargs"
 )
@@ -17,8 +16,14 @@ import (
 // DefaultTable is the table Options.Table defaults to.
 const DefaultTable = "sbkit_dedupe"
 
-// ErrInvalidOptions is wrapped by NewTxFilter's error for options it cannot use.
-var ErrInvalidOptions = errors.New("pgdedupe: invalid options")
+var (
+	// ErrInvalidOptions is wrapped by NewTxFilter's error for options it cannot use.
+	ErrInvalidOptions = errors.New("pgdedupe: invalid options")
+	// ErrNilPool is returned by New for a nil pool.
+	ErrNilPool = errors.New("pgdedupe: nil pool")
+	// ErrNilStore is returned by NewTxFilter for a nil store.
+	ErrNilStore = errors.New("pgdedupe: nil store")
+)
 
 // Options configures a Store. nil options, and zero fields, mean the defaults.
 type Options struct {
@@ -47,11 +52,11 @@ type Store struct {
 var _ dedupe.Store = (*Store)(nil)
 
 // New returns a Store on pool (the caller's, which it does not close). nil options mean
-// defaults. It returns an error wrapping [sbkit.ErrNilHandler] for a nil pool. It does not create the table: call CreateSchema (or run its SQL in your
-// migrations).
+// defaults. It returns [ErrNilPool] for a nil pool. It does not create the table: call
+// CreateSchema (or run its SQL in your migrations).
 func New(pool *pgxpool.Pool, opts *Options) (*Store, error) {
 	if pool == nil {
-		return nil, fmt.Errorf("pgdedupe: New: nil pool: %w", sbkit.ErrNilHandler)
+		return nil, ErrNilPool
 	}
 	var o Options
 	if opts != nil {

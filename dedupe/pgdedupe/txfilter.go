@@ -211,12 +211,12 @@ type TxFilter struct {
 }
 
 // NewTxFilter returns a TxFilter that writes its marks in store's table (use
-// Store.CreateSchema first). nil options mean defaults. It returns an error wrapping
-// [sbkit.ErrNilHandler] for a nil store, and one wrapping ErrInvalidOptions for a
-// negative Window or an Entity containing ':'.
+// Store.CreateSchema first). nil options mean defaults. It returns [ErrNilStore] for a
+// nil store, and an error wrapping ErrInvalidOptions for a negative Window, an Entity
+// containing ':', or a hook of no hook interface.
 func NewTxFilter(store *Store, opts *TxOptions) (*TxFilter, error) {
 	if store == nil {
-		return nil, fmt.Errorf("pgdedupe: NewTxFilter: nil store: %w", sbkit.ErrNilHandler)
+		return nil, ErrNilStore
 	}
 	var o TxOptions
 	if opts != nil {
