@@ -220,8 +220,11 @@ func (f *Filter) acquire(ctx context.Context, m *azservicebus.ReceivedMessage, k
 				}
 				contendedUntil = start.Add(f.o.LeaseWait)
 			}
-			if wait = min(f.o.LeasePoll, time.Until(contendedUntil)); wait <= 0 {
-				return InProgress, start, nil
+			wait = f.o.LeasePoll
+			if f.o.LeaseWait >= 0 {
+				if wait = min(wait, time.Until(contendedUntil)); wait <= 0 {
+					return InProgress, start, nil
+				}
 			}
 		}
 		if !held {

@@ -168,7 +168,7 @@ func TestNewOptions(t *testing.T) {
 		{"entity with colon", &dedupe.Options{Entity: "a:b"}, false},
 		{"negative lease", &dedupe.Options{LeaseTTL: -1}, false},
 		{"negative window", &dedupe.Options{Window: -time.Second}, false},
-		{"negative wait", &dedupe.Options{LeaseWait: -1}, false},
+		{"negative wait: no limit", &dedupe.Options{LeaseWait: -1}, true},
 		{"negative poll", &dedupe.Options{LeasePoll: -1}, false},
 		{"negative renewal", &dedupe.Options{LeaseRenewal: -1}, false},
 		{"renewal not shorter than lease", &dedupe.Options{LeaseTTL: time.Minute, LeaseRenewal: time.Minute}, false},

@@ -75,7 +75,7 @@ func TestHooks(t *testing.T) {
 			Entity:   "q",
 			LeaseTTL: 30 * time.Second,
 			Retry:    sbkit.RetryOptions{RetryDelay: time.Second, MaxRetryDelay: time.Second},
-			Hooks: []dedupe.Hook{panicky{}, rec, "not a hook", dedupe.StoreErrorHookFunc(func(_ context.Context, err *dedupe.StoreError) {
+			Hooks: []dedupe.Hook{panicky{}, rec, dedupe.StoreErrorHookFunc(func(_ context.Context, err *dedupe.StoreError) {
 				if err.Op == dedupe.OpAcquire && err.Attempt == 2 {
 					s.set(nil, nil, nil) // the store answers from the third attempt on
 				}

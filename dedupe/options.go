@@ -85,6 +85,8 @@ const (
 )
 
 // Options configures a Filter. nil options, and zero fields, mean the documented defaults.
+// A negative duration is an error wrapping [ErrInvalidOptions], except LeaseWait's, which
+// means no limit.
 type Options struct {
 	// Entity namespaces the default key: "<Entity>:<MessageId>". Service Bus entity
 	// paths never contain ':', so keys of different entities never collide. Leave it
@@ -130,7 +132,9 @@ type Options struct {
 	Contended ContendedPolicy
 
 	// LeaseWait bounds [ContendedWait]. Default: LeaseTTL (long enough for a crashed
-	// worker's lease to run out).
+	// worker's lease to run out). Negative means no limit: the delivery waits as long as
+	// another owner holds the lease, or until the handler's context ends (the
+	// processor's lock renewal limit, a shutdown).
 	LeaseWait time.Duration
 
 	// LeasePoll is the interval between store checks under [ContendedWait]. Default:
@@ -188,7 +192,7 @@ func (o *Options) withDefaults() (Options, error) {
 	}{
 		{"LeaseTTL", &r.LeaseTTL, DefaultLeaseTTL},
 		{"Window", &r.Window, DefaultWindow},
-		{"LeaseWait", &r.LeaseWait, 0},
+
 		{"LeaseRenewal", &r.LeaseRenewal, 0},
 		{"LeasePoll", &r.LeasePoll, DefaultLeasePoll},
 		{"StoreTimeout", &r.StoreTimeout, DefaultStoreTimeout},
@@ -202,6 +206,9 @@ func (o *Options) withDefaults() (Options, error) {
 	}
 	if r.LeaseWait == 0 {
 		r.LeaseWait = r.LeaseTTL
+	}
+	if r.LeaseWait < 0 {
+		r.LeaseWait = -1 // no limit
 	}
 	if r.LeaseRenewal == 0 {
 		r.LeaseRenewal = r.LeaseTTL / 3

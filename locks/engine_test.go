@@ -533,7 +533,7 @@ func (panicHook) OnRenew(context.Context, locks.Renewal) { panic("hook bug") }
 func TestHookPanicRecovered(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		fr := &fakeRenewer{lockDur: time.Minute}
-		e, rec := newEngine(t, fr, &locks.Options{Hooks: []locks.Hook{panicHook{}, "not a hook"}})
+		e, rec := newEngine(t, fr, &locks.Options{Hooks: []locks.Hook{panicHook{}}})
 		l, err := e.Add(context.Background(), lockedMessage(time.Minute))
 		if err != nil {
 			t.Fatal(err)

@@ -27,17 +27,20 @@ const (
 )
 
 // Options configure a Processor. A nil *Options and the zero value mean the defaults.
+// As everywhere in sbkit, zero means the default, Disable* turns a feature off, and a
+// negative value means no limit where no limit makes sense; each field says which.
 type Options struct {
 	// ReceiveMode must match the receiver's mode. Default
 	// [azservicebus.ReceiveModePeekLock]. In [azservicebus.ReceiveModeReceiveAndDelete]
 	// no settlement is made and no lock renewed: handler errors are only reported.
 	ReceiveMode azservicebus.ReceiveMode
 	// MaxConcurrency is the number of goroutines that run the handler. Default
-	// DefaultMaxConcurrency (1); negative is an error.
+	// DefaultMaxConcurrency (1); negative is an error (the handlers must be bounded).
 	MaxConcurrency int
 	// PrefetchCount, when positive, is how many received messages may wait for a free
 	// handler goroutine (their locks are renewed while they wait). Zero (the default)
-	// sizes the prefetch adaptively; negative is an error; see DisablePrefetch for none.
+	// sizes the prefetch adaptively; negative is an error (what waits must be bounded);
+	// see DisablePrefetch for none.
 	//
 	// The receive loop makes one ReceiveMessages call at a time and asks for every free
 	// place (MaxConcurrency + the prefetch in all), so that one round trip feeds many
@@ -70,8 +73,8 @@ type Options struct {
 	// and a settlement round trip between messages. Default false. PrefetchCount must
 	// then be zero.
 	DisablePrefetch bool
-	// MaxReceiveBatch caps the messages asked for in one ReceiveMessages call. Default: no
-	// cap beyond the free places; negative is an error.
+	// MaxReceiveBatch caps the messages asked for in one ReceiveMessages call. Default
+	// (zero), and negative: no cap beyond the free places (and the SDK's 5,000).
 	MaxReceiveBatch int
 	// DisableAutoComplete stops completing messages whose handler returned nil: the
 	// handler settles them itself through [SettlerFrom]. A handler that returns nil
@@ -98,11 +101,12 @@ type Options struct {
 	// its settlement is over, so settlements in flight never exceed the places. Default:
 	// every place (MaxConcurrency + PrefetchCount; with the adaptive prefetch 65 ×
 	// MaxConcurrency), so that settlement throughput follows the round trip (rate ×
-	// settlement time in flight) and never caps the processor's; negative is an error.
+	// settlement time in flight) and never caps the processor's. Negative means no cap,
+	// which is the same: the places cap the settlements anyway.
 	SettleConcurrency int
 	// SettleTimeout bounds one settlement, retries included. Settlements do not end with
 	// Run's context: a shutdown still abandons. Default DefaultSettleTimeout (30 s);
-	// negative is an error.
+	// negative is an error (a settlement that never ends would hold its place forever).
 	SettleTimeout time.Duration
 	// ShutdownGrace is how long a shutdown started by the end of Run's context lets
 	// running handlers finish, as .NET's StopProcessingAsync does: Run then returns
@@ -153,11 +157,12 @@ type Options struct {
 type LockRenewalOptions struct {
 	// MaxMargin caps how long before a lock's expiry it is renewed (a third of the lock
 	// duration, at most MaxMargin). Default [locks.DefaultMaxMargin] (10 s); negative is
-	// an error.
+	// an error (a margin without a cap means nothing).
 	MaxMargin time.Duration
 	// Workers caps the renewal calls in flight at once, each on a goroutine of its own
 	// while it waits for the broker (started when the renewal comes due, ended once
-	// idle). Default [locks.DefaultWorkers] (256); negative is an error.
+	// idle). Default [locks.DefaultWorkers] (256); negative is an error (renewals must
+	// not take a goroutine per lock).
 	Workers int
 	// Retry is the policy for failed renewals. Default: MaxRetries without bound,
 	// RetryDelay 250 ms, MaxRetryDelay 5 s; retries stop when the lock expires.
@@ -211,10 +216,9 @@ func newConfig(o *Options) (config, error) {
 	default:
 		return c, fmt.Errorf("%w: unknown ReceiveMode %d", ErrInvalidOptions, c.ReceiveMode)
 	}
-	if c.MaxConcurrency < 0 || c.PrefetchCount < 0 || c.MaxReceiveBatch < 0 ||
-		c.SettleConcurrency < 0 || c.SettleTimeout < 0 {
-		return c, fmt.Errorf("%w: MaxConcurrency %d, PrefetchCount %d, MaxReceiveBatch %d, SettleConcurrency %d, SettleTimeout %v",
-			ErrInvalidOptions, c.MaxConcurrency, c.PrefetchCount, c.MaxReceiveBatch, c.SettleConcurrency, c.SettleTimeout)
+	if c.MaxConcurrency < 0 || c.PrefetchCount < 0 || c.SettleTimeout < 0 {
+		return c, fmt.Errorf("%w: negative MaxConcurrency %d, PrefetchCount %d or SettleTimeout %v",
+			ErrInvalidOptions, c.MaxConcurrency, c.PrefetchCount, c.SettleTimeout)
 	}
 	if c.DisablePrefetch && c.PrefetchCount != 0 {
 		return c, fmt.Errorf("%w: PrefetchCount %d with DisablePrefetch", ErrInvalidOptions, c.PrefetchCount)
@@ -232,7 +236,7 @@ func newConfig(o *Options) (config, error) {
 		c.prefetchInitial = c.MaxConcurrency
 		c.capacity = c.MaxConcurrency + c.ceiling
 	}
-	if c.SettleConcurrency == 0 {
+	if c.SettleConcurrency <= 0 {
 		c.SettleConcurrency = c.capacity
 	}
 	c.maxBatch = min(c.capacity, maxReceiveBatch)

@@ -367,13 +367,50 @@ func TestNewSessionProcessorErrors(t *testing.T) {
 		t.Errorf("nil handler: %v", err)
 	}
 	for _, o := range []receiver.SessionOptions{
-		{MaxConcurrentSessions: -1}, {MaxConcurrentCallsPerSession: -1}, {SessionIdleTimeout: -1},
-		{MaxMessagesPerSession: -1}, {Options: receiver.Options{SettleTimeout: -1}},
+		{MaxConcurrentSessions: -1}, {MaxConcurrentCallsPerSession: -1}, {Options: receiver.Options{SettleTimeout: -1}},
+		// What a SessionProcessor would ignore is refused.
+		{Options: receiver.Options{MaxConcurrency: 4}},
+		{Options: receiver.Options{PrefetchCount: 3}},
+		{Options: receiver.Options{PrefetchCount: 3}, MaxConcurrentCallsPerSession: 1},
+		{Options: receiver.Options{Hooks: []receiver.Hook{misspeltHook{}}}},
 	} {
 		if _, err := receiver.NewSessionProcessor(acc, h, &o); !errors.Is(err, receiver.ErrInvalidOptions) {
 			t.Errorf("%+v: %v", o, err)
 		}
 	}
+	for _, o := range []receiver.SessionOptions{
+		{SessionIdleTimeout: -1}, {MaxMessagesPerSession: -1}, // no limit
+		{Options: receiver.Options{DisablePrefetch: true}},
+		{Options: receiver.Options{PrefetchCount: 3}, MaxConcurrentCallsPerSession: 2},
+	} {
+		if _, err := receiver.NewSessionProcessor(acc, h, &o); err != nil {
+			t.Errorf("%+v: %v", o, err)
+		}
+	}
+}
+
+// TestSessionIdleTimeoutNegativeKeepsSession: a negative SessionIdleTimeout never releases
+// a session for being idle: its later message is handled in the same session, accepted
+// once (with the default, the session is released after a second without a message).
+func TestSessionIdleTimeoutNegativeKeepsSession(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		sq := newSessionQueue(t, nil)
+		sq.send(t, "a", "1")
+		h := func(context.Context, *azservicebus.ReceivedMessage) error { return nil }
+		p, stop := startSessions(t, sq, h, &receiver.SessionOptions{MaxConcurrentSessions: 1, SessionIdleTimeout: -1})
+		time.Sleep(time.Minute)
+		sq.send(t, "a", "2")
+		for sq.q.Stats().Completed < 2 {
+			time.Sleep(10 * time.Millisecond)
+		}
+		st := p.Stats()
+		if st.SessionsAccepted != 1 || st.SessionsReleased != 0 || st.Sessions != 1 {
+			t.Errorf("stats %+v, want the one session held throughout", st)
+		}
+		if err := stop(); err != nil {
+			t.Fatal(err)
+		}
+	})
 }
 
 // TestSessionProcessorRenewalLimitPerMessage: MaxAutoLockRenewalDuration bounds the time

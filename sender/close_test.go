@@ -259,7 +259,7 @@ func TestHooks(t *testing.T) {
 				s, err := sender.New(b.s, &sender.Options{
 					DisableBatching:     !batching,
 					MaxInFlightMessages: 10,
-					Hooks: []sender.Hook{panickingHook{}, h, "not a hook",
+					Hooks: []sender.Hook{panickingHook{}, h,
 						sender.SendResultFunc(func(context.Context, sender.SendResult) { funcResults.Add(1) })},
 				})
 				if err != nil {

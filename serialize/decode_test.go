@@ -224,7 +224,6 @@ func TestBadArguments(t *testing.T) {
 		{"New bad default type", func() error { _, err := serialize.New(&serialize.Options{DefaultContentType: "json"}); return err }(), serialize.ErrInvalidContentType},
 		{"New bad fallback is invalid options", func() error { _, err := serialize.New(&serialize.Options{Fallbacks: []string{"x/y"}}); return err }(), serialize.ErrInvalidOptions},
 		{"New bad default type is invalid options", func() error { _, err := serialize.New(&serialize.Options{DefaultContentType: "json"}); return err }(), serialize.ErrInvalidOptions},
-		{"New negative MaxBodySize", func() error { _, err := serialize.New(&serialize.Options{MaxBodySize: -1}); return err }(), serialize.ErrInvalidOptions},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -285,6 +284,18 @@ func TestMaxBodySize(t *testing.T) {
 	}
 	if got := mustNew(t, nil).MaxBodySize(); got != 1<<20 {
 		t.Fatalf("default MaxBodySize %d", got)
+	}
+	// Negative means no limit: a body over the default limit is decoded.
+	unlimited := mustNew(t, &serialize.Options{MaxBodySize: -1})
+	big := make([]byte, serialize.DefaultMaxBodySize+1)
+	if err := unlimited.Decode(received("application/octet-stream", big), new([]byte)); err != nil {
+		t.Fatalf("no limit: %v", err)
+	}
+	if got, err := serialize.MessageBody(received("", big), -1); err != nil || len(got) != len(big) {
+		t.Fatalf("MessageBody without limit = %d bytes, %v", len(got), err)
+	}
+	if _, err := serialize.MessageBody(received("", big), 0); !errors.Is(err, serialize.ErrBodyTooLarge) {
+		t.Fatalf("MessageBody at the default limit = %v, want ErrBodyTooLarge", err)
 	}
 }
 
