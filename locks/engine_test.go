@@ -3,6 +3,7 @@ package locks_test
 import (
 	"context"
 	"errors"
+	"fmt"
 	"runtime"
 	"slices"
 	"strings"
@@ -91,7 +92,7 @@ func newEngine(t *testing.T, r sbkit.LockRenewer, o *locks.Options) (*locks.Engi
 type recorder struct {
 	mu       sync.Mutex
 	renewals []locks.Renewal
-	failures []locks.RenewFailure
+	failures []*locks.RenewError
 	lost     []error
 	lostAt   []time.Time
 }
@@ -102,7 +103,7 @@ func (r *recorder) OnRenew(_ context.Context, e locks.Renewal) {
 	r.renewals = append(r.renewals, e)
 }
 
-func (r *recorder) OnRenewError(_ context.Context, e locks.RenewFailure) {
+func (r *recorder) OnRenewError(_ context.Context, e *locks.RenewError) {
 	r.mu.Lock()
 	defer r.mu.Unlock()
 	r.failures = append(r.failures, e)
@@ -115,7 +116,7 @@ func (r *recorder) OnLockLost(_ context.Context, e locks.LockLoss) {
 	r.lostAt = append(r.lostAt, time.Now())
 }
 
-func (r *recorder) snapshot() (renewals []locks.Renewal, failures []locks.RenewFailure, lost []error, lostAt []time.Time) {
+func (r *recorder) snapshot() (renewals []locks.Renewal, failures []*locks.RenewError, lost []error, lostAt []time.Time) {
 	r.mu.Lock()
 	defer r.mu.Unlock()
 	return slices.Clone(r.renewals), slices.Clone(r.failures), slices.Clone(r.lost), slices.Clone(r.lostAt)
@@ -277,6 +278,9 @@ func TestRenewalErrors(t *testing.T) {
 					}
 					if f.Attempt < 1 || (i > 0 && f.Attempt != failures[i-1].Attempt+1 && f.Attempt != 1) || f.Err == nil {
 						t.Errorf("failure %d: %+v", i, f)
+					}
+					if !errors.Is(f, f.Err) || !strings.Contains(f.Error(), fmt.Sprintf("failed (attempt %d): ", f.Attempt)) {
+						t.Errorf("failure %d: %q does not name its attempt and wrap %v", i, f.Error(), f.Err)
 					}
 				}
 				if retried < tt.minRetries {

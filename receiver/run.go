@@ -341,7 +341,7 @@ type engineHook struct{ r *run }
 
 func (h engineHook) OnRenew(context.Context, locks.Renewal) { h.r.p.counters.renewed.Add(1) }
 
-func (h engineHook) OnRenewError(ctx context.Context, e locks.RenewFailure) {
+func (h engineHook) OnRenewError(ctx context.Context, e *locks.RenewError) {
 	h.r.p.counters.renewErrors.Add(1)
 	if e.WillRetry { // a final failure is reported as the lock's loss
 		h.r.report(ctx, &Error{Source: SourceRenew, Message: e.Message, Err: e.Err})

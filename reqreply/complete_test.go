@@ -93,6 +93,6 @@ func TestReplyReturnedWhenCompleteFails(t *testing.T) {
 // notCompletedFunc is a ReplyNotCompletedHook made of a function.
 type notCompletedFunc func(reply *azservicebus.ReceivedMessage, err error)
 
-func (f notCompletedFunc) OnReplyNotCompleted(_ context.Context, reply *azservicebus.ReceivedMessage, err error) {
-	f(reply, err)
+func (f notCompletedFunc) OnReplyNotCompleted(_ context.Context, e reqreply.ReplyNotCompleted) {
+	f(e.Reply, e.Err)
 }

@@ -15,7 +15,7 @@ var (
 	// ReplyToSessionID: there is nowhere to send the reply. It is not retried.
 	ErrNotARequest = errors.New("reqreply: message has no ReplyTo or ReplyToSessionID")
 	// ErrReplyNotCompleted is wrapped by the error a [ReplyNotCompletedHook] receives
-	// when a Requester returned a reply it could not complete: the reply stays in its
+	// ([ReplyNotCompleted].Err) when a Requester returned a reply it could not complete: the reply stays in its
 	// reply session, which nobody accepts again, until its time to live passes.
 	ErrReplyNotCompleted = errors.New("reqreply: reply returned but not completed; it stays in its reply session until it expires")
 )

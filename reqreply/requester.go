@@ -49,13 +49,20 @@ type RequesterOptions struct {
 // so that a misspelt method is not silently ignored.
 type Hook any
 
-// ReplyNotCompletedHook is told when Request returned a reply it could not complete:
-// err wraps ErrReplyNotCompleted and the broker's last error. The reply stays in its
-// reply session, which nobody accepts again, until its time to live passes (then it is
-// dropped, or dead-lettered if the reply queue dead-letters expired messages); count it,
-// alert on it, or give replies a short TimeToLive.
+// ReplyNotCompletedHook is told when Request returned a reply it could not complete.
+// The reply stays in its reply session, which nobody accepts again, until its time to
+// live passes (then it is dropped, or dead-lettered if the reply queue dead-letters
+// expired messages); count it, alert on it, or give replies a short TimeToLive.
 type ReplyNotCompletedHook interface {
-	OnReplyNotCompleted(ctx context.Context, reply *azservicebus.ReceivedMessage, err error)
+	OnReplyNotCompleted(ctx context.Context, e ReplyNotCompleted)
+}
+
+// ReplyNotCompleted is the event of [ReplyNotCompletedHook].
+type ReplyNotCompleted struct {
+	// Reply is the reply Request returned.
+	Reply *azservicebus.ReceivedMessage
+	// Err wraps [ErrReplyNotCompleted] and the broker's last error.
+	Err error
 }
 
 // Requester sends requests and waits for their replies. It is safe for concurrent use:
@@ -195,7 +202,7 @@ func (r *Requester) complete(ctx context.Context, sr sbkit.SessionReceiver, m *a
 		err = fmt.Errorf("%w: session %s, message %s: %w", ErrReplyNotCompleted, session, m.MessageID, err)
 		r.log.Warn("reply returned but not completed", "session", session, "messageID", m.MessageID, "err", err)
 		hooks.Call(ctx, r.log, "reqreply", "ReplyNotCompletedHook", r.notCompleted,
-			func(h ReplyNotCompletedHook) { h.OnReplyNotCompleted(ctx, m, err) })
+			func(h ReplyNotCompletedHook) { h.OnReplyNotCompleted(ctx, ReplyNotCompleted{Reply: m, Err: err}) })
 		return
 	}
 }

@@ -260,7 +260,7 @@ func TestHooks(t *testing.T) {
 					DisableBatching:     !batching,
 					MaxInFlightMessages: 10,
 					Hooks: []sender.Hook{panickingHook{}, h,
-						sender.SendResultFunc(func(context.Context, sender.SendResult) { funcResults.Add(1) })},
+						sender.SendResultHookFunc(func(context.Context, sender.SendResult) { funcResults.Add(1) })},
 				})
 				if err != nil {
 					t.Fatal(err)

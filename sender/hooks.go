@@ -65,12 +65,12 @@ type SendResult struct {
 	Err error
 }
 
-// SendResultFunc is a [SendResultHook] made of a function, for the common case of one
-// result callback: Options{Hooks: []Hook{sender.SendResultFunc(f)}}.
-type SendResultFunc func(ctx context.Context, e SendResult)
+// SendResultHookFunc adapts a function to a [SendResultHook]: the common case of one
+// result callback, as in Options{Hooks: []Hook{sender.SendResultHookFunc(f)}}.
+type SendResultHookFunc func(ctx context.Context, e SendResult)
 
 // OnSendResult calls f.
-func (f SendResultFunc) OnSendResult(ctx context.Context, e SendResult) { f(ctx, e) }
+func (f SendResultHookFunc) OnSendResult(ctx context.Context, e SendResult) { f(ctx, e) }
 
 // SendRetryHook sees every retry of every message, before the delay: a batch of n
 // messages that is retried calls it n times. ctx is the context the message was sent

@@ -59,11 +59,13 @@ type Hook any
 // DecodeErrorHook observes every message that a [Handler] or [Middleware] dead-letters
 // because it cannot be decoded, just before the handler returns the dead-letter result.
 type DecodeErrorHook interface {
-	OnDecodeError(ctx context.Context, e DecodeFailure)
+	OnDecodeError(ctx context.Context, err *UndecodableError)
 }
 
-// DecodeFailure is the event of [DecodeErrorHook].
-type DecodeFailure struct {
+// UndecodableError is a message that a [Handler] or [Middleware] dead-letters because it
+// cannot be decoded: the cause of the dead-letter result they return, and what the
+// [DecodeErrorHook]s receive. It wraps why.
+type UndecodableError struct {
 	// Message is the delivery that could not be decoded.
 	Message *azservicebus.ReceivedMessage
 	// Err is why: a [*DecodeError], or an error wrapping [ErrBodyTooLarge] or
@@ -73,11 +75,25 @@ type DecodeFailure struct {
 	Reason, Description string
 }
 
+// Error names the message and the dead-letter reason, then why.
+func (e *UndecodableError) Error() string {
+	id := ""
+	if e.Message != nil {
+		id = e.Message.MessageID
+	}
+	return fmt.Sprintf("serialize: message %q dead-lettered (%s): %v", id, e.Reason, e.Err)
+}
+
+// Unwrap returns why.
+func (e *UndecodableError) Unwrap() error { return e.Err }
+
 // DecodeErrorHookFunc adapts a function to a [DecodeErrorHook].
-type DecodeErrorHookFunc func(ctx context.Context, e DecodeFailure)
+type DecodeErrorHookFunc func(ctx context.Context, err *UndecodableError)
 
 // OnDecodeError calls fn.
-func (fn DecodeErrorHookFunc) OnDecodeError(ctx context.Context, e DecodeFailure) { fn(ctx, e) }
+func (fn DecodeErrorHookFunc) OnDecodeError(ctx context.Context, err *UndecodableError) {
+	fn(ctx, err)
+}
 
 type handlerConfig struct {
 	reason   string
@@ -124,9 +140,9 @@ func newHandlerConfig(reg *Registry, opts *HandlerOptions) (handlerConfig, error
 // once instead of abandoning it until the broker's MaxDeliveryCount runs out. The reason
 // is [DefaultDeadLetterReason], or [DefaultBodyTooLargeReason] for a body over the size
 // limit (see [HandlerOptions]); the description names every attempt and is truncated to
-// [DefaultMaxDescriptionLength] bytes; err (a [*DecodeError], or an error wrapping
-// [ErrBodyTooLarge] or [ErrUnsupportedBody]) is reachable with [errors.As] from the result
-// and is passed to the [DecodeErrorHook]s. A nil message returns [sbkit.ErrNilMessage].
+// [DefaultMaxDescriptionLength] bytes; the result's cause is an [*UndecodableError],
+// which the [DecodeErrorHook]s receive too, and which wraps why (a [*DecodeError], or an
+// error wrapping [ErrBodyTooLarge] or [ErrUnsupportedBody]): [errors.As] reaches each. A nil message returns [sbkit.ErrNilMessage].
 //
 // A nil reg fails here with [ErrNilRegistry], a nil h with an error wrapping
 // [sbkit.ErrNilHandler], and bad options with one wrapping [ErrInvalidOptions]; nil
@@ -197,10 +213,11 @@ func (c *handlerConfig) failure(ctx context.Context, msg *azservicebus.ReceivedM
 	}
 	c.logger.WarnContext(ctx, "serialize: dead-lettering undecodable message",
 		"messageID", msg.MessageID, "reason", reason, "error", desc)
-	c.notify(ctx, DecodeFailure{Message: msg, Err: err, Reason: reason, Description: desc})
-	return sbkit.DeadLetter(reason, desc, err)
+	uerr := &UndecodableError{Message: msg, Err: err, Reason: reason, Description: desc}
+	c.notify(ctx, uerr)
+	return sbkit.DeadLetter(reason, desc, uerr)
 }
 
-func (c *handlerConfig) notify(ctx context.Context, e DecodeFailure) {
+func (c *handlerConfig) notify(ctx context.Context, e *UndecodableError) {
 	ihooks.Call(ctx, c.logger, "serialize", "DecodeErrorHook", c.hooks, func(h DecodeErrorHook) { h.OnDecodeError(ctx, e) })
 }

@@ -47,8 +47,8 @@ func TestHandlerSettlements(t *testing.T) {
 			if tt.opts != nil {
 				opts = *tt.opts
 			}
-			var hookEvent serialize.DecodeFailure
-			opts.Hooks = []serialize.Hook{serialize.DecodeErrorHookFunc(func(_ context.Context, e serialize.DecodeFailure) {
+			var hookEvent *serialize.UndecodableError
+			opts.Hooks = []serialize.Hook{serialize.DecodeErrorHookFunc(func(_ context.Context, e *serialize.UndecodableError) {
 				hooked, hookErr, hookEvent = true, e.Err, e
 			})}
 			h := mustHandler(t, reg, func(_ context.Context, o order, _ *azservicebus.ReceivedMessage) error {
@@ -77,6 +77,10 @@ func TestHandlerSettlements(t *testing.T) {
 			}
 			if hookEvent.Message != tt.msg || hookEvent.Reason != se.Reason || hookEvent.Description != se.Description {
 				t.Fatalf("hook event %+v, want the message, reason %q and description %q", hookEvent, se.Reason, se.Description)
+			}
+			var uerr *serialize.UndecodableError
+			if !errors.As(err, &uerr) || uerr != hookEvent {
+				t.Fatalf("the result's cause %v is not the hook's %v", uerr, hookEvent)
 			}
 		})
 	}
@@ -158,7 +162,7 @@ func TestHandlerPanickingHook(t *testing.T) {
 	reg := mustNew(t, nil)
 	h := mustHandler(t, reg, func(context.Context, order, *azservicebus.ReceivedMessage) error { return nil }, &serialize.HandlerOptions{
 		Logger: slog.New(slog.NewTextHandler(&buf, nil)),
-		Hooks:  []serialize.Hook{serialize.DecodeErrorHookFunc(func(context.Context, serialize.DecodeFailure) { panic("hook") })},
+		Hooks:  []serialize.Hook{serialize.DecodeErrorHookFunc(func(context.Context, *serialize.UndecodableError) { panic("hook") })},
 	})
 	if a, _ := sbkit.SettlementOf(h(context.Background(), received("application/json", []byte("x")))); a != sbkit.ActionDeadLetter {
 		t.Fatalf("got %v", a)

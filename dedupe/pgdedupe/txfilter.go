@@ -81,7 +81,7 @@ type TxResultHook interface {
 // commit), before the filter decides to retry. Handler errors are not database errors
 // of the filter's: they are reported by TxResultHook (OutcomeRolledBack).
 type TxErrorHook interface {
-	OnTxError(ctx context.Context, e TxErrorEvent)
+	OnTxError(ctx context.Context, err *TxError)
 }
 
 // Outcome is what a TxFilter did with a delivery.
@@ -123,23 +123,16 @@ type TxResult struct {
 	Err      error                         // the handler's or the database's error; nil when committed or duplicate
 }
 
-// TxErrorEvent is the event of TxErrorHook.
-type TxErrorEvent struct {
+// TxError is a failed statement of the filter's own. The [TxErrorHook]s receive one for
+// every failed attempt; the filter returns the last one (and the message is abandoned)
+// when the database could not be used: after the retries for errors a retry can fix, at
+// once for the others. It wraps the database's error.
+type TxError struct {
 	Key       string // the message's key
-	Op        string // "begin", "mark", "commit"
-	Attempt   int    // the failed attempt's number, from 1
+	Op        string // the step that failed: "begin", "mark", "commit"
+	Attempts  int    // attempts made, the failed one included
 	Retryable bool   // a retry can fix it (retried while TxOptions.Retry allows)
 	Err       error  // the database's error
-}
-
-// TxError is returned (and the message abandoned) when the database could not be used:
-// after the retries for errors a retry can fix, at once for the others. It wraps the
-// last database error.
-type TxError struct {
-	Key      string // the message's key
-	Op       string // the step that failed, as in TxErrorEvent
-	Attempts int    // attempts made
-	Err      error  // the last database error
 }
 
 // Error names the key, the step and the attempts, then the database error.
@@ -318,7 +311,8 @@ func (f *TxFilter) handle(ctx context.Context, m *azservicebus.ReceivedMessage, 
 		}
 		// A database error (op names the step).
 		retryable := ctx.Err() == nil && isRetryable(err)
-		f.txError(ctx, TxErrorEvent{Key: key, Op: op, Attempt: attempt, Retryable: retryable, Err: err})
+		txErr := &TxError{Key: key, Op: op, Attempts: attempt, Retryable: retryable, Err: err}
+		f.txError(ctx, txErr)
 		var wait time.Duration = backoff.Stop
 		if retryable {
 			if bo == nil {
@@ -327,7 +321,7 @@ func (f *TxFilter) handle(ctx context.Context, m *azservicebus.ReceivedMessage, 
 			wait = bo.NextBackOff()
 		}
 		if wait == backoff.Stop {
-			var res error = &TxError{Key: key, Op: op, Attempts: attempt, Err: err}
+			var res error = txErr
 			if ctx.Err() != nil {
 				res = f.ended(ctx, key, err)
 			}
@@ -428,6 +422,6 @@ func (f *TxFilter) result(ctx context.Context, e TxResult) {
 	hooks.Call(ctx, f.o.Logger, "pgdedupe", "TxResultHook", f.resultHooks, func(h TxResultHook) { h.OnTxResult(ctx, e) })
 }
 
-func (f *TxFilter) txError(ctx context.Context, e TxErrorEvent) {
+func (f *TxFilter) txError(ctx context.Context, e *TxError) {
 	hooks.Call(ctx, f.o.Logger, "pgdedupe", "TxErrorHook", f.errorHooks, func(h TxErrorHook) { h.OnTxError(ctx, e) })
 }

@@ -21,7 +21,7 @@ type errorHook struct {
 	panicked atomic.Bool
 }
 
-func (h *errorHook) OnTxError(_ context.Context, e pgdedupe.TxErrorEvent) {
+func (h *errorHook) OnTxError(_ context.Context, e *pgdedupe.TxError) {
 	h.ops = append(h.ops, e.Op)
 	if h.panicked.CompareAndSwap(false, true) {
 		panic("hook bug")
@@ -103,8 +103,8 @@ func TestDatabaseDown(t *testing.T) {
 	h := wrap(t, f, func(context.Context, *azservicebus.ReceivedMessage) error { ran.Store(true); return nil })
 	err = h(context.Background(), &azservicebus.ReceivedMessage{MessageID: "d1"})
 	var te *pgdedupe.TxError
-	if !errors.As(err, &te) || te.Op != "begin" || te.Attempts != 3 {
-		t.Fatalf("err %v, want a *TxError after 3 attempts to begin", err)
+	if !errors.As(err, &te) || te.Op != "begin" || te.Attempts != 3 || !te.Retryable {
+		t.Fatalf("err %v, want a retryable *TxError after 3 attempts to begin", err)
 	}
 	if a, _ := sbkit.SettlementOf(err); a != sbkit.ActionAbandon || ran.Load() {
 		t.Fatalf("action %v, handler ran %v; want abandon without running", a, ran.Load())
