@@ -107,7 +107,7 @@ func TestContextEndsWhileWaiting(t *testing.T) {
 		if a, _ := sbkit.SettlementOf(err); a != sbkit.ActionAbandon {
 			t.Fatalf("asks for %v, want abandon", a)
 		}
-		if st := f.Stats(); st.StoreCallsFailed != 0 || st.Contended != 1 {
+		if st := f.Stats(); st.StoreErrors != 0 || st.Contended != 1 {
 			t.Fatalf("stats %+v", st)
 		}
 	})

@@ -205,7 +205,7 @@ func (f *Filter) acquire(ctx context.Context, m *azservicebus.ReceivedMessage, k
 				f.c.storeDownAbandoned.Add(1)
 				return 0, start, serr
 			}
-			f.c.acquiresRetried.Add(1)
+			f.c.acquireRetries.Add(1)
 			f.o.Logger.DebugContext(ctx, "dedupe: holding the delivery until the store answers", "key", key, "retryIn", wait)
 		case state != InProgress:
 			return state, start, nil
@@ -279,7 +279,7 @@ func (f *Filter) run(ctx context.Context, m *azservicebus.ReceivedMessage, next 
 	sctx, cancelStore := context.WithTimeout(context.WithoutCancel(ctx), f.o.StoreTimeout)
 	defer cancelStore()
 	if err := f.store.MarkDone(sctx, key, owner, f.o.Window); err != nil {
-		f.c.marksFailed.Add(1)
+		f.c.markDoneErrors.Add(1)
 		f.storeError(ctx, OpMarkDone, key, 1, err)
 	}
 	return nil
@@ -295,7 +295,7 @@ func (f *Filter) release(ctx context.Context, key, owner string) {
 
 func (f *Filter) storeError(ctx context.Context, op Op, key string, attempt int, err error) *StoreError {
 	serr := &StoreError{Op: op, Key: key, Attempt: attempt, Err: err}
-	f.c.storeCallsFailed.Add(1)
+	f.c.storeErrors.Add(1)
 	f.o.Logger.WarnContext(ctx, "dedupe: store error", "op", string(op), "key", key, "attempt", attempt, "err", err)
 	callHooks(f, ctx, "StoreErrorHook", f.h.storeError, func(h StoreErrorHook) { h.OnStoreError(ctx, serr) })
 	return serr

@@ -368,7 +368,7 @@ func TestBadInput(t *testing.T) {
 		t.Fatalf("cancelled context: %v (runs %d), want context.Canceled without running", err, runs.Load())
 	}
 	var se *dedupe.StoreError
-	if errors.As(err, &se) || f.Stats().StoreCallsFailed != 0 {
+	if errors.As(err, &se) || f.Stats().StoreErrors != 0 {
 		t.Fatalf("a cancelled context was counted as a store error: %v", err)
 	}
 	if a, _ := sbkit.SettlementOf(err); a != sbkit.ActionAbandon {
@@ -411,7 +411,7 @@ func TestStoreFailurePolicy(t *testing.T) {
 					t.Fatalf("fail-open result = %v, want the handler's nil", err)
 				}
 				st := f.Stats()
-				if len(hooked) != int(c.wantCalls) || st.StoreCallsFailed != c.wantCalls || st.Unprotected != c.wantRuns {
+				if len(hooked) != int(c.wantCalls) || st.StoreErrors != c.wantCalls || st.Unprotected != c.wantRuns {
 					t.Fatalf("hooked %v, stats %+v", hooked, st)
 				}
 				for i, e := range hooked {
@@ -443,7 +443,7 @@ func TestMarkDoneFailure(t *testing.T) {
 		if err := h(context.Background(), msg("m")); err != nil {
 			t.Fatalf("result = %v, want nil (completed despite the failed mark)", err)
 		}
-		if st := f.Stats(); hooked.Load() != 1 || st.MarksFailed != 1 || st.StoreCallsFailed != 1 || st.Succeeded != 1 {
+		if st := f.Stats(); hooked.Load() != 1 || st.MarkDoneErrors != 1 || st.StoreErrors != 1 || st.Succeeded != 1 {
 			t.Fatalf("hooked %d, stats %+v", hooked.Load(), st)
 		}
 		s.set(nil, nil, nil)
@@ -466,7 +466,7 @@ func TestReleaseFailureKeepsHandlerResult(t *testing.T) {
 	if err := wrap(t, f, counting(&runs, boom))(context.Background(), msg("m")); err != boom {
 		t.Fatalf("result = %v, want the handler's error", err)
 	}
-	if st := f.Stats(); st.StoreCallsFailed != 1 || s.releases != 1 {
+	if st := f.Stats(); st.StoreErrors != 1 || s.releases != 1 {
 		t.Fatalf("stats %+v, releases %d", st, s.releases)
 	}
 }

@@ -55,7 +55,7 @@ type LeaseLostHook interface {
 
 // StoreErrorHook observes every failed store call, retried or not. A failed
 // [OpMarkDone] after a successful handler is reported only here (and in
-// [Stats.MarksFailed]): the delivery is still completed.
+// [Stats.MarkDoneErrors]): the delivery is still completed.
 type StoreErrorHook interface {
 	OnStoreError(ctx context.Context, err *StoreError)
 }

@@ -180,7 +180,7 @@ func TestLeaseFrom(t *testing.T) {
 	if err := h(context.Background(), msg("m")); err != nil || !ok || got.Key != "q:m" || got.Owner == "" {
 		t.Fatalf("result %v, lease %+v, %v", err, got, ok)
 	}
-	if st := f.Stats(); st.MarksFailed != 0 || st.Succeeded != 1 {
+	if st := f.Stats(); st.MarkDoneErrors != 0 || st.Succeeded != 1 {
 		t.Fatalf("stats %+v", st)
 	}
 	if _, ok := dedupe.LeaseFrom(context.Background()); ok {

@@ -85,11 +85,11 @@ func TestStoreOutageHoldsDelivery(t *testing.T) {
 					t.Fatalf("held %v, want between %v and %v", elapsed, c.minElapsed, c.maxElapsed)
 				}
 				st := f.Stats()
-				if st.AcquiresRetried == 0 || st.Held != 0 || (st.StoreDownAbandoned == 1) != c.wantStore {
+				if st.AcquireRetries == 0 || st.Held != 0 || (st.StoreDownAbandoned == 1) != c.wantStore {
 					t.Fatalf("stats %+v", st)
 				}
-				if c.wantStore && st.StoreCallsFailed != 8 {
-					t.Fatalf("%d failed calls, want 8 (the first and 7 retries)", st.StoreCallsFailed)
+				if c.wantStore && st.StoreErrors != 8 {
+					t.Fatalf("%d failed calls, want 8 (the first and 7 retries)", st.StoreErrors)
 				}
 			})
 		})
@@ -134,7 +134,7 @@ func TestFailOpenDoesNotHold(t *testing.T) {
 		if err := wrap(t, f, counting(&runs, nil))(context.Background(), &azservicebus.ReceivedMessage{MessageID: "m"}); err != nil || runs.Load() != 1 || time.Since(start) != 0 {
 			t.Fatalf("result %v, runs %d after %v; want run at once", err, runs.Load(), time.Since(start))
 		}
-		if st := f.Stats(); st.Unprotected != 1 || st.AcquiresRetried != 0 {
+		if st := f.Stats(); st.Unprotected != 1 || st.AcquireRetries != 0 {
 			t.Fatalf("stats %+v", st)
 		}
 	})
@@ -173,7 +173,7 @@ func TestStoreOutageThroughProcessor(t *testing.T) {
 		if n := b.queue.DeadLetterCount(); n != 0 || runs.Load() != 41 {
 			t.Fatalf("%d messages dead-lettered, handler ran %d times; want 0 and 41", n, runs.Load())
 		}
-		if st := f.Stats(); st.StoreDownAbandoned != 0 || st.AcquiresRetried == 0 || st.Succeeded != 41 {
+		if st := f.Stats(); st.StoreDownAbandoned != 0 || st.AcquireRetries == 0 || st.Succeeded != 41 {
 			t.Fatalf("dedupe stats %+v", st)
 		}
 	})

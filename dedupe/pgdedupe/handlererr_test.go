@@ -60,7 +60,7 @@ func TestHandlerErrorIsNotRetried(t *testing.T) {
 			if work, marks := e.rows("h1"); e.runs.Load() != 1 || work != 0 || marks != 0 {
 				t.Fatalf("handler ran %d times, %d rows, %d marks; want 1, 0, 0", e.runs.Load(), work, marks)
 			}
-			if st := f.Stats(); st.RolledBack != 1 || st.Retried != 0 || st.Failed != 0 {
+			if st := f.Stats(); st.RolledBack != 1 || st.TxRetries != 0 || st.Failed != 0 {
 				t.Fatalf("stats %+v, want one RolledBack", st)
 			}
 			if len(hook.ops) != 0 || len(results) != 1 || results[0].Outcome != pgdedupe.OutcomeRolledBack || results[0].Attempts != 1 {

@@ -69,7 +69,7 @@ CREATE CONSTRAINT TRIGGER at_commit AFTER INSERT ON work DEFERRABLE INITIALLY DE
 	if work, marks := e.rows("s1"); e.runs.Load() != 2 || work != 1 || marks != 1 {
 		t.Fatalf("handler ran %d times, %d rows, %d marks; want 2, 1, 1", e.runs.Load(), work, marks)
 	}
-	if st := f.Stats(); st.Retried != 1 || st.Committed != 1 || len(hook.ops) != 1 || hook.ops[0] != "commit" {
+	if st := f.Stats(); st.TxRetries != 1 || st.Committed != 1 || len(hook.ops) != 1 || hook.ops[0] != "commit" {
 		t.Fatalf("stats %+v, hook saw %v", st, hook.ops)
 	}
 }
@@ -109,7 +109,7 @@ func TestDatabaseDown(t *testing.T) {
 	if a, _ := sbkit.SettlementOf(err); a != sbkit.ActionAbandon || ran.Load() {
 		t.Fatalf("action %v, handler ran %v; want abandon without running", a, ran.Load())
 	}
-	if st := f.Stats(); st.Retried != 2 || st.Failed != 1 {
+	if st := f.Stats(); st.TxRetries != 2 || st.Failed != 1 {
 		t.Fatalf("stats %+v", st)
 	}
 }
@@ -139,7 +139,7 @@ func TestContextEndsWhileHeld(t *testing.T) {
 	if len(hook.ops) != 1 || len(results) != 1 || results[0].Outcome != pgdedupe.OutcomeFailed || results[0].Attempts != 1 {
 		t.Fatalf("hook saw errors %v and results %+v; want one error and one failed result after 1 attempt", hook.ops, results)
 	}
-	if st := f.Stats(); st.Retried != 1 || st.Failed != 1 {
+	if st := f.Stats(); st.TxRetries != 1 || st.Failed != 1 {
 		t.Fatalf("stats %+v", st)
 	}
 }
