@@ -316,14 +316,14 @@ func (e *Engine) renew(l *Lock) {
 // loseLocked marks l lost for reason, unlocks e.mu, and reports the loss once, after the
 // failed attempt that caused it (failure), if any. A lock that expired or was found lost
 // after an attempt that found the connection dropped (l.lastErr) is reported lost with
-// ReasonConnectionLost, the connection's loss in its error: locks do not survive their
-// connection, so that is what lost it.
+// ReasonConnectionLost: locks do not survive their connection, so that is what lost it
+// (an expiry's error, a deadline, then names the connection's loss too).
 func (e *Engine) loseLocked(l *Lock, reason Reason, err error, failure *RenewError) {
 	if (reason == ReasonExpired || reason == ReasonLockLost) && isConnectionLost(l.lastErr) {
-		reason = ReasonConnectionLost
-		if err != l.lastErr {
+		if reason == ReasonExpired && err != l.lastErr {
 			err = fmt.Errorf("%w (after: %w)", err, l.lastErr)
 		}
+		reason = ReasonConnectionLost
 	}
 	cause := &LostError{Reason: reason, SessionID: l.SessionID(), LockedUntil: l.lockedUntil, Err: err}
 	l.lostErr = cause

@@ -54,8 +54,9 @@ func TestCloseKeepsDeadlineWhenAbandonHangs(t *testing.T) {
 	})
 }
 
-// Issue 13 defect 4: Close called from a handler starts the shutdown and returns at once
-// (it does not wait for its own handler); Run then returns and the message is settled.
+// TestCloseFromHandler: Close called from a handler with the handler's context starts
+// the shutdown and returns at once (it does not wait for its own handler); Run then
+// returns and the message is settled.
 func TestCloseFromHandler(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		e := newEnv(t, nil)
@@ -64,7 +65,7 @@ func TestCloseFromHandler(t *testing.T) {
 		closed := make(chan error, 1)
 		p = newProcessor(t, e.r, func(ctx context.Context, m *azservicebus.ReceivedMessage) error {
 			if m.MessageID == "m0" {
-				closed <- p.Close(context.Background())
+				closed <- p.Close(ctx)
 			}
 			return nil
 		}, &receiver.Options{DisablePrefetch: true})
@@ -85,7 +86,56 @@ func TestCloseFromHandler(t *testing.T) {
 	})
 }
 
-// Issue 14 item 8: cancelling Run's context alone drains: running handlers get
+// TestCloseFromHandlerLetsOthersFinish: the shutdown a handler starts by calling Close
+// with its own context outlives that handler's return (which ends its context): another
+// running handler finishes within ShutdownGrace and its message is completed; past
+// ShutdownGrace it is cancelled and its message abandoned, as when Run's context ends.
+func TestCloseFromHandlerLetsOthersFinish(t *testing.T) {
+	tests := []struct {
+		name          string
+		grace         time.Duration
+		wantCompleted int64
+		wantTook      time.Duration
+	}{
+		{"default grace lets a 3 s handler finish", 0, 2, 3 * time.Second},
+		{"2 s grace cuts it", 2 * time.Second, 1, 2 * time.Second},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			synctest.Test(t, func(t *testing.T) {
+				e := newEnv(t, nil)
+				e.send(t, 2)
+				var p *receiver.Processor
+				p = newProcessor(t, e.r, func(ctx context.Context, m *azservicebus.ReceivedMessage) error {
+					if m.MessageID == "m0" {
+						time.Sleep(time.Millisecond) // the other handler is running
+						return p.Close(ctx)
+					}
+					select {
+					case <-time.After(3 * time.Second):
+						return nil
+					case <-ctx.Done():
+						return context.Cause(ctx)
+					}
+				}, &receiver.Options{MaxConcurrency: 2, DisablePrefetch: true, ShutdownGrace: tt.grace})
+				begin := time.Now()
+				if err := start(t, p, context.Background())(); err != nil {
+					t.Errorf("Run = %v", err)
+				}
+				if took := time.Since(begin); took > tt.wantTook {
+					t.Errorf("Run returned after %v, want within %v", took, tt.wantTook)
+				}
+				s := p.Stats()
+				if s.Received != 2 || s.Completed != tt.wantCompleted || s.Abandoned != 2-tt.wantCompleted {
+					t.Errorf("stats %+v, want %d completed", s, tt.wantCompleted)
+				}
+				checkReconciled(t, s)
+			})
+		})
+	}
+}
+
+// TestRunContextDrainsWithShutdownGrace: cancelling Run's context alone drains: running handlers get
 // ShutdownGrace to finish and their messages are completed; a handler still running at
 // the end of the grace is cancelled and its message abandoned, and Run returns by then.
 func TestRunContextDrainsWithShutdownGrace(t *testing.T) {
