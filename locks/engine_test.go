@@ -412,7 +412,7 @@ func TestManyLocksBoundedGoroutines(t *testing.T) {
 // service allows, renewed 1.7 s before they expire) whose renewal calls take a 100 ms
 // round trip are all renewed in time by an engine with the default Workers, each within
 // a few round trips of coming due, and none is lost. Renewals do not queue behind a pool
-// sized for short round trips (8 calls at once took 12.5 s to renew them all).
+// sized for short round trips (8 calls at once would take 12.5 s to renew them all).
 func TestRenewalBurstAtLongRoundTrip(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		const n = 1000

@@ -13,9 +13,9 @@ import (
 	"github.com/sbkit/sbkit/sbtest"
 )
 
-// Issue 13 defect 3: with abandon hanging at the broker, Close returns by its context's
-// deadline; the messages it could not abandon are left to lock expiry, and each one is
-// counted and reported.
+// TestCloseKeepsDeadlineWhenAbandonHangs: with abandon hanging at the broker, Close
+// returns by its context's deadline; the messages it could not abandon are left to lock
+// expiry, and each one is counted and reported.
 func TestCloseKeepsDeadlineWhenAbandonHangs(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		e := newEnv(t, &sbtest.EntityOptions{LockDuration: time.Minute})

@@ -39,34 +39,26 @@ type Options struct {
 	MaxConcurrency int
 	// PrefetchCount, when positive, is how many received messages may wait for a free
 	// handler goroutine (their locks are renewed while they wait). Zero (the default)
-	// sizes the prefetch adaptively; negative is an error (what waits must be bounded);
-	// see DisablePrefetch for none.
+	// sizes the prefetch adaptively, about 2 × μ × R: R is the receive round trip and μ
+	// the rate at which the handlers and the settlements drain messages, both measured
+	// as the processor runs; it is MaxConcurrency until they are measured, and 0 when a
+	// handler call is much longer than a receive. Negative is an error (what waits must
+	// be bounded); see DisablePrefetch for none.
 	//
 	// The receive loop makes one ReceiveMessages call at a time and asks for every free
 	// place (MaxConcurrency + the prefetch in all), so that one round trip feeds many
 	// handlers. A message holds its place from the call that asks for it until its
 	// handler returned and its settlement is over: asked for, waiting, running, held by
 	// AbandonDelay or settling, it counts, so the processor never holds more locks than
-	// its places, however slow the broker is to answer settlements. Handlers stay busy
-	// when the prefetch covers what they drain in two receive round trips (one while the
-	// messages asked for are on their way, one while those that arrived last until the
-	// next call's arrive); each message beyond that only waits in the buffer, holding its
-	// lock, adding its wait to its latency, and costing a delivery if a shutdown gives it
-	// back (see the package doc). The adaptive prefetch is round(2 × μ × R), R being the
-	// receive round trip and μ the drain rate, min(MaxConcurrency / handler time, 0.9 ×
-	// SettleConcurrency / settlement time), all three times moving averages of what the
-	// processor measured; it is MaxConcurrency until they are measured, 0 when a handler
-	// call is much longer than a receive, and at most 64 × MaxConcurrency, which covers
-	// round trips up to about 20 handler calls (100 ms for 5 ms handlers). Messages held
-	// by AbandonDelay or settling are added to it, so that settlements in flight (about
-	// the drain rate × the settlement round trip) do not starve the buffer; the prefetch
-	// and those together are at most 64 × MaxConcurrency as well: the adaptive processor
-	// holds at most 65 × MaxConcurrency messages. Its median latency from receipt to
-	// settled is about the handler time and one and a half round trips (half a receive
-	// round trip in the buffer, on average). A fixed PrefetchCount instead trades
-	// latency, locks held and deliveries spent at shutdown for throughput that no longer
-	// depends on averages: choose one when handler times vary too much for an average to
-	// describe them, or to bound the locks held below the ceiling.
+	// its places, however slow the broker is to answer settlements. With the adaptive
+	// prefetch, messages held or settling get places on top, and the prefetch and those
+	// together are at most 64 × MaxConcurrency: the processor holds at most 65 ×
+	// MaxConcurrency messages, and its median latency from receipt to settled is about
+	// the handler time and one and a half round trips. A fixed PrefetchCount trades
+	// latency, locks held and deliveries spent at shutdown for throughput that does not
+	// depend on averages: choose one when handler times vary too much for an average to
+	// describe them, or to bound the locks held below the ceiling. docs/design/prefetch.md
+	// in the repository gives the reasoning.
 	PrefetchCount int
 	// DisablePrefetch holds at most MaxConcurrency messages, running or settling: the
 	// lowest latency and the fewest locks, and handlers idle for a receive round trip

@@ -98,8 +98,8 @@ func (hungClose) Close(ctx context.Context) error {
 
 // TestSessionCloseHungBroker: with a broker that answers nothing any more (settlements,
 // session lock renewals and closing the session receiver all hang), Close returns by its
-// deadline (closing the session receivers once waited SettleTimeout, 30 s, whatever
-// Close's context), reporting the messages it left locked; no goroutine is left.
+// deadline (closing a session receiver waits no longer than Close's context, not
+// SettleTimeout's 30 s), reporting the messages it left locked; no goroutine is left.
 func TestSessionCloseHungBroker(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		sq := newSessionQueue(t, nil)

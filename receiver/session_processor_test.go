@@ -595,7 +595,7 @@ func TestSessionProcessorReceiveAndDelete(t *testing.T) {
 
 // TestSessionProcessorAcceptRetryLimit: a positive ReceiveRetry.MaxRetries ends Run with
 // the last accept error after that many consecutive failed retries, as it ends a
-// Processor's Run (the session processor once returned nil, as if closed).
+// Processor's Run (not nil, which would say it was closed).
 func TestSessionProcessorAcceptRetryLimit(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		sq := newSessionQueue(t, nil)

@@ -16,9 +16,8 @@ import (
 // TestHandlerErrorIsNotRetried: only the filter's own statements (begin, the done mark,
 // commit) are retried. A handler's error rolls the transaction back once and is
 // returned as it is, counted RolledBack, whatever it wraps: a timeout or network error
-// of another system, or an error of the database that the handler returned (the filter
-// once ran the handler 6 times in one delivery and returned a *TxError, counted Retried
-// and Failed).
+// of another system, or an error of the database that the handler returned: retrying
+// would run the handler again within one delivery.
 func TestHandlerErrorIsNotRetried(t *testing.T) {
 	netErr := &net.OpError{Op: "dial", Net: "tcp", Err: errors.New("connection refused")}
 	tests := []struct {
