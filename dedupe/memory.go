@@ -16,7 +16,7 @@ const DefaultMaxEntries = 100_000
 // MemoryOptions configures a [MemoryStore]. The zero value (or nil) means defaults.
 type MemoryOptions struct {
 	// MaxEntries bounds the number of keys held (leases and done marks together).
-	// Default (0): [DefaultMaxEntries]. Negative: an error.
+	// Default (0): [DefaultMaxEntries]. Negative is an error (the store is bounded).
 	//
 	// Eviction policy: expired entries are dropped first; when the store is still full,
 	// the done mark closest to its expiry is evicted (a later duplicate of that message

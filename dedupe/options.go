@@ -111,12 +111,13 @@ type Options struct {
 	// handler's context is cancelled with a cause wrapping [ErrLeaseLost], since another
 	// worker may now process the message. With DisableLeaseRenewal the same happens
 	// LeaseTTL after the lease was taken, so LeaseTTL must then exceed the longest
-	// handler run. Default: [DefaultLeaseTTL] (1 min).
+	// handler run. Default: [DefaultLeaseTTL] (1 min); negative is an error (a lease
+	// without end would hold back a crashed worker's message forever).
 	LeaseTTL time.Duration
 
 	// LeaseRenewal is the interval at which a running handler's lease is refreshed
 	// (an Acquire by the same owner, on a timer: no goroutine per message while idle).
-	// It must be shorter than LeaseTTL. Default: LeaseTTL / 3.
+	// It must be shorter than LeaseTTL. Default: LeaseTTL / 3; negative is an error.
 	LeaseRenewal time.Duration
 
 	// DisableLeaseRenewal turns lease refreshes off (the lease still ends the handler's
@@ -125,7 +126,8 @@ type Options struct {
 
 	// Window is how long a done mark lives: a duplicate arriving later is processed
 	// again. It must exceed the time a redelivery can take (the lock duration, plus the
-	// sender's retry horizon for duplicates sent twice). Default: [DefaultWindow] (1 h).
+	// sender's retry horizon for duplicates sent twice). Default: [DefaultWindow] (1 h);
+	// negative is an error (stores keep a mark for a window, not for ever).
 	Window time.Duration
 
 	// Contended is the policy for a key leased by another owner. Default: [ContendedWait].
@@ -138,7 +140,7 @@ type Options struct {
 	LeaseWait time.Duration
 
 	// LeasePoll is the interval between store checks under [ContendedWait]. Default:
-	// [DefaultLeasePoll] (500 ms).
+	// [DefaultLeasePoll] (500 ms); negative is an error.
 	LeasePoll time.Duration
 
 	// StoreFailure is the policy when Acquire fails. Default: [FailClosed].
@@ -153,7 +155,8 @@ type Options struct {
 
 	// StoreTimeout bounds every store call. MarkDone and Release run on a context that
 	// keeps the handler context's values but not its cancellation (a lost lock must not
-	// prevent recording a success). Default: [DefaultStoreTimeout] (5 s).
+	// prevent recording a success). Default: [DefaultStoreTimeout] (5 s); negative is
+	// an error (a store call without a bound could hold a finished handler forever).
 	StoreTimeout time.Duration
 
 	// Hooks observe the Filter's events: each implements any of [FreshHook],

@@ -29,7 +29,8 @@ var defaultCompleteRetry = retry.Policy{MaxRetries: 3, RetryDelay: 100 * time.Mi
 type RequesterOptions struct {
 	// CloseTimeout bounds completing the reply and releasing the reply session when
 	// Request returns (their own context, since the caller's may have ended); default
-	// DefaultCloseTimeout (10s).
+	// DefaultCloseTimeout (10s); negative is an error (Request must return however the
+	// broker answers).
 	CloseTimeout time.Duration
 	// CompleteRetry is the policy for completing a reply that failed with a transient
 	// error, within CloseTimeout. Default: MaxRetries 3, RetryDelay 100 ms,

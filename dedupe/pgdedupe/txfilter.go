@@ -34,7 +34,7 @@ type TxOptions struct {
 	// MessageID, or "" when MessageID is empty.
 	Key func(message *azservicebus.ReceivedMessage) string
 	// Window is how long a done mark lives (see [dedupe.Options.Window]). Default:
-	// [dedupe.DefaultWindow] (1 h).
+	// [dedupe.DefaultWindow] (1 h); negative is an error.
 	Window time.Duration
 	// TxOptions are the transaction's options (isolation level, ...). Default: the
 	// database's default isolation (read committed), read-write.
