@@ -61,8 +61,8 @@ func TestLogsNameMessagesNotPayloads(t *testing.T) {
 func TestRefusesHookOfNoInterface(t *testing.T) {
 	b := newBroker(t, sbtest.Latency{}, nil)
 	_, err := sender.New(b.s, &sender.Options{Hooks: []sender.Hook{&recordingHooks{}, outdatedHook{}}})
-	if !errors.Is(err, sender.ErrInvalidOptions) || !strings.Contains(err.Error(), "Hooks[1] (sender_test.outdatedHook)") {
-		t.Errorf("New with an outdated hook = %v, want ErrInvalidOptions naming Hooks[1]", err)
+	if !errors.Is(err, sender.ErrInvalidOptions) || !strings.Contains(err.Error(), "hook 1 of Options.Hooks (sender_test.outdatedHook)") {
+		t.Errorf("New with an outdated hook = %v, want ErrInvalidOptions naming hook 1", err)
 	}
 }
 

@@ -19,9 +19,9 @@ func Check[T any](hs []T, implements func(any) bool, names string) error {
 	for i, x := range hs {
 		switch {
 		case any(x) == nil:
-			return fmt.Errorf("Hooks[%d] is nil", i)
+			return fmt.Errorf("hook %d of Options.Hooks is nil", i)
 		case !implements(x):
-			return fmt.Errorf("Hooks[%d] (%T) implements none of %s: check its methods' names and signatures", i, x, names)
+			return fmt.Errorf("hook %d of Options.Hooks (%T) implements none of %s: check its methods' names and signatures", i, x, names)
 		}
 	}
 	return nil

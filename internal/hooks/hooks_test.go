@@ -63,8 +63,8 @@ func TestCheck(t *testing.T) {
 		hs   []any
 		want string
 	}{
-		{[]any{onlyA("1"), "not a hook"}, "Hooks[1] (string) implements none of A, B"},
-		{[]any{nil}, "Hooks[0] is nil"},
+		{[]any{onlyA("1"), "not a hook"}, "hook 1 of Options.Hooks (string) implements none of A, B"},
+		{[]any{nil}, "hook 0 of Options.Hooks is nil"},
 	} {
 		if err := Check(tt.hs, isAB, "A, B"); err == nil || !strings.Contains(err.Error(), tt.want) {
 			t.Errorf("Check(%v) = %v, want an error containing %q", tt.hs, err, tt.want)
