@@ -103,6 +103,9 @@ func newRun(ctx context.Context, p *Processor) (*run, error) {
 func (r *run) stop(grace context.Context, reason error) {
 	r.stopMu.Do(func() {
 		r.reason = reason
+		r.mu.Lock()
+		r.draining = true // from now on no handler starts and nothing is held
+		r.mu.Unlock()
 		r.stopRecv()
 	})
 	if grace.Done() == nil {
