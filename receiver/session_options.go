@@ -24,21 +24,21 @@ const (
 // SessionOptions configure a SessionProcessor. A nil *SessionOptions and the zero value
 // mean the defaults; negative values follow [Options]' rule, as each field says.
 type SessionOptions struct {
-	// Options configure how each session's messages are processed, as for a
-	// [Processor], with these differences: MaxConcurrentCallsPerSession replaces
-	// MaxConcurrency, which must be zero; with one call per session (the default)
-	// messages are never prefetched, so that order holds: PrefetchCount must then be zero
-	// (DisablePrefetch changes nothing); with more, each session's receive loop prefetches as a Processor's does
+	// Options configure how each session's messages are processed, as for a [Processor],
+	// with these differences: MaxConcurrentCallsPerSession replaces MaxConcurrency, which
+	// must be zero; with one call per session (the default) messages are never prefetched,
+	// so that order holds: PrefetchCount must then be zero (DisablePrefetch changes
+	// nothing); with more, each session's receive loop prefetches as a Processor's does
 	// (adaptively by default, sized from the receive round trip, handler and settlement
-	// times measured across all sessions), and a session reaching MaxMessagesPerSession
-	// is released only once every message it received has been settled, so that none is
-	// given back unhandled; SettleConcurrency caps each session's settlements in flight
-	// (by default its places: one with one call per session, whose next message waits
-	// for the previous one's settlement, as order needs; more, settled concurrently,
-	// with more calls); DisableAutoLockRenewal, MaxAutoLockRenewalDuration and
-	// LockRenewal apply to the session locks (a session's messages are locked by its
-	// session lock); ShutdownGrace also bounds how long a released session's running
-	// handlers may finish. Hooks and Logger are shared by every session.
+	// times measured across all sessions), and a session reaching MaxMessagesPerSession is
+	// released only once every message it received has been settled, so that none is given
+	// back unhandled; SettleConcurrency caps each session's settlements in flight (by
+	// default its places: one with one call per session, whose next message waits for the
+	// previous one's settlement, as order needs; more, settled concurrently, with more
+	// calls); DisableAutoLockRenewal, MaxAutoLockRenewalDuration and LockRenewal apply to
+	// the session locks (a session's messages are locked by its session lock); ShutdownGrace
+	// also bounds how long a released session's running handlers may finish. Hooks and
+	// Logger are shared by every session.
 	Options
 	// MaxConcurrentSessions is how many sessions are held at once. Default
 	// DefaultMaxConcurrentSessions (8); negative is an error (each session held takes a
@@ -60,9 +60,9 @@ type SessionOptions struct {
 	MaxConcurrentCallsPerSession int
 	// SessionIdleTimeout releases a session after it went this long without a message.
 	// Default DefaultSessionIdleTimeout (1 s); negative means never: a session is then
-	// released only at MaxMessagesPerSession, when its lock is lost, or at shutdown (so
-	// with fewer sessions than MaxConcurrentSessions, a slot waits for a session that
-	// may never come back).
+	// released only at MaxMessagesPerSession, when its lock is lost (its renewal stops
+	// MaxAutoLockRenewalDuration after its last message), or at shutdown, and an idle
+	// session keeps its slot from the other sessions meanwhile.
 	SessionIdleTimeout time.Duration
 	// MaxMessagesPerSession releases a session after this many of its messages were
 	// received, so that many sessions share few slots fairly; the session is accepted
