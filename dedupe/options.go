@@ -195,7 +195,6 @@ func (o *Options) withDefaults() (Options, error) {
 	}{
 		{"LeaseTTL", &r.LeaseTTL, DefaultLeaseTTL},
 		{"Window", &r.Window, DefaultWindow},
-
 		{"LeaseRenewal", &r.LeaseRenewal, 0},
 		{"LeasePoll", &r.LeasePoll, DefaultLeasePoll},
 		{"StoreTimeout", &r.StoreTimeout, DefaultStoreTimeout},
@@ -207,10 +206,10 @@ func (o *Options) withDefaults() (Options, error) {
 			*d.v = d.def
 		}
 	}
-	if r.LeaseWait == 0 {
+	switch {
+	case r.LeaseWait == 0:
 		r.LeaseWait = r.LeaseTTL
-	}
-	if r.LeaseWait < 0 {
+	case r.LeaseWait < 0:
 		r.LeaseWait = -1 // no limit
 	}
 	if r.LeaseRenewal == 0 {
