@@ -21,4 +21,42 @@
 //     hooks.
 //
 // Nothing in this package starts goroutines; every function is safe for concurrent use.
+//
+// # Conventions
+//
+// Every package has the same shapes, so that what is learnt in one holds in the others:
+//
+//   - Configuration is an *Options struct: nil and the zero value mean the defaults, and
+//     each field states its default. Disable* booleans turn a feature off. A negative
+//     number or duration means no limit where no limit makes sense (ShutdownGrace,
+//     MaxAutoLockRenewalDuration, SessionIdleTimeout, ...), and is an error wrapping the
+//     package's ErrInvalidOptions where it does not (a bound that keeps memory,
+//     goroutines, locks or waits finite); each field says which. [RetryOptions] keeps the
+//     meanings of [azservicebus.RetryOptions], which SDK users know: a negative
+//     MaxRetries means no retries, a negative RetryDelay no delay, a negative
+//     MaxRetryDelay no cap.
+//   - Constructors fail on what would fail later. Options out of range wrap the
+//     package's ErrInvalidOptions. A nil dependency is the package's ErrNil sentinel for
+//     it (sender.ErrNilDestination, receiver.ErrNilReceiver, dedupe.ErrNilStore,
+//     serialize.ErrNilRegistry, ...); a nil handler, or a nil function a handler is made
+//     of, wraps [ErrNilHandler]; a nil message is [ErrNilMessage] everywhere.
+//   - Observation is Options.Hooks, a []Hook of values that implement any of the
+//     package's small optional interfaces, each one method On<Event>(ctx, payload);
+//     constructors refuse a hook that implements none, so that a misspelt method is not
+//     ignored. An error hook (On...Error) receives the package's error type by pointer
+//     (*receiver.Error, *locks.RenewError, *dedupe.StoreError, *pgdedupe.TxError,
+//     *serialize.UndecodableError): the error itself, whose fields carry the data; other
+//     hooks receive an event struct by value. <Hook>Func adapts a function to a hook
+//     (receiver.ErrorHookFunc, sender.SendResultHookFunc, ...). Stats() returns a
+//     snapshot whose counters name what they count: outcomes in the past tense (Sent,
+//     Failed, Completed), failed calls <Op>Errors (SettleErrors, StoreErrors), retries
+//     <Op>Retries (SendRetries, AcquireRetries), duplicates by what was done with them
+//     (DuplicatesSkipped by a consumer's filter, DuplicatesDropped by the broker).
+//   - What a handler's context carries is read with <What>From(ctx): receiver.SettlerFrom,
+//     SessionFrom and LockedUntilFrom, dedupe.LeaseFrom, pgdedupe.TxFrom,
+//     serialize.ValueFrom. They return (value, ok), except where the value itself says
+//     that there is none: outside a handler, SettlerFrom's Settler fails its calls with
+//     receiver.ErrNoSettler, and TxFrom's nil Tx is refused by whatever takes it.
+//   - Whatever owns goroutines has Close(ctx), safe to call twice. Logging goes to an
+//     optional *slog.Logger that discards by default, never to the SDK's log listener.
 package sbkit

@@ -33,7 +33,9 @@ func Chain(h Handler, middleware ...Middleware) Handler {
 	return h
 }
 
-// ErrNilHandler is returned by every constructor in sbkit that is given a nil [Handler]
-// (or a nil registry, store or function that a handler would need): a nil handler fails
-// at construction, never per message.
+// ErrNilHandler is wrapped by the error of every constructor in sbkit that is given a nil
+// [Handler], or a nil function a handler is made of (the next handler of a middleware, a
+// typed or reply function): a nil handler fails at construction, never per message.
+// Other nil dependencies (a receiver, a store, a pool, a registry) fail with their
+// package's own ErrNil sentinel.
 var ErrNilHandler = errors.New("sbkit: nil handler")

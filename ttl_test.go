@@ -88,8 +88,9 @@ func TestSubscriptionDefaultTTL(t *testing.T) {
 	}
 }
 
-// The seed's example: scheduled 5 minutes from now with a 10 minute TTL expires 15
-// minutes from now, because the TTL clock starts at the scheduled enqueue time.
+// The example of "Message expiration (Time to Live)": scheduled 5 minutes from now with a
+// 10 minute TTL expires 15 minutes from now, because the TTL clock starts at the
+// scheduled enqueue time.
 func TestScheduledMessageTTLStartsAtEnqueue(t *testing.T) {
 	msg := &azservicebus.Message{}
 	if err := sbkit.SetSchedule(msg, t0.Add(5*time.Minute)); err != nil {

@@ -31,6 +31,7 @@ func TestConcurrentDuplicate(t *testing.T) {
 		{"wait, first succeeds: skipped", dedupe.Options{LeasePoll: 3 * time.Second}, nil, sbkit.ActionComplete, false, 1, 12 * time.Second},
 		{"wait, first fails: processed", dedupe.Options{LeasePoll: 3 * time.Second}, boom, sbkit.ActionComplete, false, 2, 12 * time.Second},
 		{"wait too short: abandoned", dedupe.Options{LeaseWait: 3 * time.Second, LeasePoll: time.Second}, nil, sbkit.ActionAbandon, true, 1, 3 * time.Second},
+		{"no limit: waits past LeaseTTL", dedupe.Options{LeaseTTL: 6 * time.Second, LeaseWait: -1, LeasePoll: 3 * time.Second}, nil, sbkit.ActionComplete, false, 1, 12 * time.Second},
 	}
 	for _, c := range cases {
 		t.Run(c.name, func(t *testing.T) {
@@ -106,7 +107,7 @@ func TestContextEndsWhileWaiting(t *testing.T) {
 		if a, _ := sbkit.SettlementOf(err); a != sbkit.ActionAbandon {
 			t.Fatalf("asks for %v, want abandon", a)
 		}
-		if st := f.Stats(); st.StoreCallsFailed != 0 || st.Contended != 1 {
+		if st := f.Stats(); st.StoreErrors != 0 || st.Contended != 1 {
 			t.Fatalf("stats %+v", st)
 		}
 	})

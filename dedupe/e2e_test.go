@@ -87,10 +87,11 @@ func deliverOne(t *testing.T, r *sbtest.Receiver, h sbkit.Handler) delivery {
 	return d
 }
 
-// TestSeedCompleteFailsRedeliveryIsSkipped is the seed's scenario: the handler did its
-// work, CompleteMessage failed, the lock expired and the broker delivered the message
-// again; the second delivery is recognised by its MessageId, skipped and completed.
-func TestSeedCompleteFailsRedeliveryIsSkipped(t *testing.T) {
+// TestCompleteFailsRedeliveryIsSkipped is the failed Complete of "Message transfers,
+// locks, and settlement" (settling receive operations): the handler did its work,
+// CompleteMessage failed, the lock expired and the broker delivered the message again;
+// the second delivery is recognised by its MessageId, skipped and completed.
+func TestCompleteFailsRedeliveryIsSkipped(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		b := newBroker(t, &sbtest.EntityOptions{LockDuration: 30 * time.Second})
 		b.send("job-42")
@@ -98,7 +99,7 @@ func TestSeedCompleteFailsRedeliveryIsSkipped(t *testing.T) {
 		var runs atomic.Int64
 		h := wrap(t, f, func(context.Context, *azservicebus.ReceivedMessage) error {
 			runs.Add(1)
-			time.Sleep(20 * time.Second) // minutes of work, in the seed's words
+			time.Sleep(20 * time.Second) // "minutes of processing work", in the docs' words
 			return nil
 		})
 		r := b.receiver()
@@ -278,8 +279,8 @@ func (c *crashable) Release(ctx context.Context, key, owner string) error {
 // expire and then processes it. Nothing A's remains can do afterwards changes that.
 func TestCrashedWorkerRedelivery(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
-		// A's message lock outlives its connection until LockedUntil (seed 000): 30 s
-		// after the crash, before A's lease runs out.
+		// A's message lock outlives its client until LockedUntil ("Message transfers,
+		// locks, and settlement"): 30 s after the crash, before A's lease runs out.
 		b := newBroker(t, &sbtest.EntityOptions{LockDuration: 3*time.Minute + 30*time.Second})
 		b.send("job-9")
 		store, _ := dedupe.NewMemoryStore(nil)

@@ -16,6 +16,8 @@ var (
 	ErrMissingKey = errors.New("dedupe: message has no MessageId")
 	// ErrInvalidOptions is wrapped by the errors of New and [NewMemoryStore] for bad options.
 	ErrInvalidOptions = errors.New("dedupe: invalid options")
+	// ErrNilStore is returned by New for a nil [Store].
+	ErrNilStore = errors.New("dedupe: nil store")
 	// ErrLeaseLost is wrapped by the cause of a running handler's context when the Filter
 	// knows that the handler no longer holds its processing lease: a refresh found the key
 	// taken by another owner or marked done, or no refresh succeeded before the lease ran

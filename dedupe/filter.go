@@ -52,12 +52,12 @@ type Filter struct {
 
 // New returns a Filter over store; use a [MemoryStore] for duplicates recognised within
 // this process, a shared store (redisdedupe) for many workers. nil options mean
-// defaults. It returns an error wrapping [sbkit.ErrNilHandler] for a nil store, and one
-// wrapping [ErrInvalidOptions] for negative durations, unknown policies, or an Entity
-// containing ':'.
+// defaults. It returns [ErrNilStore] for a nil store, and an error wrapping
+// [ErrInvalidOptions] for negative durations, unknown policies, an Entity containing
+// ':', or a hook of no hook interface.
 func New(store Store, opts *Options) (*Filter, error) {
 	if store == nil {
-		return nil, fmt.Errorf("dedupe: nil store: %w", sbkit.ErrNilHandler)
+		return nil, ErrNilStore
 	}
 	o, err := opts.withDefaults()
 	if err != nil {
@@ -108,9 +108,9 @@ type Lease struct {
 
 type leaseKey struct{}
 
-// LeaseFromContext returns the lease of the handler whose context ctx is (or derives
+// LeaseFrom returns the lease of the handler whose context ctx is (or derives
 // from), and whether there is one: there is none when the handler runs unprotected.
-func LeaseFromContext(ctx context.Context) (Lease, bool) {
+func LeaseFrom(ctx context.Context) (Lease, bool) {
 	l, ok := ctx.Value(leaseKey{}).(*lease)
 	if !ok {
 		return Lease{}, false
@@ -205,7 +205,7 @@ func (f *Filter) acquire(ctx context.Context, m *azservicebus.ReceivedMessage, k
 				f.c.storeDownAbandoned.Add(1)
 				return 0, start, serr
 			}
-			f.c.acquiresRetried.Add(1)
+			f.c.acquireRetries.Add(1)
 			f.o.Logger.DebugContext(ctx, "dedupe: holding the delivery until the store answers", "key", key, "retryIn", wait)
 		case state != InProgress:
 			return state, start, nil
@@ -220,8 +220,11 @@ func (f *Filter) acquire(ctx context.Context, m *azservicebus.ReceivedMessage, k
 				}
 				contendedUntil = start.Add(f.o.LeaseWait)
 			}
-			if wait = min(f.o.LeasePoll, time.Until(contendedUntil)); wait <= 0 {
-				return InProgress, start, nil
+			wait = f.o.LeasePoll
+			if f.o.LeaseWait >= 0 {
+				if wait = min(wait, time.Until(contendedUntil)); wait <= 0 {
+					return InProgress, start, nil
+				}
 			}
 		}
 		if !held {
@@ -276,7 +279,7 @@ func (f *Filter) run(ctx context.Context, m *azservicebus.ReceivedMessage, next 
 	sctx, cancelStore := context.WithTimeout(context.WithoutCancel(ctx), f.o.StoreTimeout)
 	defer cancelStore()
 	if err := f.store.MarkDone(sctx, key, owner, f.o.Window); err != nil {
-		f.c.marksFailed.Add(1)
+		f.c.markDoneErrors.Add(1)
 		f.storeError(ctx, OpMarkDone, key, 1, err)
 	}
 	return nil
@@ -292,7 +295,7 @@ func (f *Filter) release(ctx context.Context, key, owner string) {
 
 func (f *Filter) storeError(ctx context.Context, op Op, key string, attempt int, err error) *StoreError {
 	serr := &StoreError{Op: op, Key: key, Attempt: attempt, Err: err}
-	f.c.storeCallsFailed.Add(1)
+	f.c.storeErrors.Add(1)
 	f.o.Logger.WarnContext(ctx, "dedupe: store error", "op", string(op), "key", key, "attempt", attempt, "err", err)
 	callHooks(f, ctx, "StoreErrorHook", f.h.storeError, func(h StoreErrorHook) { h.OnStoreError(ctx, serr) })
 	return serr

@@ -168,7 +168,7 @@ func TestNewOptions(t *testing.T) {
 		{"entity with colon", &dedupe.Options{Entity: "a:b"}, false},
 		{"negative lease", &dedupe.Options{LeaseTTL: -1}, false},
 		{"negative window", &dedupe.Options{Window: -time.Second}, false},
-		{"negative wait", &dedupe.Options{LeaseWait: -1}, false},
+		{"negative wait: no limit", &dedupe.Options{LeaseWait: -1}, true},
 		{"negative poll", &dedupe.Options{LeasePoll: -1}, false},
 		{"negative renewal", &dedupe.Options{LeaseRenewal: -1}, false},
 		{"renewal not shorter than lease", &dedupe.Options{LeaseTTL: time.Minute, LeaseRenewal: time.Minute}, false},
@@ -177,6 +177,8 @@ func TestNewOptions(t *testing.T) {
 		{"unknown missing-key policy", &dedupe.Options{MissingKey: 7}, false},
 		{"unknown contended policy", &dedupe.Options{Contended: 7}, false},
 		{"unknown failure policy", &dedupe.Options{StoreFailure: 7}, false},
+		{"hook of no interface", &dedupe.Options{Hooks: []dedupe.Hook{func(context.Context, dedupe.Duplicate) {}}}, false},
+		{"hook function adapter", &dedupe.Options{Hooks: []dedupe.Hook{dedupe.DuplicateHookFunc(func(context.Context, dedupe.Duplicate) {})}}, true},
 	}
 	for _, c := range cases {
 		t.Run(c.name, func(t *testing.T) {
@@ -338,8 +340,8 @@ func TestMissingKey(t *testing.T) {
 // TestNilFailsAtConstruction: a nil store or handler is refused when the Filter or the
 // handler is made, never per message.
 func TestNilFailsAtConstruction(t *testing.T) {
-	if f, err := dedupe.New(nil, nil); f != nil || !errors.Is(err, sbkit.ErrNilHandler) {
-		t.Fatalf("New(nil store) = %v, %v; want ErrNilHandler", f, err)
+	if f, err := dedupe.New(nil, nil); f != nil || !errors.Is(err, dedupe.ErrNilStore) {
+		t.Fatalf("New(nil store) = %v, %v; want ErrNilStore", f, err)
 	}
 	f := mustNew(t, nil, nil)
 	if h, err := f.Wrap(nil); h != nil || !errors.Is(err, sbkit.ErrNilHandler) {
@@ -366,7 +368,7 @@ func TestBadInput(t *testing.T) {
 		t.Fatalf("cancelled context: %v (runs %d), want context.Canceled without running", err, runs.Load())
 	}
 	var se *dedupe.StoreError
-	if errors.As(err, &se) || f.Stats().StoreCallsFailed != 0 {
+	if errors.As(err, &se) || f.Stats().StoreErrors != 0 {
 		t.Fatalf("a cancelled context was counted as a store error: %v", err)
 	}
 	if a, _ := sbkit.SettlementOf(err); a != sbkit.ActionAbandon {
@@ -409,7 +411,7 @@ func TestStoreFailurePolicy(t *testing.T) {
 					t.Fatalf("fail-open result = %v, want the handler's nil", err)
 				}
 				st := f.Stats()
-				if len(hooked) != int(c.wantCalls) || st.StoreCallsFailed != c.wantCalls || st.Unprotected != c.wantRuns {
+				if len(hooked) != int(c.wantCalls) || st.StoreErrors != c.wantCalls || st.Unprotected != c.wantRuns {
 					t.Fatalf("hooked %v, stats %+v", hooked, st)
 				}
 				for i, e := range hooked {
@@ -441,7 +443,7 @@ func TestMarkDoneFailure(t *testing.T) {
 		if err := h(context.Background(), msg("m")); err != nil {
 			t.Fatalf("result = %v, want nil (completed despite the failed mark)", err)
 		}
-		if st := f.Stats(); hooked.Load() != 1 || st.MarksFailed != 1 || st.StoreCallsFailed != 1 || st.Succeeded != 1 {
+		if st := f.Stats(); hooked.Load() != 1 || st.MarkDoneErrors != 1 || st.StoreErrors != 1 || st.Succeeded != 1 {
 			t.Fatalf("hooked %d, stats %+v", hooked.Load(), st)
 		}
 		s.set(nil, nil, nil)
@@ -464,7 +466,7 @@ func TestReleaseFailureKeepsHandlerResult(t *testing.T) {
 	if err := wrap(t, f, counting(&runs, boom))(context.Background(), msg("m")); err != boom {
 		t.Fatalf("result = %v, want the handler's error", err)
 	}
-	if st := f.Stats(); st.StoreCallsFailed != 1 || s.releases != 1 {
+	if st := f.Stats(); st.StoreErrors != 1 || s.releases != 1 {
 		t.Fatalf("stats %+v, releases %d", st, s.releases)
 	}
 }

@@ -10,10 +10,23 @@ import (
 
 // Hook observes a [Filter]'s events (see [Options.Hooks]). A Hook implements any of
 // [FreshHook], [DuplicateHook], [ContendedHook], [LeaseLostHook] and [StoreErrorHook];
-// a value that implements none is ignored. Hooks are called synchronously, on the
+// [New] refuses a value that implements none (an error wrapping [ErrInvalidOptions]), so
+// that a misspelt method is not silently ignored. Hooks are called synchronously, on the
 // handler's goroutine (a lease refresh's on a timer's goroutine), possibly concurrently:
 // they must be fast and must not block. A panic in a hook is recovered and logged.
 type Hook any
+
+// hookNames are the interfaces a [Hook] may implement, for errors.
+const hookNames = "FreshHook, DuplicateHook, ContendedHook, LeaseLostHook, StoreErrorHook"
+
+// isHook reports whether x implements one of the interfaces of hookNames.
+func isHook(x any) bool {
+	switch x.(type) {
+	case FreshHook, DuplicateHook, ContendedHook, LeaseLostHook, StoreErrorHook:
+		return true
+	}
+	return false
+}
 
 // FreshHook observes every delivery whose key was free: the lease is taken and the
 // handler is about to run.
@@ -42,7 +55,7 @@ type LeaseLostHook interface {
 
 // StoreErrorHook observes every failed store call, retried or not. A failed
 // [OpMarkDone] after a successful handler is reported only here (and in
-// [Stats.MarksFailed]): the delivery is still completed.
+// [Stats.MarkDoneErrors]): the delivery is still completed.
 type StoreErrorHook interface {
 	OnStoreError(ctx context.Context, err *StoreError)
 }

@@ -75,7 +75,7 @@ func TestHooks(t *testing.T) {
 			Entity:   "q",
 			LeaseTTL: 30 * time.Second,
 			Retry:    sbkit.RetryOptions{RetryDelay: time.Second, MaxRetryDelay: time.Second},
-			Hooks: []dedupe.Hook{panicky{}, rec, "not a hook", dedupe.StoreErrorHookFunc(func(_ context.Context, err *dedupe.StoreError) {
+			Hooks: []dedupe.Hook{panicky{}, rec, dedupe.StoreErrorHookFunc(func(_ context.Context, err *dedupe.StoreError) {
 				if err.Op == dedupe.OpAcquire && err.Attempt == 2 {
 					s.set(nil, nil, nil) // the store answers from the third attempt on
 				}
@@ -165,25 +165,25 @@ func TestLogger(t *testing.T) {
 	}
 }
 
-// TestLeaseFromContext: the handler sees its key and owner token, which hold the lease
+// TestLeaseFrom: the handler sees its key and owner token, which hold the lease
 // in the store.
-func TestLeaseFromContext(t *testing.T) {
+func TestLeaseFrom(t *testing.T) {
 	s := memStore()
 	f := mustNew(t, s, &dedupe.Options{Entity: "q"})
 	var got dedupe.Lease
 	var ok bool
 	h := wrap(t, f, func(ctx context.Context, _ *azservicebus.ReceivedMessage) error {
-		got, ok = dedupe.LeaseFromContext(ctx)
+		got, ok = dedupe.LeaseFrom(ctx)
 		// The owner token is the lease's: marking done with it succeeds.
 		return s.MarkDone(ctx, got.Key, got.Owner, time.Hour)
 	})
 	if err := h(context.Background(), msg("m")); err != nil || !ok || got.Key != "q:m" || got.Owner == "" {
 		t.Fatalf("result %v, lease %+v, %v", err, got, ok)
 	}
-	if st := f.Stats(); st.MarksFailed != 0 || st.Succeeded != 1 {
+	if st := f.Stats(); st.MarkDoneErrors != 0 || st.Succeeded != 1 {
 		t.Fatalf("stats %+v", st)
 	}
-	if _, ok := dedupe.LeaseFromContext(context.Background()); ok {
+	if _, ok := dedupe.LeaseFrom(context.Background()); ok {
 		t.Fatal("a lease outside a handler")
 	}
 }

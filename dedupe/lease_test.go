@@ -66,11 +66,11 @@ func TestLeaseRenewal(t *testing.T) {
 	}
 }
 
-// TestLeaseLostCancelsHandler is issue 13's defect 5(i): two workers share a store; worker
-// A's lease is lost while its handler runs (its store stops answering for 45 s, or a
-// refresh finds another owner holding the key). A's handler context must be cancelled
-// with a cause wrapping ErrLeaseLost no later than the lease's end, so that worker B,
-// which processes the redelivered duplicate, is the only one to finish the work.
+// TestLeaseLostCancelsHandler: two workers share a store; worker A's lease is lost while
+// its handler runs (its store stops answering for 45 s, or a refresh finds another owner
+// holding the key). A's handler context must be cancelled with a cause wrapping
+// ErrLeaseLost no later than the lease's end, so that worker B, which processes the
+// redelivered duplicate, is the only one to finish the work.
 func TestLeaseLostCancelsHandler(t *testing.T) {
 	cases := []struct {
 		name     string
@@ -134,10 +134,10 @@ func TestLeaseLostCancelsHandler(t *testing.T) {
 	}
 }
 
-// TestRefreshRetriedWithinLease is issue 13's defect 5(ii): after a failed refresh the
-// next attempt comes after a backoff inside the lease's remaining time, not a whole
-// LeaseRenewal later, so that a store blip of 28 s (refreshes every 25 s, two of which
-// fail or hang until StoreTimeout) does not let a 60 s lease lapse while its handler runs.
+// TestRefreshRetriedWithinLease: after a failed refresh the next attempt comes after a
+// backoff inside the lease's remaining time, not a whole LeaseRenewal later, so that a
+// store blip of 28 s (refreshes every 25 s, two of which fail or hang until StoreTimeout)
+// does not let a 60 s lease lapse while its handler runs.
 func TestRefreshRetriedWithinLease(t *testing.T) {
 	cases := []struct {
 		name  string
@@ -197,7 +197,7 @@ func TestRefreshRetriedWithinLease(t *testing.T) {
 	}
 }
 
-// TestLeaseLostThroughProcessors is the issue's report replayed through two processors of
+// TestLeaseLostThroughProcessors is TestLeaseLostCancelsHandler through two processors of
 // package receiver sharing one store: a MessageId sent twice; worker A takes the first
 // copy, then its store stops answering for 45 s; worker B receives the second copy, waits
 // for the lease, and takes the key when A's lease has run out. A's handler must be

@@ -6,6 +6,7 @@ import (
 	"sync"
 	"time"
 
+	"github.com/sbkit/sbkit/dedupe/internal/storeargs"
 	"github.com/sbkit/sbkit/internal/heapq"
 )
 
@@ -15,7 +16,7 @@ const DefaultMaxEntries = 100_000
 // MemoryOptions configures a [MemoryStore]. The zero value (or nil) means defaults.
 type MemoryOptions struct {
 	// MaxEntries bounds the number of keys held (leases and done marks together).
-	// Default (0): [DefaultMaxEntries]. Negative: an error.
+	// Default (0): [DefaultMaxEntries]. Negative is an error (the store is bounded).
 	//
 	// Eviction policy: expired entries are dropped first; when the store is still full,
 	// the done mark closest to its expiry is evicted (a later duplicate of that message
@@ -82,7 +83,7 @@ func newExpiryHeap() *heapq.Heap[*memEntry] {
 
 // Acquire implements Store.
 func (s *MemoryStore) Acquire(ctx context.Context, key, owner string, lease time.Duration) (State, error) {
-	if err := CheckArgs(key, owner, lease); err != nil {
+	if err := storeargs.Check(key, owner, lease); err != nil {
 		return 0, err
 	}
 	if err := ctx.Err(); err != nil {
@@ -117,7 +118,7 @@ func (s *MemoryStore) Acquire(ctx context.Context, key, owner string, lease time
 
 // MarkDone implements Store.
 func (s *MemoryStore) MarkDone(ctx context.Context, key, owner string, window time.Duration) error {
-	if err := CheckArgs(key, owner, window); err != nil {
+	if err := storeargs.Check(key, owner, window); err != nil {
 		return err
 	}
 	if err := ctx.Err(); err != nil {
@@ -148,7 +149,7 @@ func (s *MemoryStore) MarkDone(ctx context.Context, key, owner string, window ti
 
 // Release implements Store.
 func (s *MemoryStore) Release(ctx context.Context, key, owner string) error {
-	if err := CheckArgs(key, owner, 1); err != nil {
+	if err := storeargs.Check(key, owner, 1); err != nil {
 		return err
 	}
 	if err := ctx.Err(); err != nil {

@@ -7,6 +7,7 @@ import (
 
 	"github.com/Azure/azure-sdk-for-go/sdk/messaging/azservicebus"
 	"github.com/sbkit/sbkit"
+	ihooks "github.com/sbkit/sbkit/internal/hooks"
 	"github.com/sbkit/sbkit/internal/retry"
 )
 
@@ -84,6 +85,8 @@ const (
 )
 
 // Options configures a Filter. nil options, and zero fields, mean the documented defaults.
+// A negative duration is an error wrapping [ErrInvalidOptions], except LeaseWait's, which
+// means no limit.
 type Options struct {
 	// Entity namespaces the default key: "<Entity>:<MessageId>". Service Bus entity
 	// paths never contain ':', so keys of different entities never collide. Leave it
@@ -108,12 +111,13 @@ type Options struct {
 	// handler's context is cancelled with a cause wrapping [ErrLeaseLost], since another
 	// worker may now process the message. With DisableLeaseRenewal the same happens
 	// LeaseTTL after the lease was taken, so LeaseTTL must then exceed the longest
-	// handler run. Default: [DefaultLeaseTTL] (1 min).
+	// handler run. Default: [DefaultLeaseTTL] (1 min); negative is an error (a lease
+	// without end would hold back a crashed worker's message forever).
 	LeaseTTL time.Duration
 
 	// LeaseRenewal is the interval at which a running handler's lease is refreshed
 	// (an Acquire by the same owner, on a timer: no goroutine per message while idle).
-	// It must be shorter than LeaseTTL. Default: LeaseTTL / 3.
+	// It must be shorter than LeaseTTL. Default: LeaseTTL / 3; negative is an error.
 	LeaseRenewal time.Duration
 
 	// DisableLeaseRenewal turns lease refreshes off (the lease still ends the handler's
@@ -122,18 +126,21 @@ type Options struct {
 
 	// Window is how long a done mark lives: a duplicate arriving later is processed
 	// again. It must exceed the time a redelivery can take (the lock duration, plus the
-	// sender's retry horizon for duplicates sent twice). Default: [DefaultWindow] (1 h).
+	// sender's retry horizon for duplicates sent twice). Default: [DefaultWindow] (1 h);
+	// negative is an error (stores keep a mark for a window, not for ever).
 	Window time.Duration
 
 	// Contended is the policy for a key leased by another owner. Default: [ContendedWait].
 	Contended ContendedPolicy
 
 	// LeaseWait bounds [ContendedWait]. Default: LeaseTTL (long enough for a crashed
-	// worker's lease to run out).
+	// worker's lease to run out). Negative means no limit: the delivery waits as long as
+	// another owner holds the lease, or until the handler's context ends (the
+	// processor's lock renewal limit, a shutdown).
 	LeaseWait time.Duration
 
 	// LeasePoll is the interval between store checks under [ContendedWait]. Default:
-	// [DefaultLeasePoll] (500 ms).
+	// [DefaultLeasePoll] (500 ms); negative is an error.
 	LeasePoll time.Duration
 
 	// StoreFailure is the policy when Acquire fails. Default: [FailClosed].
@@ -148,12 +155,13 @@ type Options struct {
 
 	// StoreTimeout bounds every store call. MarkDone and Release run on a context that
 	// keeps the handler context's values but not its cancellation (a lost lock must not
-	// prevent recording a success). Default: [DefaultStoreTimeout] (5 s).
+	// prevent recording a success). Default: [DefaultStoreTimeout] (5 s); negative is
+	// an error (a store call without a bound could hold a finished handler forever).
 	StoreTimeout time.Duration
 
 	// Hooks observe the Filter's events: each implements any of [FreshHook],
 	// [DuplicateHook], [ContendedHook], [LeaseLostHook] and [StoreErrorHook] (see
-	// [Hook]). Default: none.
+	// [Hook]); one that implements none is an error. Default: none.
 	Hooks []Hook
 
 	// Logger receives warnings about store errors and lost leases (keys, never
@@ -187,7 +195,6 @@ func (o *Options) withDefaults() (Options, error) {
 	}{
 		{"LeaseTTL", &r.LeaseTTL, DefaultLeaseTTL},
 		{"Window", &r.Window, DefaultWindow},
-		{"LeaseWait", &r.LeaseWait, 0},
 		{"LeaseRenewal", &r.LeaseRenewal, 0},
 		{"LeasePoll", &r.LeasePoll, DefaultLeasePoll},
 		{"StoreTimeout", &r.StoreTimeout, DefaultStoreTimeout},
@@ -199,8 +206,11 @@ func (o *Options) withDefaults() (Options, error) {
 			*d.v = d.def
 		}
 	}
-	if r.LeaseWait == 0 {
+	switch {
+	case r.LeaseWait == 0:
 		r.LeaseWait = r.LeaseTTL
+	case r.LeaseWait < 0:
+		r.LeaseWait = -1 // no limit
 	}
 	if r.LeaseRenewal == 0 {
 		r.LeaseRenewal = r.LeaseTTL / 3
@@ -221,6 +231,9 @@ func (o *Options) withDefaults() (Options, error) {
 	}
 	if r.StoreFailure != FailClosed && r.StoreFailure != FailOpen {
 		return r, fmt.Errorf("%w: unknown StoreFailure policy %d", ErrInvalidOptions, r.StoreFailure)
+	}
+	if err := ihooks.Check(r.Hooks, isHook, hookNames); err != nil {
+		return r, fmt.Errorf("%w: %w", ErrInvalidOptions, err)
 	}
 	if r.Key == nil {
 		r.Key = MessageIDKey(r.Entity)

@@ -40,10 +40,10 @@ func (b *broker) sendNumbered(n int) {
 	b.send(ids...)
 }
 
-// TestStoreOutageHoldsDelivery is issue 13's defect 5(iii) for one delivery: under
-// FailClosed a failing Acquire is retried with backoff while the delivery is held, so
-// an outage of a few seconds costs no abandon; a longer one ends in an abandon after the
-// documented hold; the handler's context ends the hold at once.
+// TestStoreOutageHoldsDelivery, for one delivery: under FailClosed a failing Acquire is
+// retried with backoff while the delivery is held, so an outage of a few seconds costs no
+// abandon; a longer one ends in an abandon after the documented hold; the handler's
+// context ends the hold at once.
 func TestStoreOutageHoldsDelivery(t *testing.T) {
 	// The default Retry: 7 retries, 500 ms doubling up to 8 s, jitter ±50%.
 	const nominalHold = 500*time.Millisecond + time.Second + 2*time.Second + 4*time.Second + 3*8*time.Second
@@ -85,22 +85,22 @@ func TestStoreOutageHoldsDelivery(t *testing.T) {
 					t.Fatalf("held %v, want between %v and %v", elapsed, c.minElapsed, c.maxElapsed)
 				}
 				st := f.Stats()
-				if st.AcquiresRetried == 0 || st.Held != 0 || (st.StoreDownAbandoned == 1) != c.wantStore {
+				if st.AcquireRetries == 0 || st.Held != 0 || (st.StoreDownAbandoned == 1) != c.wantStore {
 					t.Fatalf("stats %+v", st)
 				}
-				if c.wantStore && st.StoreCallsFailed != 8 {
-					t.Fatalf("%d failed calls, want 8 (the first and 7 retries)", st.StoreCallsFailed)
+				if c.wantStore && st.StoreErrors != 8 {
+					t.Fatalf("%d failed calls, want 8 (the first and 7 retries)", st.StoreErrors)
 				}
 			})
 		})
 	}
 }
 
-// TestStoreOutageBurnsNoDeliveryCount is issue 13's defect 5(iii) end to end: 20
+// TestStoreOutageBurnsNoDeliveryCount is TestStoreOutageHoldsDelivery end to end: 20
 // messages on a queue with MaxDeliveryCount 3, a worker loop that settles as the
-// Filter's result asks, and a store that is down for the first 8 s. Before the fix every
-// delivery was abandoned at once and all 20 messages reached the dead-letter queue
-// unprocessed; now each is held until the store answers and is processed once.
+// Filter's result asks, and a store that is down for the first 8 s. Each delivery is
+// held until the store answers and is processed once; abandoning them at once would
+// send all 20 to the dead-letter queue unprocessed.
 func TestStoreOutageBurnsNoDeliveryCount(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		b := newBroker(t, &sbtest.EntityOptions{MaxDeliveryCount: 3})
@@ -134,17 +134,17 @@ func TestFailOpenDoesNotHold(t *testing.T) {
 		if err := wrap(t, f, counting(&runs, nil))(context.Background(), &azservicebus.ReceivedMessage{MessageID: "m"}); err != nil || runs.Load() != 1 || time.Since(start) != 0 {
 			t.Fatalf("result %v, runs %d after %v; want run at once", err, runs.Load(), time.Since(start))
 		}
-		if st := f.Stats(); st.Unprotected != 1 || st.AcquiresRetried != 0 {
+		if st := f.Stats(); st.Unprotected != 1 || st.AcquireRetries != 0 {
 			t.Fatalf("stats %+v", st)
 		}
 	})
 }
 
-// TestStoreOutageThroughProcessor is the issue's report replayed through the processor of
-// package receiver: 41 messages, the broker's default MaxDeliveryCount of 10, a store that
-// is down for the first 8 s. Before the fix the processor abandoned every delivery at once
-// and all 41 reached the dead-letter queue unprocessed; now each is held until the store
-// answers and processed once.
+// TestStoreOutageThroughProcessor is TestStoreOutageBurnsNoDeliveryCount through the
+// processor of package receiver: 41 messages, the broker's default MaxDeliveryCount of
+// 10, a store that is down for the first 8 s. Each delivery is held until the store
+// answers and processed once; abandoning them at once would send all 41 to the
+// dead-letter queue unprocessed.
 func TestStoreOutageThroughProcessor(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		b := newBroker(t, &sbtest.EntityOptions{MaxDeliveryCount: 10})
@@ -173,7 +173,7 @@ func TestStoreOutageThroughProcessor(t *testing.T) {
 		if n := b.queue.Counts().DeadLetter; n != 0 || runs.Load() != 41 {
 			t.Fatalf("%d messages dead-lettered, handler ran %d times; want 0 and 41", n, runs.Load())
 		}
-		if st := f.Stats(); st.StoreDownAbandoned != 0 || st.AcquiresRetried == 0 || st.Succeeded != 41 {
+		if st := f.Stats(); st.StoreDownAbandoned != 0 || st.AcquireRetries == 0 || st.Succeeded != 41 {
 			t.Fatalf("dedupe stats %+v", st)
 		}
 	})

@@ -13,7 +13,7 @@ type Stats struct {
 	// Processed counts handler runs under a lease.
 	Processed int64
 	// Succeeded counts handler runs that returned nil (and were then marked done, or
-	// counted in MarksFailed).
+	// counted in MarkDoneErrors).
 	Succeeded int64
 	// DuplicatesSkipped counts deliveries skipped ([sbkit.Skip]) because their key was
 	// done.
@@ -25,12 +25,13 @@ type Stats struct {
 	// StoreDownAbandoned counts deliveries abandoned ([FailClosed]) because Acquire still
 	// failed when [Options.Retry] ran out.
 	StoreDownAbandoned int64
-	// AcquiresRetried counts Acquire calls retried after a store failure ([FailClosed]).
-	AcquiresRetried int64
-	// StoreCallsFailed counts failed store calls of every kind.
-	StoreCallsFailed int64
-	// MarksFailed counts successful handler runs whose done mark could not be written.
-	MarksFailed int64
+	// AcquireRetries counts Acquire calls retried after a store failure ([FailClosed]).
+	AcquireRetries int64
+	// StoreErrors counts failed store calls of every kind.
+	StoreErrors int64
+	// MarkDoneErrors counts failed MarkDone calls: successful handler runs whose done mark
+	// could not be written.
+	MarkDoneErrors int64
 	// LeasesRenewed counts successful lease refreshes.
 	LeasesRenewed int64
 	// LeasesLost counts handler runs whose lease was lost while they ran (their context
@@ -51,7 +52,7 @@ type Stats struct {
 
 type counters struct {
 	checked, processed, succeeded, duplicatesSkipped, contended, contendedAbandoned,
-	storeDownAbandoned, acquiresRetried, storeCallsFailed, marksFailed, leasesRenewed,
+	storeDownAbandoned, acquireRetries, storeErrors, markDoneErrors, leasesRenewed,
 	leasesLost, unkeyed, unprotected, held, running atomic.Int64
 }
 
@@ -64,9 +65,9 @@ func (c *counters) snapshot() Stats {
 		Contended:          c.contended.Load(),
 		ContendedAbandoned: c.contendedAbandoned.Load(),
 		StoreDownAbandoned: c.storeDownAbandoned.Load(),
-		AcquiresRetried:    c.acquiresRetried.Load(),
-		StoreCallsFailed:   c.storeCallsFailed.Load(),
-		MarksFailed:        c.marksFailed.Load(),
+		AcquireRetries:     c.acquireRetries.Load(),
+		StoreErrors:        c.storeErrors.Load(),
+		MarkDoneErrors:     c.markDoneErrors.Load(),
 		LeasesRenewed:      c.leasesRenewed.Load(),
 		LeasesLost:         c.leasesLost.Load(),
 		Unkeyed:            c.unkeyed.Load(),

@@ -5,6 +5,8 @@ import (
 	"errors"
 	"fmt"
 	"time"
+
+	"github.com/sbkit/sbkit/dedupe/internal/storeargs"
 )
 
 // State is what Store.Acquire found for a key.
@@ -67,25 +69,10 @@ type Store interface {
 var (
 	// ErrInvalidArgument is wrapped by store errors for an empty key or owner or a
 	// non-positive duration.
-	ErrInvalidArgument = errors.New("dedupe: invalid argument")
+	ErrInvalidArgument = storeargs.ErrInvalidArgument
 	// ErrNotOwner is wrapped by MarkDone's error when another owner holds the key's lease.
 	ErrNotOwner = errors.New("dedupe: lease held by another owner")
 	// ErrStoreFull is wrapped by [MemoryStore].Acquire's error when the store holds
 	// MaxEntries live leases and no done mark can be evicted to make room.
 	ErrStoreFull = errors.New("dedupe: store full")
 )
-
-// CheckArgs validates the arguments of a Store method, for Store implementations: it
-// returns an error wrapping [ErrInvalidArgument] for an empty key or owner or a
-// non-positive d, and nil otherwise. Pass d = 1 for Release.
-func CheckArgs(key, owner string, d time.Duration) error {
-	switch {
-	case key == "":
-		return fmt.Errorf("%w: empty key", ErrInvalidArgument)
-	case owner == "":
-		return fmt.Errorf("%w: empty owner", ErrInvalidArgument)
-	case d <= 0:
-		return fmt.Errorf("%w: non-positive duration %v", ErrInvalidArgument, d)
-	}
-	return nil
-}

@@ -246,9 +246,6 @@ func (e *Engine) renew(l *Lock) {
 		if l.kind == dueExpire {
 			reason = l.expired
 		}
-		if reason == ReasonExpired && isConnectionLost(l.lastErr) {
-			reason = ReasonConnectionLost
-		}
 		e.loseLocked(l, reason, l.lastErr, nil)
 		return // loseLocked unlocked
 	}
@@ -282,24 +279,18 @@ func (e *Engine) renew(l *Lock) {
 	}
 	e.renewErrors.Add(1)
 	l.attempts++
-	failure := RenewFailure{Message: l.msg, SessionID: l.SessionID(), Err: err, Attempt: l.attempts, Duration: took}
+	failure := &RenewError{Message: l.msg, SessionID: l.SessionID(), Err: err, Attempt: l.attempts, Duration: took}
+	var lost Reason
 	switch {
 	case sbkit.IsLockLost(err):
-		reason := ReasonLockLost
-		if isConnectionLost(l.lastErr) {
-			reason = ReasonConnectionLost
-		}
-		e.loseLocked(l, reason, err, &failure)
-		return
+		lost = ReasonLockLost
 	case errors.Is(err, context.DeadlineExceeded) && !time.Now().Before(l.lockedUntil):
-		reason := ReasonExpired
-		if isConnectionLost(l.lastErr) {
-			reason, err = ReasonConnectionLost, fmt.Errorf("%w (after: %w)", err, l.lastErr)
-		}
-		e.loseLocked(l, reason, err, &failure)
-		return
+		lost = ReasonExpired
 	case sbkit.IsPermanent(err) && !errors.Is(err, context.DeadlineExceeded):
-		e.loseLocked(l, ReasonRenewFailed, err, &failure)
+		lost = ReasonRenewFailed
+	}
+	if lost != 0 {
+		e.loseLocked(l, lost, err, failure)
 		return
 	}
 	// Retry: the error may be transient, and a renewal is harmless to repeat.
@@ -310,11 +301,7 @@ func (e *Engine) renew(l *Lock) {
 	next := l.bo.NextBackOff()
 	retryAt := time.Now().Add(next)
 	if next == backoff.Stop || !retryAt.Before(l.lockedUntil) {
-		reason := ReasonExpired
-		if isConnectionLost(err) {
-			reason = ReasonConnectionLost
-		}
-		l.kind, l.due, l.expired = dueExpire, l.lockedUntil, reason
+		l.kind, l.due, l.expired = dueExpire, l.lockedUntil, ReasonExpired
 	} else {
 		l.kind, l.due = dueRenew, retryAt
 		failure.WillRetry = true
@@ -326,9 +313,18 @@ func (e *Engine) renew(l *Lock) {
 	e.cfg.hooks.onRenewError(l.ctx, failure)
 }
 
-// loseLocked marks l lost, unlocks e.mu, and reports the loss once, after the failed
-// attempt that caused it, if any.
-func (e *Engine) loseLocked(l *Lock, reason Reason, err error, failure *RenewFailure) {
+// loseLocked marks l lost for reason, unlocks e.mu, and reports the loss once, after the
+// failed attempt that caused it (failure), if any. A lock that expired or was found lost
+// after an attempt that found the connection dropped (l.lastErr) is reported lost with
+// ReasonConnectionLost: locks do not survive their connection, so that is what lost it
+// (an expiry's error, a deadline, then names the connection's loss too).
+func (e *Engine) loseLocked(l *Lock, reason Reason, err error, failure *RenewError) {
+	if (reason == ReasonExpired || reason == ReasonLockLost) && isConnectionLost(l.lastErr) {
+		if reason == ReasonExpired && err != l.lastErr {
+			err = fmt.Errorf("%w (after: %w)", err, l.lastErr)
+		}
+		reason = ReasonConnectionLost
+	}
 	cause := &LostError{Reason: reason, SessionID: l.SessionID(), LockedUntil: l.lockedUntil, Err: err}
 	l.lostErr = cause
 	e.doneLocked(l)
@@ -337,7 +333,7 @@ func (e *Engine) loseLocked(l *Lock, reason Reason, err error, failure *RenewFai
 	k, id := l.logID()
 	e.cfg.logger.Warn("locks: lock lost", k, id, "reason", reason.String(), "error", err)
 	if failure != nil {
-		e.cfg.hooks.onRenewError(l.ctx, *failure)
+		e.cfg.hooks.onRenewError(l.ctx, failure)
 	}
 	e.cfg.hooks.onLockLost(l.ctx, LockLoss{Message: l.msg, SessionID: l.SessionID(), Cause: cause})
 }

@@ -3,6 +3,7 @@ package locks_test
 import (
 	"context"
 	"errors"
+	"fmt"
 	"runtime"
 	"slices"
 	"strings"
@@ -91,7 +92,7 @@ func newEngine(t *testing.T, r sbkit.LockRenewer, o *locks.Options) (*locks.Engi
 type recorder struct {
 	mu       sync.Mutex
 	renewals []locks.Renewal
-	failures []locks.RenewFailure
+	failures []*locks.RenewError
 	lost     []error
 	lostAt   []time.Time
 }
@@ -102,7 +103,7 @@ func (r *recorder) OnRenew(_ context.Context, e locks.Renewal) {
 	r.renewals = append(r.renewals, e)
 }
 
-func (r *recorder) OnRenewError(_ context.Context, e locks.RenewFailure) {
+func (r *recorder) OnRenewError(_ context.Context, e *locks.RenewError) {
 	r.mu.Lock()
 	defer r.mu.Unlock()
 	r.failures = append(r.failures, e)
@@ -115,7 +116,7 @@ func (r *recorder) OnLockLost(_ context.Context, e locks.LockLoss) {
 	r.lostAt = append(r.lostAt, time.Now())
 }
 
-func (r *recorder) snapshot() (renewals []locks.Renewal, failures []locks.RenewFailure, lost []error, lostAt []time.Time) {
+func (r *recorder) snapshot() (renewals []locks.Renewal, failures []*locks.RenewError, lost []error, lostAt []time.Time) {
 	r.mu.Lock()
 	defer r.mu.Unlock()
 	return slices.Clone(r.renewals), slices.Clone(r.failures), slices.Clone(r.lost), slices.Clone(r.lostAt)
@@ -278,6 +279,9 @@ func TestRenewalErrors(t *testing.T) {
 					if f.Attempt < 1 || (i > 0 && f.Attempt != failures[i-1].Attempt+1 && f.Attempt != 1) || f.Err == nil {
 						t.Errorf("failure %d: %+v", i, f)
 					}
+					if !errors.Is(f, f.Err) || !strings.Contains(f.Error(), fmt.Sprintf("failed (attempt %d): ", f.Attempt)) {
+						t.Errorf("failure %d: %q does not name its attempt and wrap %v", i, f.Error(), f.Err)
+					}
 				}
 				if retried < tt.minRetries {
 					t.Errorf("%d failed attempts retried, want >= %d", retried, tt.minRetries)
@@ -408,7 +412,7 @@ func TestManyLocksBoundedGoroutines(t *testing.T) {
 // service allows, renewed 1.7 s before they expire) whose renewal calls take a 100 ms
 // round trip are all renewed in time by an engine with the default Workers, each within
 // a few round trips of coming due, and none is lost. Renewals do not queue behind a pool
-// sized for short round trips (8 calls at once took 12.5 s to renew them all).
+// sized for short round trips (8 calls at once would take 12.5 s to renew them all).
 func TestRenewalBurstAtLongRoundTrip(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		const n = 1000
@@ -462,7 +466,7 @@ func TestCloseAndBadInput(t *testing.T) {
 			t.Errorf("Add to a session-only engine: %v", err)
 		}
 		_ = sessionsOnly.Close(context.Background())
-		for _, o := range []*locks.Options{{MaxMargin: -1}, {Workers: -1}} {
+		for _, o := range []*locks.Options{{MaxMargin: -1}, {Workers: -1}, {Hooks: []locks.Hook{struct{}{}}}, {Hooks: []locks.Hook{nil}}} {
 			if _, err := locks.New(fr, o); !errors.Is(err, locks.ErrInvalidOptions) {
 				t.Errorf("%+v: %v", o, err)
 			}
@@ -533,7 +537,7 @@ func (panicHook) OnRenew(context.Context, locks.Renewal) { panic("hook bug") }
 func TestHookPanicRecovered(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		fr := &fakeRenewer{lockDur: time.Minute}
-		e, rec := newEngine(t, fr, &locks.Options{Hooks: []locks.Hook{panicHook{}, "not a hook"}})
+		e, rec := newEngine(t, fr, &locks.Options{Hooks: []locks.Hook{panicHook{}}})
 		l, err := e.Add(context.Background(), lockedMessage(time.Minute))
 		if err != nil {
 			t.Fatal(err)

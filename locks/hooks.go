@@ -2,7 +2,9 @@ package locks
 
 import (
 	"context"
+	"fmt"
 	"log/slog"
+	"strconv"
 	"time"
 
 	"github.com/Azure/azure-sdk-for-go/sdk/messaging/azservicebus"
@@ -11,11 +13,25 @@ import (
 )
 
 // Hook observes an Engine's events. A Hook implements any of [RenewHook],
-// [RenewErrorHook] and [LockLostHook]; a value that implements none is ignored. Hooks
+// [RenewErrorHook] and [LockLostHook]; [New] refuses a value that implements none (an
+// error wrapping [ErrInvalidOptions]), so that a misspelt method is not silently
+// ignored. Hooks
 // are called synchronously on the engine's goroutines, possibly concurrently, with the
 // context given to [Engine.Add]: they must be fast, must not block and must not call
 // [Lock.Release]. A panic in a hook is recovered and logged.
 type Hook any
+
+// hookNames are the interfaces a [Hook] may implement, for errors.
+const hookNames = "RenewHook, RenewErrorHook, LockLostHook"
+
+// isHook reports whether x implements one of the interfaces of hookNames.
+func isHook(x any) bool {
+	switch x.(type) {
+	case RenewHook, RenewErrorHook, LockLostHook:
+		return true
+	}
+	return false
+}
 
 // RenewHook observes every successful renewal.
 type RenewHook interface {
@@ -38,11 +54,12 @@ type Renewal struct {
 
 // RenewErrorHook observes every failed renewal attempt.
 type RenewErrorHook interface {
-	OnRenewError(ctx context.Context, e RenewFailure)
+	OnRenewError(ctx context.Context, err *RenewError)
 }
 
-// RenewFailure is one failed renewal attempt.
-type RenewFailure struct {
+// RenewError is one failed renewal attempt, as a [RenewErrorHook] receives it. It wraps
+// the renewal's error.
+type RenewError struct {
 	// Message is the message whose lock could not be renewed. Do not read its LockedUntil.
 	Message *azservicebus.ReceivedMessage
 	// SessionID is the session of a session lock (Message is nil then); "" otherwise.
@@ -57,6 +74,21 @@ type RenewFailure struct {
 	// Duration is how long the renewal call took.
 	Duration time.Duration
 }
+
+// Error names the lock and the attempt, then the renewal's error.
+func (e *RenewError) Error() string {
+	what := "message lock"
+	switch {
+	case e.SessionID != "":
+		what = "lock of session " + strconv.Quote(e.SessionID)
+	case e.Message != nil && e.Message.MessageID != "":
+		what = "lock of message " + strconv.Quote(e.Message.MessageID)
+	}
+	return "locks: renewing the " + what + " failed (attempt " + strconv.Itoa(e.Attempt) + "): " + fmt.Sprint(e.Err)
+}
+
+// Unwrap returns the renewal's error.
+func (e *RenewError) Unwrap() error { return e.Err }
 
 // LockLostHook observes every lost lock, once per lock.
 type LockLostHook interface {
@@ -94,7 +126,7 @@ func (h *hooks) onRenew(ctx context.Context, e Renewal) {
 	ihooks.Call(ctx, h.logger, "locks", "OnRenew", h.renew, func(x RenewHook) { x.OnRenew(ctx, e) })
 }
 
-func (h *hooks) onRenewError(ctx context.Context, e RenewFailure) {
+func (h *hooks) onRenewError(ctx context.Context, e *RenewError) {
 	ihooks.Call(ctx, h.logger, "locks", "OnRenewError", h.errs, func(x RenewErrorHook) { x.OnRenewError(ctx, e) })
 }
 

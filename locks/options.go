@@ -6,6 +6,7 @@ import (
 	"time"
 
 	"github.com/sbkit/sbkit"
+	ihooks "github.com/sbkit/sbkit/internal/hooks"
 	"github.com/sbkit/sbkit/internal/retry"
 )
 
@@ -46,7 +47,8 @@ type Options struct {
 	// 5 s. Retries stop anyway when the lock expires, which is then reported lost.
 	Retry sbkit.RetryOptions
 	// Hooks observe renewals, renewal errors and lost locks: each element implements any
-	// of [RenewHook], [RenewErrorHook] and [LockLostHook]. Default none.
+	// of [RenewHook], [RenewErrorHook] and [LockLostHook]; one that implements none is
+	// an error. Default none.
 	Hooks []Hook
 	// Logger receives debug records of renewals and warnings of losses. Default: discard.
 	Logger *slog.Logger
@@ -92,6 +94,9 @@ func newConfig(o *Options) (config, error) {
 	}
 	if c.logger == nil {
 		c.logger = slog.New(slog.DiscardHandler)
+	}
+	if err := ihooks.Check(o.Hooks, isHook, hookNames); err != nil {
+		return c, fmt.Errorf("%w: %w", ErrInvalidOptions, err)
 	}
 	c.hooks = newHooks(o.Hooks, c.logger)
 	return c, nil

@@ -99,7 +99,7 @@
 // messaging.process.duration is Handled, with error.type HandlerErrors (panic: Panics);
 // the settle failures are SettleErrors; renewals and renew failures are Renewed and
 // RenewErrors; the dedupe outcomes are [dedupe.Stats].Processed, DuplicatesSkipped,
-// Contended, LeasesLost and StoreCallsFailed.
+// Contended, LeasesLost and StoreErrors.
 //
 // error.type is the Service Bus error code when there is one (unauthorized, connlost,
 // locklost, timeout, notfound, closed), else locklost, full, closed, canceled,

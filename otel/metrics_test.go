@@ -99,7 +99,7 @@ func TestMetricsMatchStats(t *testing.T) {
 			t.Fatal(err)
 		}
 		ss := s.Stats()
-		if ss.Failed == 0 || ss.Retried == 0 || ss.Rejected != 1 {
+		if ss.Failed == 0 || ss.SendRetries == 0 || ss.Rejected != 1 {
 			t.Fatalf("the sender's faults did not happen: %+v", ss)
 		}
 
@@ -192,7 +192,7 @@ func TestMetricsMatchStats(t *testing.T) {
 			ps.SettleErrors == 0 || ps.RenewErrors == 0 || ps.Renewed == 0 || ps.ReceiveErrors == 0 {
 			t.Errorf("some fault never happened: %+v", ps)
 		}
-		if ds.DuplicatesSkipped == 0 || ds.StoreCallsFailed == 0 {
+		if ds.DuplicatesSkipped == 0 || ds.StoreErrors == 0 {
 			t.Errorf("no duplicate or no store error: %+v", ds)
 		}
 		for _, c := range []struct {
@@ -203,7 +203,7 @@ func TestMetricsMatchStats(t *testing.T) {
 			{"sent.messages failed", m.sum("messaging.client.sent.messages", "error.type=unauthorized"), ss.Failed},
 			{"send durations", m.count("messaging.client.operation.duration", "messaging.operation.name=send"), ss.Sent + ss.Failed},
 			{"rejected", m.sum("sbkit.sender.rejected", "error.type=full"), ss.Rejected},
-			{"retries", m.sum("sbkit.sender.retries"), ss.Retried},
+			{"retries", m.sum("sbkit.sender.retries"), ss.SendRetries},
 			{"batches sent", m.count("sbkit.sender.batch.duration", "error.type"), ss.BatchesSent},
 			{"in flight after Close", m.sum("sbkit.sender.inflight.messages"), 0},
 
@@ -228,7 +228,7 @@ func TestMetricsMatchStats(t *testing.T) {
 			{"dedupe duplicate", m.sum("sbkit.dedupe.outcomes", "sbkit.dedupe.outcome=duplicate"), ds.DuplicatesSkipped},
 			{"dedupe contended", m.sum("sbkit.dedupe.outcomes", "sbkit.dedupe.outcome=contended"), ds.Contended},
 			{"dedupe lease lost", m.sum("sbkit.dedupe.outcomes", "sbkit.dedupe.outcome=lease_lost"), ds.LeasesLost},
-			{"dedupe store errors", m.sum("sbkit.dedupe.outcomes", "sbkit.dedupe.outcome=store_error"), ds.StoreCallsFailed},
+			{"dedupe store errors", m.sum("sbkit.dedupe.outcomes", "sbkit.dedupe.outcome=store_error"), ds.StoreErrors},
 		} {
 			if c.got != c.want {
 				t.Errorf("%s: metric %d, stats %d", c.name, c.got, c.want)

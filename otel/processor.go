@@ -314,7 +314,7 @@ func (h *ProcessorHook) OnRenew(ctx context.Context, e locks.Renewal) {
 
 // OnRenewError counts the failed attempt (sbkit.lock.renew.failures) and adds a "lock
 // renew failed" event to the message's process span.
-func (h *ProcessorHook) OnRenewError(ctx context.Context, e locks.RenewFailure) {
+func (h *ProcessorHook) OnRenewError(ctx context.Context, e *locks.RenewError) {
 	h.t.renewFailures.Add(ctx, 1, metric.WithAttributeSet(set(h.base, kindAttr(e.Message), errorAttr(e.Err))))
 	if span, ok := h.span(e.Message); ok {
 		span.AddEvent("lock renew failed", trace.WithAttributes(

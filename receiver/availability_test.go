@@ -13,9 +13,9 @@ import (
 	"github.com/sbkit/sbkit/sbtest"
 )
 
-// Issue 13 defect 2: a handler that always fails, with a long AbandonDelay, must not let
-// the processor hold the whole queue: held messages take places of MaxConcurrency +
-// PrefetchCount, and a second consumer still gets the rest.
+// TestAbandonDelayDoesNotHoardQueue: a handler that always fails, with a long
+// AbandonDelay, must not let the processor hold the whole queue: held messages take places
+// of MaxConcurrency + PrefetchCount, and a second consumer still gets the rest.
 func TestAbandonDelayDoesNotHoardQueue(t *testing.T) {
 	tests := []struct {
 		name             string

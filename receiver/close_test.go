@@ -13,9 +13,9 @@ import (
 	"github.com/sbkit/sbkit/sbtest"
 )
 
-// Issue 13 defect 3: with abandon hanging at the broker, Close returns by its context's
-// deadline; the messages it could not abandon are left to lock expiry, and each one is
-// counted and reported.
+// TestCloseKeepsDeadlineWhenAbandonHangs: with abandon hanging at the broker, Close
+// returns by its context's deadline; the messages it could not abandon are left to lock
+// expiry, and each one is counted and reported.
 func TestCloseKeepsDeadlineWhenAbandonHangs(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		e := newEnv(t, &sbtest.EntityOptions{LockDuration: time.Minute})
@@ -54,8 +54,9 @@ func TestCloseKeepsDeadlineWhenAbandonHangs(t *testing.T) {
 	})
 }
 
-// Issue 13 defect 4: Close called from a handler starts the shutdown and returns at once
-// (it does not wait for its own handler); Run then returns and the message is settled.
+// TestCloseFromHandler: Close called from a handler with the handler's context starts
+// the shutdown and returns at once (it does not wait for its own handler); Run then
+// returns and the message is settled.
 func TestCloseFromHandler(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		e := newEnv(t, nil)
@@ -64,7 +65,7 @@ func TestCloseFromHandler(t *testing.T) {
 		closed := make(chan error, 1)
 		p = newProcessor(t, e.r, func(ctx context.Context, m *azservicebus.ReceivedMessage) error {
 			if m.MessageID == "m0" {
-				closed <- p.Close(context.Background())
+				closed <- p.Close(ctx)
 			}
 			return nil
 		}, &receiver.Options{DisablePrefetch: true})
@@ -85,49 +86,68 @@ func TestCloseFromHandler(t *testing.T) {
 	})
 }
 
-// Issue 14 item 8: cancelling Run's context alone drains: running handlers get
-// ShutdownGrace to finish and their messages are completed; a handler still running at
-// the end of the grace is cancelled and its message abandoned, and Run returns by then.
-func TestRunContextDrainsWithShutdownGrace(t *testing.T) {
+// TestShutdownGrace: a shutdown started by the end of Run's context, or by a handler
+// calling Close with its own context, gives running handlers ShutdownGrace to finish
+// and completes their messages; a handler still running at its end is cancelled and its
+// message abandoned, and Run returns by then. Buffered messages are abandoned at once.
+// The handler's return, which ends the context it gave Close, does not cut the shutdown
+// short.
+func TestShutdownGrace(t *testing.T) {
 	tests := []struct {
-		name          string
-		grace         time.Duration
-		wantCompleted int64
-		wantTook      time.Duration
+		name     string
+		grace    time.Duration
+		finished int64 // running 3 s handlers that finish
+		wantTook time.Duration
 	}{
-		{"default grace lets a 3 s handler finish", 0, 2, 3 * time.Second},
+		{"default grace lets a 3 s handler finish", 0, 1, 3 * time.Second},
 		{"2 s grace cuts it", 2 * time.Second, 0, 2 * time.Second},
 	}
-	for _, tt := range tests {
-		t.Run(tt.name, func(t *testing.T) {
-			synctest.Test(t, func(t *testing.T) {
-				e := newEnv(t, nil)
-				e.send(t, 5)
-				p := newProcessor(t, e.r, func(ctx context.Context, m *azservicebus.ReceivedMessage) error {
-					select {
-					case <-time.After(3 * time.Second):
-						return nil
-					case <-ctx.Done():
-						return ctx.Err()
+	for _, fromHandler := range []bool{false, true} {
+		for _, tt := range tests {
+			name := "Run's context ends/" + tt.name
+			if fromHandler {
+				name = "a handler calls Close/" + tt.name
+			}
+			t.Run(name, func(t *testing.T) {
+				synctest.Test(t, func(t *testing.T) {
+					e := newEnv(t, nil)
+					e.send(t, 5)
+					var p *receiver.Processor
+					p = newProcessor(t, e.r, func(ctx context.Context, m *azservicebus.ReceivedMessage) error {
+						if fromHandler && m.MessageID == "m0" {
+							time.Sleep(time.Millisecond) // the other handler is running
+							return p.Close(ctx)
+						}
+						select {
+						case <-time.After(3 * time.Second):
+							return nil
+						case <-ctx.Done():
+							return context.Cause(ctx)
+						}
+					}, &receiver.Options{MaxConcurrency: 2, PrefetchCount: 3, ShutdownGrace: tt.grace}) // holds all 5
+					ctx, cancel := context.WithCancel(context.Background())
+					defer cancel()
+					wait := start(t, p, ctx)
+					synctest.Wait()
+					begin := time.Now()
+					wantErr, wantCompleted := error(nil), tt.finished+1 // m0 returned at once
+					if !fromHandler {
+						cancel()
+						wantErr, wantCompleted = context.Canceled, 2*tt.finished
 					}
-				}, &receiver.Options{MaxConcurrency: 2, PrefetchCount: 3, ShutdownGrace: tt.grace}) // holds all 5
-				ctx, cancel := context.WithCancel(context.Background())
-				wait := start(t, p, ctx)
-				synctest.Wait()
-				begin := time.Now()
-				cancel()
-				if err := wait(); !errors.Is(err, context.Canceled) {
-					t.Errorf("Run = %v", err)
-				}
-				if took := time.Since(begin); took > tt.wantTook {
-					t.Errorf("Run returned %v after cancel, want within %v", took, tt.wantTook)
-				}
-				s := p.Stats()
-				if s.Completed != tt.wantCompleted || s.Abandoned != 5-tt.wantCompleted || s.LeftLocked != 0 {
-					t.Errorf("stats %+v", s)
-				}
-				checkReconciled(t, s)
+					if err := wait(); !errors.Is(err, wantErr) || (wantErr == nil && err != nil) {
+						t.Errorf("Run = %v, want %v", err, wantErr)
+					}
+					if took := time.Since(begin); took > tt.wantTook {
+						t.Errorf("Run returned %v after the shutdown began, want within %v", took, tt.wantTook)
+					}
+					s := p.Stats()
+					if s.Received != 5 || s.Completed != wantCompleted || s.Abandoned != 5-wantCompleted || s.LeftLocked != 0 {
+						t.Errorf("stats %+v, want %d completed", s, wantCompleted)
+					}
+					checkReconciled(t, s)
+				})
 			})
-		})
+		}
 	}
 }

@@ -124,10 +124,6 @@ func (r *run) unref(d *delivery) {
 // handlerWorker runs handlers on messages from buf until it is closed.
 func (r *run) handlerWorker() {
 	defer r.workers.Done()
-	id := goroutineID()
-	r.mu.Lock()
-	r.workerIDs[id] = struct{}{}
-	r.mu.Unlock()
 	for d := range r.buf {
 		r.process(d)
 		r.unref(d)

@@ -18,17 +18,15 @@
 // The prefetch sizes itself unless [Options.PrefetchCount] fixes it: the processor
 // measures the receive round trip R, the handler time and the settlement time (moving
 // averages), and keeps about 2 × μ × R places beyond the handlers', μ being the rate at
-// which it can drain messages (MaxConcurrency / handler time, or 90% of
-// SettleConcurrency / settlement time when settling is slower): μ × R for the messages
-// on their way, μ × R for those waiting when a receive returns, to last until the next
-// one's arrive. Messages settling or held by AbandonDelay get places on top, and the
-// whole is at most 64 × MaxConcurrency (round trips up to about 20 handler calls), so
-// the processor holds at most 65 × MaxConcurrency messages. That is what keeps the
-// handlers busy across one receive round trip at a time, and no more: a message that
-// waits in the buffer holds its lock and adds its wait to its latency (half a receive
-// round trip on average), and is given back unhandled by a shutdown. [Stats.Prefetch]
-// shows the current size. The session processor applies the same sizing to each
-// session's receive loop when it runs more than one handler per session.
+// which it can drain messages, so that the handlers stay busy across one receive round
+// trip at a time, and no more: a message that waits in the buffer holds its lock, adds
+// its wait to its latency, and is given back unhandled by a shutdown. Messages settling
+// or held by AbandonDelay get places on top, and the whole is at most 64 ×
+// MaxConcurrency, so the processor holds at most 65 × MaxConcurrency messages.
+// [Stats.Prefetch] shows the current size. The session processor applies the same
+// sizing to each session's receive loop when it runs more than one handler per session.
+// docs/design/prefetch.md in the repository gives the reasoning, and
+// docs/benchmarks.md the measurements.
 //
 // Settlement follows the handler's result (see [sbkit.Handler]): nil completes (unless
 // auto-complete is off, when the handler settles through [SettlerFrom]);
@@ -43,7 +41,7 @@
 // SourceRenew), and the message is not settled: it counts in [Stats.LocksLost].
 //
 // Handlers must not read message.LockedUntil while they run (renewals write it); use
-// LockedUntil(ctx).
+// [LockedUntilFrom].
 //
 // Defaults (nil *Options): peek-lock, 1 handler goroutine (as in .NET), the adaptive
 // prefetch, a settlement in flight for every place, auto-complete on,
@@ -61,24 +59,13 @@
 // What a restart costs in deliveries: a shutdown abandons the buffered messages (at most
 // the prefetch; first, before the running handlers are waited for), the messages of
 // handlers it had to cancel (at most MaxConcurrency), and those held by AbandonDelay;
-// messages an ended Close left locked come back when their locks expire. Each of these
-// counts a delivery against the entity's MaxDeliveryCount: abandoning a peek-locked
-// message increments its DeliveryCount (the SDK's AbandonMessage says so, and the
-// service documents it), so a message that sat in the buffer of, say, ten restarts is
-// dead-lettered without ever reaching a handler. There is no way to give a received
-// message back without counting: azservicebus (v1.11.0) settles through
-// [*azservicebus.Receiver]'s Complete (AMQP accepted), Abandon (modified,
-// delivery-failed false), Defer (modified, undeliverable-here) and DeadLetter
-// (rejected), and uses the AMQP released outcome only inside its receiver, for messages
-// that reached the link after a ReceiveMessages call returned and were never handed to
-// the application (receiver.go, newReleaserFunc); a [azservicebus.ReceivedMessage]
-// keeps its go-amqp message unexported, so nothing outside the SDK can release it. The
-// service documents one other path that counts no delivery: the AMQP connection
-// closing, after which the message is available again only when its lock expires.
-// Keeping the buffer to what the round trip needs is therefore what keeps a restart
-// cheap: a processor of 16 handlers stopped gracefully in steady state (7 ms round trip,
-// 5 ms handlers) abandons only buffered messages, at most its adaptive prefetch (45), and
-// at most 26 at the moments TestAdaptivePrefetchShutdown stops it.
+// messages an ended Close left locked come back when their locks expire. Each abandon
+// counts a delivery against the entity's MaxDeliveryCount (abandoning a peek-locked
+// message increments its DeliveryCount: "Message transfers, locks, and settlement",
+// https://learn.microsoft.com/azure/service-bus-messaging/message-transfers-locks-settlement),
+// and azservicebus offers no way to give a received message back without counting one
+// (docs/design/prefetch.md says why). Keeping the buffer to what the round trip needs is
+// what keeps a restart cheap.
 //
 // Observation is through [Options.Hooks]: receive calls, handler starts (which may derive
 // the handler's context, for a trace) and ends, settlements, and errors as [*Error] values

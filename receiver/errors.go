@@ -15,8 +15,9 @@ var (
 	ErrClosed = errors.New("receiver: processor closed")
 	// ErrRunning is returned by Run while another Run of the same Processor is active.
 	ErrRunning = errors.New("receiver: processor already running")
-	// ErrNilReceiver is returned by New for a nil MessageReceiver.
-	ErrNilReceiver = errors.New("receiver: nil MessageReceiver")
+	// ErrNilReceiver is returned by New for a nil MessageReceiver and by
+	// NewSessionProcessor for a nil SessionAcceptor.
+	ErrNilReceiver = errors.New("receiver: nil receiver")
 	// ErrNoLockRenewer is returned by New in peek-lock mode with lock renewal on when the
 	// MessageReceiver does not implement [sbkit.LockRenewer].
 	ErrNoLockRenewer = errors.New("receiver: MessageReceiver does not implement sbkit.LockRenewer; disable lock renewal or pass an *azservicebus.Receiver")

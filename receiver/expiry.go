@@ -18,13 +18,15 @@ type ExpiredPolicy int
 const (
 	// ExpiredSkip completes the message without calling the handler ([sbkit.Skip]): what
 	// the broker does with an expired message of an entity without dead-lettering on
-	// expiration, which drops it (seed 003). On an entity with dead-lettering on
-	// expiration the broker would have kept a copy in the dead-letter queue: use
-	// ExpiredDeadLetter there, or the message is lost. The zero value.
+	// expiration, which drops it ("Message expiration (Time to Live)",
+	// https://learn.microsoft.com/azure/service-bus-messaging/message-expiration). On an
+	// entity with dead-lettering on expiration the broker would have kept a copy in the
+	// dead-letter queue: use ExpiredDeadLetter there, or the message is lost. The zero
+	// value.
 	ExpiredSkip ExpiredPolicy = iota
 	// ExpiredDeadLetter dead-letters the message with reason [sbkit.TTLExpiredReason], as
-	// an entity with dead-lettering on expiration does (seed 003). The policy for such
-	// entities.
+	// an entity with dead-lettering on expiration does ("Message expiration (Time to
+	// Live)"). The policy for such entities.
 	ExpiredDeadLetter
 	// ExpiredProcess calls the handler anyway.
 	ExpiredProcess

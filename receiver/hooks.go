@@ -9,15 +9,39 @@ import (
 
 	"github.com/sbkit/sbkit"
 	ihooks "github.com/sbkit/sbkit/internal/hooks"
+	"github.com/sbkit/sbkit/locks"
 )
 
 // Hook observes a Processor's events. A Hook implements any of [ReceiveHook],
 // [HandlerStartHook], [HandlerEndHook], [SettleHook] and [ErrorHook] (and of the lock
-// engine's hooks, see [Options.Hooks]); a value that implements none is ignored. Hooks are
-// called synchronously on the processor's goroutines, possibly concurrently: they must be
-// fast, must not block and must not call [Processor.Close]. A panic in a hook is
-// recovered and logged.
+// engine's hooks, see [Options.Hooks]); [New] and [NewSessionProcessor] refuse a value that
+// implements none (an error wrapping [ErrInvalidOptions]), so that a misspelt method is
+// not silently ignored. Hooks are called synchronously on the processor's goroutines,
+// possibly concurrently: they must be fast, must not block and must not call
+// [Processor.Close]. A panic in a hook is recovered and logged.
 type Hook any
+
+// hookNames are the interfaces a [Hook] may implement, for errors.
+const hookNames = "ReceiveHook, HandlerStartHook, HandlerEndHook, SettleHook, ErrorHook, locks.RenewHook, locks.RenewErrorHook, locks.LockLostHook"
+
+// isHook reports whether x implements one of the interfaces of hookNames.
+func isHook(x any) bool {
+	switch x.(type) {
+	case ReceiveHook, HandlerStartHook, HandlerEndHook, SettleHook, ErrorHook,
+		locks.RenewHook, locks.RenewErrorHook, locks.LockLostHook:
+		return true
+	}
+	return false
+}
+
+// isLockHook reports whether x implements one of the lock engine's hook interfaces.
+func isLockHook(x any) bool {
+	switch x.(type) {
+	case locks.RenewHook, locks.RenewErrorHook, locks.LockLostHook:
+		return true
+	}
+	return false
+}
 
 // ReceiveHook observes every ReceiveMessages call. ctx carries Run's context's values.
 type ReceiveHook interface {

@@ -8,6 +8,7 @@ import (
 	"github.com/Azure/azure-sdk-for-go/sdk/messaging/azservicebus"
 
 	"github.com/sbkit/sbkit"
+	ihooks "github.com/sbkit/sbkit/internal/hooks"
 	"github.com/sbkit/sbkit/internal/retry"
 	"github.com/sbkit/sbkit/locks"
 )
@@ -26,51 +27,46 @@ const (
 )
 
 // Options configure a Processor. A nil *Options and the zero value mean the defaults.
+// As everywhere in sbkit, zero means the default, Disable* turns a feature off, and a
+// negative value means no limit where no limit makes sense; each field says which.
 type Options struct {
 	// ReceiveMode must match the receiver's mode. Default
 	// [azservicebus.ReceiveModePeekLock]. In [azservicebus.ReceiveModeReceiveAndDelete]
 	// no settlement is made and no lock renewed: handler errors are only reported.
 	ReceiveMode azservicebus.ReceiveMode
 	// MaxConcurrency is the number of goroutines that run the handler. Default
-	// DefaultMaxConcurrency (1); negative is an error.
+	// DefaultMaxConcurrency (1); negative is an error (the handlers must be bounded).
 	MaxConcurrency int
 	// PrefetchCount, when positive, is how many received messages may wait for a free
 	// handler goroutine (their locks are renewed while they wait). Zero (the default)
-	// sizes the prefetch adaptively; negative is an error; see DisablePrefetch for none.
+	// sizes the prefetch adaptively, about 2 × μ × R: R is the receive round trip and μ
+	// the rate at which the handlers and the settlements drain messages, both measured
+	// as the processor runs; it is MaxConcurrency until they are measured, and 0 when a
+	// handler call is much longer than a receive. Negative is an error (what waits must
+	// be bounded); see DisablePrefetch for none.
 	//
 	// The receive loop makes one ReceiveMessages call at a time and asks for every free
 	// place (MaxConcurrency + the prefetch in all), so that one round trip feeds many
 	// handlers. A message holds its place from the call that asks for it until its
 	// handler returned and its settlement is over: asked for, waiting, running, held by
 	// AbandonDelay or settling, it counts, so the processor never holds more locks than
-	// its places, however slow the broker is to answer settlements. Handlers stay busy
-	// when the prefetch covers what they drain in two receive round trips (one while the
-	// messages asked for are on their way, one while those that arrived last until the
-	// next call's arrive); each message beyond that only waits in the buffer, holding its
-	// lock, adding its wait to its latency, and costing a delivery if a shutdown gives it
-	// back (see the package doc). The adaptive prefetch is round(2 × μ × R), R being the
-	// receive round trip and μ the drain rate, min(MaxConcurrency / handler time, 0.9 ×
-	// SettleConcurrency / settlement time), all three times moving averages of what the
-	// processor measured; it is MaxConcurrency until they are measured, 0 when a handler
-	// call is much longer than a receive, and at most 64 × MaxConcurrency, which covers
-	// round trips up to about 20 handler calls (100 ms for 5 ms handlers). Messages held
-	// by AbandonDelay or settling are added to it, so that settlements in flight (about
-	// the drain rate × the settlement round trip) do not starve the buffer; the prefetch
-	// and those together are at most 64 × MaxConcurrency as well: the adaptive processor
-	// holds at most 65 × MaxConcurrency messages. Its median latency from receipt to
-	// settled is about the handler time and one and a half round trips (half a receive
-	// round trip in the buffer, on average). A fixed PrefetchCount instead trades
-	// latency, locks held and deliveries spent at shutdown for throughput that no longer
-	// depends on averages: choose one when handler times vary too much for an average to
-	// describe them, or to bound the locks held below the ceiling.
+	// its places, however slow the broker is to answer settlements. With the adaptive
+	// prefetch, messages held or settling get places on top, and the prefetch and those
+	// together are at most 64 × MaxConcurrency: the processor holds at most 65 ×
+	// MaxConcurrency messages, and its median latency from receipt to settled is about
+	// the handler time and one and a half round trips. A fixed PrefetchCount trades
+	// latency, locks held and deliveries spent at shutdown for throughput that does not
+	// depend on averages: choose one when handler times vary too much for an average to
+	// describe them, or to bound the locks held below the ceiling. docs/design/prefetch.md
+	// in the repository gives the reasoning.
 	PrefetchCount int
 	// DisablePrefetch holds at most MaxConcurrency messages, running or settling: the
 	// lowest latency and the fewest locks, and handlers idle for a receive round trip
 	// and a settlement round trip between messages. Default false. PrefetchCount must
 	// then be zero.
 	DisablePrefetch bool
-	// MaxReceiveBatch caps the messages asked for in one ReceiveMessages call. Default: no
-	// cap beyond the free places; negative is an error.
+	// MaxReceiveBatch caps the messages asked for in one ReceiveMessages call. Default
+	// (zero), and negative: no cap beyond the free places (and the SDK's 5,000).
 	MaxReceiveBatch int
 	// DisableAutoComplete stops completing messages whose handler returned nil: the
 	// handler settles them itself through [SettlerFrom]. A handler that returns nil
@@ -97,11 +93,12 @@ type Options struct {
 	// its settlement is over, so settlements in flight never exceed the places. Default:
 	// every place (MaxConcurrency + PrefetchCount; with the adaptive prefetch 65 ×
 	// MaxConcurrency), so that settlement throughput follows the round trip (rate ×
-	// settlement time in flight) and never caps the processor's; negative is an error.
+	// settlement time in flight) and never caps the processor's. Negative means no cap,
+	// which is the same: the places cap the settlements anyway.
 	SettleConcurrency int
 	// SettleTimeout bounds one settlement, retries included. Settlements do not end with
 	// Run's context: a shutdown still abandons. Default DefaultSettleTimeout (30 s);
-	// negative is an error.
+	// negative is an error (a settlement that never ends would hold its place forever).
 	SettleTimeout time.Duration
 	// ShutdownGrace is how long a shutdown started by the end of Run's context lets
 	// running handlers finish, as .NET's StopProcessingAsync does: Run then returns
@@ -139,7 +136,8 @@ type Options struct {
 	// [HandlerStartHook], [HandlerEndHook], [SettleHook] and [ErrorHook], and also any of
 	// the lock engine's [locks.RenewHook], [locks.RenewErrorHook] and [locks.LockLostHook],
 	// which receive the engine's events for the processor's messages (a lost lock before
-	// the processor cancels the message's handler). Default none.
+	// the processor cancels the message's handler). An element that implements none of
+	// them is an error. Default none.
 	Hooks []Hook
 	// Logger receives warnings for errors and debug records for settlements. No payload is
 	// logged. Default: discard.
@@ -151,11 +149,12 @@ type Options struct {
 type LockRenewalOptions struct {
 	// MaxMargin caps how long before a lock's expiry it is renewed (a third of the lock
 	// duration, at most MaxMargin). Default [locks.DefaultMaxMargin] (10 s); negative is
-	// an error.
+	// an error (a margin without a cap means nothing).
 	MaxMargin time.Duration
 	// Workers caps the renewal calls in flight at once, each on a goroutine of its own
 	// while it waits for the broker (started when the renewal comes due, ended once
-	// idle). Default [locks.DefaultWorkers] (256); negative is an error.
+	// idle). Default [locks.DefaultWorkers] (256); negative is an error (renewals must
+	// not take a goroutine per lock).
 	Workers int
 	// Retry is the policy for failed renewals. Default: MaxRetries without bound,
 	// RetryDelay 250 ms, MaxRetryDelay 5 s; retries stop when the lock expires.
@@ -209,10 +208,9 @@ func newConfig(o *Options) (config, error) {
 	default:
 		return c, fmt.Errorf("%w: unknown ReceiveMode %d", ErrInvalidOptions, c.ReceiveMode)
 	}
-	if c.MaxConcurrency < 0 || c.PrefetchCount < 0 || c.MaxReceiveBatch < 0 ||
-		c.SettleConcurrency < 0 || c.SettleTimeout < 0 {
-		return c, fmt.Errorf("%w: MaxConcurrency %d, PrefetchCount %d, MaxReceiveBatch %d, SettleConcurrency %d, SettleTimeout %v",
-			ErrInvalidOptions, c.MaxConcurrency, c.PrefetchCount, c.MaxReceiveBatch, c.SettleConcurrency, c.SettleTimeout)
+	if c.MaxConcurrency < 0 || c.PrefetchCount < 0 || c.SettleTimeout < 0 {
+		return c, fmt.Errorf("%w: negative MaxConcurrency %d, PrefetchCount %d or SettleTimeout %v",
+			ErrInvalidOptions, c.MaxConcurrency, c.PrefetchCount, c.SettleTimeout)
 	}
 	if c.DisablePrefetch && c.PrefetchCount != 0 {
 		return c, fmt.Errorf("%w: PrefetchCount %d with DisablePrefetch", ErrInvalidOptions, c.PrefetchCount)
@@ -230,7 +228,7 @@ func newConfig(o *Options) (config, error) {
 		c.prefetchInitial = c.MaxConcurrency
 		c.capacity = c.MaxConcurrency + c.ceiling
 	}
-	if c.SettleConcurrency == 0 {
+	if c.SettleConcurrency <= 0 {
 		c.SettleConcurrency = c.capacity
 	}
 	c.maxBatch = min(c.capacity, maxReceiveBatch)
@@ -249,6 +247,9 @@ func newConfig(o *Options) (config, error) {
 	if c.Logger == nil {
 		c.Logger = slog.New(slog.DiscardHandler)
 	}
+	if err := ihooks.Check(c.Hooks, isHook, hookNames); err != nil {
+		return c, fmt.Errorf("%w: %w", ErrInvalidOptions, err)
+	}
 	c.hooks = newHooks(c.Hooks, c.Logger)
 	return c, nil
 }
@@ -258,7 +259,9 @@ func newConfig(o *Options) (config, error) {
 func (c *config) lockOptions(first, last locks.Hook) *locks.Options {
 	hs := []locks.Hook{first}
 	for _, h := range c.Hooks {
-		hs = append(hs, h)
+		if isLockHook(h) {
+			hs = append(hs, h)
+		}
 	}
 	if last != nil {
 		hs = append(hs, last)

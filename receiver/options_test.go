@@ -16,6 +16,7 @@ import (
 	"github.com/Azure/azure-sdk-for-go/sdk/messaging/azservicebus"
 
 	"github.com/sbkit/sbkit"
+	"github.com/sbkit/sbkit/locks"
 	"github.com/sbkit/sbkit/receiver"
 	"github.com/sbkit/sbkit/sbtest"
 )
@@ -35,8 +36,8 @@ func TestNewRejectsBadInput(t *testing.T) {
 		{"negative concurrency", e.r, h, &receiver.Options{MaxConcurrency: -1}, receiver.ErrInvalidOptions},
 		{"negative prefetch", e.r, h, &receiver.Options{PrefetchCount: -2}, receiver.ErrInvalidOptions},
 		{"negative settle timeout", e.r, h, &receiver.Options{SettleTimeout: -time.Second}, receiver.ErrInvalidOptions},
-		{"negative settle concurrency", e.r, h, &receiver.Options{SettleConcurrency: -1}, receiver.ErrInvalidOptions},
-		{"negative receive batch", e.r, h, &receiver.Options{MaxReceiveBatch: -1}, receiver.ErrInvalidOptions},
+		{"negative settle concurrency: no cap", e.r, h, &receiver.Options{SettleConcurrency: -1}, nil},
+		{"negative receive batch: no cap", e.r, h, &receiver.Options{MaxReceiveBatch: -1}, nil},
 		{"negative renewal workers", e.r, h, &receiver.Options{LockRenewal: receiver.LockRenewalOptions{Workers: -1}}, receiver.ErrInvalidOptions},
 		{"unknown receive mode", e.r, h, &receiver.Options{ReceiveMode: 7}, receiver.ErrInvalidOptions},
 		{"no renewer", noRenew{e.r}, h, nil, receiver.ErrNoLockRenewer},
@@ -45,6 +46,9 @@ func TestNewRejectsBadInput(t *testing.T) {
 		{"nil options", e.r, h, nil, nil},
 		{"DisablePrefetch", e.r, h, &receiver.Options{DisablePrefetch: true}, nil},
 		{"PrefetchCount with DisablePrefetch", e.r, h, &receiver.Options{DisablePrefetch: true, PrefetchCount: 2}, receiver.ErrInvalidOptions},
+		{"hook of no interface", e.r, h, &receiver.Options{Hooks: []receiver.Hook{misspeltHook{}}}, receiver.ErrInvalidOptions},
+		{"nil hook", e.r, h, &receiver.Options{Hooks: []receiver.Hook{nil}}, receiver.ErrInvalidOptions},
+		{"lock engine hook", e.r, h, &receiver.Options{Hooks: []receiver.Hook{renewOnlyHook{}}}, nil},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -60,6 +64,16 @@ func TestNewRejectsBadInput(t *testing.T) {
 		})
 	}
 }
+
+// misspeltHook means to be an ErrorHook, but its method's name is wrong.
+type misspeltHook struct{}
+
+func (misspeltHook) OnErr(context.Context, *receiver.Error) {}
+
+// renewOnlyHook implements only a lock engine hook, which a Processor accepts.
+type renewOnlyHook struct{}
+
+func (renewOnlyHook) OnRenew(context.Context, locks.Renewal) {}
 
 func TestRunTwiceAndNilContext(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
@@ -172,22 +186,22 @@ func TestManualSettlement(t *testing.T) {
 		if err := receiver.SettlerFrom(context.Background()).CompleteMessage(context.Background(), &azservicebus.ReceivedMessage{}, nil); !errors.Is(err, receiver.ErrNoSettler) {
 			t.Errorf("SettlerFrom outside a handler: %v", err)
 		}
-		if _, ok := receiver.LockedUntil(context.Background()); ok {
+		if _, ok := receiver.LockedUntilFrom(context.Background()); ok {
 			t.Error("LockedUntil outside a handler")
 		}
 	})
 }
 
-// LockedUntil(ctx) follows renewals without racing with them.
+// LockedUntilFrom(ctx) follows renewals without racing with them.
 func TestLockedUntilFollowsRenewals(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		e := newEnv(t, &sbtest.EntityOptions{LockDuration: 30 * time.Second})
 		e.send(t, 1)
 		var first, later time.Time
 		p := newProcessor(t, e.r, func(ctx context.Context, m *azservicebus.ReceivedMessage) error {
-			first, _ = receiver.LockedUntil(ctx)
+			first, _ = receiver.LockedUntilFrom(ctx)
 			time.Sleep(time.Minute)
-			later, _ = receiver.LockedUntil(ctx)
+			later, _ = receiver.LockedUntilFrom(ctx)
 			return nil
 		}, nil)
 		start0 := time.Now()

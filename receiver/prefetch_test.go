@@ -147,13 +147,13 @@ func TestAdaptivePrefetchTargets(t *testing.T) {
 	}
 }
 
-// Issue 20: stopping a processor of 16 handlers in steady state (7 ms round trip) gives
-// back at most MaxConcurrency + its prefetch messages, and the prefetch is the adaptive
-// size. With 5 ms handlers (adaptive prefetch round(2 × 16 / 5 ms × 7 ms) = 45) and
-// Close without deadline, running handlers finish and only the buffered messages, which
-// never reached a handler, are abandoned. With 50 ms handlers (adaptive prefetch
-// round(2 × 16 / 50 ms × 7 ms) = 4) and Close given 40 ms, the handlers still running
-// 30 ms in are cancelled and their messages abandoned too. Each case stops at 14
+// TestAdaptivePrefetchShutdown: stopping a processor of 16 handlers in steady state (7 ms
+// round trip) gives back at most MaxConcurrency + its prefetch messages, and the prefetch
+// is the adaptive size. With 5 ms handlers (adaptive prefetch round(2 × 16 / 5 ms × 7 ms)
+// = 45) and Close without deadline, running handlers finish and only the buffered
+// messages, which never reached a handler, are abandoned. With 50 ms handlers (adaptive
+// prefetch round(2 × 16 / 50 ms × 7 ms) = 4) and Close given 40 ms, the handlers still
+// running 30 ms in are cancelled and their messages abandoned too. Each case stops at 14
 // moments a millisecond apart (two receive round trips).
 func TestAdaptivePrefetchShutdown(t *testing.T) {
 	ms := time.Millisecond
@@ -193,9 +193,10 @@ func TestAdaptivePrefetchShutdown(t *testing.T) {
 	}
 }
 
-// Issue 20: with several calls per session, each session's receive loop prefetches
-// (adaptively), and a session released at its MaxMessagesPerSession bound or when idle
-// gives back no message unhandled; with one call per session nothing is prefetched.
+// TestSessionProcessorPrefetch: with several calls per session, each session's receive
+// loop prefetches (adaptively), and a session released at its MaxMessagesPerSession bound
+// or when idle gives back no message unhandled; with one call per session nothing is
+// prefetched.
 func TestSessionProcessorPrefetch(t *testing.T) {
 	tests := []struct {
 		name     string

@@ -3,6 +3,7 @@ package receiver
 import (
 	"context"
 	"fmt"
+	"time"
 
 	"github.com/Azure/azure-sdk-for-go/sdk/messaging/azservicebus"
 
@@ -101,19 +102,42 @@ func (p *Processor) Run(ctx context.Context) error {
 // [Options.SettleTimeout]. Close waits for Run to return, so a handler that ignores its
 // cancelled context delays Close.
 //
-// Called from a handler, Close starts the shutdown with ctx and returns nil at once
-// without waiting (it would wait for its own caller): the handler should then return;
-// Run returns when the shutdown is over. Hooks must not call Close.
+// Called from a handler with the handler's context (or one derived from it), Close
+// starts the shutdown and returns nil at once without waiting (it would wait for its own
+// caller): the handler should then return; Run returns when the shutdown is over. That
+// shutdown lasts until ctx's deadline, or for [Options.ShutdownGrace] when ctx has none,
+// as when Run's context ends; the handler's return, which ends its context, does not cut
+// it short. A handler must pass its own context: Close tells its caller by it (Go gives
+// goroutines no identity to tell them by), and given another one it waits for Run, which
+// waits for the handler that called it: forever. Hooks must not call Close.
 //
 // Close returns ctx.Err() ([context.DeadlineExceeded] when called early) when handlers had
 // to be cancelled or settlements given up, nil otherwise. Close is safe to call twice and
 // before Run; Run fails with ErrClosed afterwards.
 func (p *Processor) Close(ctx context.Context) error {
-	r, wait := p.shut(ctx)
-	if r != nil && r.calledFromHandler() {
+	if r := p.runs.current(); r != nil && r.isHandlerContext(ctx) {
+		grace, release := handlerGrace(ctx, p.cfg.ShutdownGrace)
+		r.whenOver(release)
+		p.shut(grace)
 		return nil
 	}
+	_, wait := p.shut(ctx)
 	return wait()
+}
+
+// handlerGrace is the context of a shutdown that a handler started by calling Close
+// with its own context, ctx: ctx's values and deadline (or shutdownGrace from now when it
+// has none, negative for no limit) without its cancellation, since ctx ends when the
+// handler returns. release frees its timer.
+func handlerGrace(ctx context.Context, shutdownGrace time.Duration) (grace context.Context, release context.CancelFunc) {
+	grace = context.WithoutCancel(ctx)
+	if deadline, ok := ctx.Deadline(); ok {
+		return context.WithDeadline(grace, deadline)
+	}
+	if shutdownGrace >= 0 {
+		return context.WithTimeout(grace, shutdownGrace)
+	}
+	return grace, func() {}
 }
 
 // shut starts closing p with ctx and returns at once: receiving has stopped. wait waits

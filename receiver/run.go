@@ -1,11 +1,9 @@
 package receiver
 
 import (
-	"bytes"
 	"context"
 	"errors"
 	"fmt"
-	"runtime"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -51,7 +49,6 @@ type run struct {
 	handlersEnd bool                      // every handler returned: no cut any more
 	cut         bool                      // running handlers were cancelled
 	disarm      []func()                  // releases the deadlines' timers
-	workerIDs   map[uint64]struct{}       // goroutine ids of the handler goroutines
 	live        map[*delivery]struct{}    // peek-lock deliveries not yet claimed
 	holds       map[*delivery]*time.Timer // deliveries held before abandoning
 	held        atomic.Int64              // len(holds), read without mu by limit
@@ -64,14 +61,13 @@ type run struct {
 func newRun(ctx context.Context, p *Processor) (*run, error) {
 	cfg := &p.cfg
 	r := &run{
-		p:         p,
-		cfg:       cfg,
-		places:    newPlaces(),
-		buf:       make(chan *delivery, cfg.capacity),
-		done:      make(chan struct{}),
-		live:      make(map[*delivery]struct{}),
-		holds:     make(map[*delivery]*time.Timer),
-		workerIDs: make(map[uint64]struct{}),
+		p:      p,
+		cfg:    cfg,
+		places: newPlaces(),
+		buf:    make(chan *delivery, cfg.capacity),
+		done:   make(chan struct{}),
+		live:   make(map[*delivery]struct{}),
+		holds:  make(map[*delivery]*time.Timer),
 	}
 	r.settlers = workpool.New(cfg.SettleConcurrency, r.settleQueued)
 	r.settleBase, r.cancelSettles = context.WithCancel(context.Background())
@@ -93,9 +89,7 @@ func newRun(ctx context.Context, p *Processor) (*run, error) {
 			grace, cancel = context.WithTimeout(grace, cfg.ShutdownGrace)
 		}
 		r.stop(grace, context.Cause(ctx))
-		r.mu.Lock()
-		r.disarm = append(r.disarm, cancel)
-		r.mu.Unlock()
+		r.whenOver(cancel)
 	})
 	return r, nil
 }
@@ -109,6 +103,9 @@ func newRun(ctx context.Context, p *Processor) (*run, error) {
 func (r *run) stop(grace context.Context, reason error) {
 	r.stopMu.Do(func() {
 		r.reason = reason
+		r.mu.Lock()
+		r.draining = true // from now on no handler starts and nothing is held
+		r.mu.Unlock()
 		r.stopRecv()
 	})
 	if grace.Done() == nil {
@@ -122,9 +119,7 @@ func (r *run) stop(grace context.Context, reason error) {
 	}
 	stopCut := context.AfterFunc(cut, r.cutHandlers)
 	stopHard := context.AfterFunc(hard, r.cancelSettles)
-	r.mu.Lock()
-	r.disarm = append(r.disarm, func() { stopCut(); stopHard(); cancelCut() })
-	r.mu.Unlock()
+	r.whenOver(func() { stopCut(); stopHard(); cancelCut() })
 }
 
 // maxSettleReserve caps the time between the cancellation of running handlers and the
@@ -132,31 +127,18 @@ func (r *run) stop(grace context.Context, reason error) {
 // shutdown was given, at most this.
 const maxSettleReserve = time.Second
 
-// calledFromHandler reports whether the calling goroutine is one of r's handler
-// goroutines. Go has no goroutine identity in its API; the id is read from the stack
-// header, once per handler goroutine and once per Close.
-func (r *run) calledFromHandler() bool { return r.isWorker(goroutineID()) }
-
-// isWorker reports whether the goroutine id is one of r's handler goroutines.
-func (r *run) isWorker(id uint64) bool {
-	r.mu.Lock()
-	defer r.mu.Unlock()
-	_, ok := r.workerIDs[id]
-	return ok
+// isHandlerContext reports whether ctx is (or derives from) the context of one of r's
+// handler calls.
+func (r *run) isHandlerContext(ctx context.Context) bool {
+	s, ok := ctx.Value(settlerKey{}).(*handlerSettler)
+	return ok && s.d.r == r
 }
 
-func goroutineID() uint64 {
-	var buf [64]byte
-	b := buf[:runtime.Stack(buf[:], false)]
-	b = bytes.TrimPrefix(b, []byte("goroutine "))
-	var id uint64
-	for _, c := range b {
-		if c < '0' || c > '9' {
-			break
-		}
-		id = id*10 + uint64(c-'0')
-	}
-	return id
+// whenOver calls f once the run's shutdown is over.
+func (r *run) whenOver(f func()) {
+	r.mu.Lock()
+	r.disarm = append(r.disarm, f)
+	r.mu.Unlock()
 }
 
 // serve runs the receive loop on the calling goroutine, then shuts down.
@@ -341,7 +323,7 @@ type engineHook struct{ r *run }
 
 func (h engineHook) OnRenew(context.Context, locks.Renewal) { h.r.p.counters.renewed.Add(1) }
 
-func (h engineHook) OnRenewError(ctx context.Context, e locks.RenewFailure) {
+func (h engineHook) OnRenewError(ctx context.Context, e *locks.RenewError) {
 	h.r.p.counters.renewErrors.Add(1)
 	if e.WillRetry { // a final failure is reported as the lock's loss
 		h.r.report(ctx, &Error{Source: SourceRenew, Message: e.Message, Err: e.Err})

@@ -71,7 +71,7 @@ func sessionChaosRun(t *testing.T, seed uint64) {
 	handled := map[string][]string{} // session -> message ids, in the order their handlers started
 	var outOfOrder []string
 	handler := func(ctx context.Context, m *azservicebus.ReceivedMessage) error {
-		session := receiver.SessionIDFrom(ctx)
+		session := sessionID(ctx)
 		mu.Lock()
 		seen := handled[session]
 		if last := len(seen) - 1; last >= 0 && m.MessageID < seen[last] {

@@ -14,16 +14,15 @@ import (
 	"github.com/sbkit/sbkit/sbtest"
 )
 
-// TestSessionCloseFromHandler: Close called from a handler starts the shutdown and
-// returns at once (it once waited for Run, which waited for the handler: a deadlock no
-// deadline ended); the handler's message is settled, and Run returns nil.
+// TestSessionCloseFromHandler: Close called from a handler with its context starts the
+// shutdown and returns at once (waiting would be waiting for Run, which waits for the
+// handler); the handler's message is settled, the other session's running handler is
+// cut at Close's deadline, and Run returns nil.
 func TestSessionCloseFromHandler(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		sq := newSessionQueue(t, nil)
 		sq.send(t, "a", "1", "2")
 		sq.send(t, "b", "1")
-		cctx, cancel := context.WithTimeout(context.Background(), 5*time.Second) // outlives the handler
-		defer cancel()
 		var p *receiver.SessionProcessor
 		type result struct {
 			err  error
@@ -31,13 +30,15 @@ func TestSessionCloseFromHandler(t *testing.T) {
 		}
 		closed := make(chan result, 1)
 		h := func(ctx context.Context, m *azservicebus.ReceivedMessage) error {
-			if receiver.SessionIDFrom(ctx) == "b" {
+			if sessionID(ctx) == "b" {
 				<-ctx.Done() // a handler of another session, cut by the shutdown
 				return context.Cause(ctx)
 			}
 			for p.Stats().InFlight < 2 {
 				time.Sleep(time.Millisecond)
 			}
+			cctx, cancel := context.WithTimeout(ctx, 5*time.Second) // its deadline outlives the handler
+			defer cancel()
 			start := time.Now()
 			err := p.Close(cctx)
 			closed <- result{err, time.Since(start)}
@@ -97,8 +98,8 @@ func (hungClose) Close(ctx context.Context) error {
 
 // TestSessionCloseHungBroker: with a broker that answers nothing any more (settlements,
 // session lock renewals and closing the session receiver all hang), Close returns by its
-// deadline (closing the session receivers once waited SettleTimeout, 30 s, whatever
-// Close's context), reporting the messages it left locked; no goroutine is left.
+// deadline (closing a session receiver waits no longer than Close's context, not
+// SettleTimeout's 30 s), reporting the messages it left locked; no goroutine is left.
 func TestSessionCloseHungBroker(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		sq := newSessionQueue(t, nil)

@@ -25,12 +25,3 @@ func SessionFrom(ctx context.Context) (Session, bool) {
 	s, ok := ctx.Value(sessionKey{}).(Session)
 	return s, ok
 }
-
-// SessionIDFrom returns the session id of the message whose handler ctx belongs to, or ""
-// outside a [SessionProcessor].
-func SessionIDFrom(ctx context.Context) string {
-	if s, ok := SessionFrom(ctx); ok {
-		return s.SessionID()
-	}
-	return ""
-}

@@ -22,26 +22,27 @@ const (
 )
 
 // SessionOptions configure a SessionProcessor. A nil *SessionOptions and the zero value
-// mean the defaults.
+// mean the defaults; negative values follow [Options]' rule, as each field says.
 type SessionOptions struct {
-	// Options configure how each session's messages are processed, as for a
-	// [Processor], with these differences: MaxConcurrency is replaced by
-	// MaxConcurrentCallsPerSession; with one call per session (the default) messages are
-	// never prefetched (PrefetchCount and DisablePrefetch are ignored), so that order
-	// holds; with more, each session's receive loop prefetches as a Processor's does
+	// Options configure how each session's messages are processed, as for a [Processor],
+	// with these differences: MaxConcurrentCallsPerSession replaces MaxConcurrency, which
+	// must be zero; with one call per session (the default) messages are never prefetched,
+	// so that order holds: PrefetchCount must then be zero (DisablePrefetch changes
+	// nothing); with more, each session's receive loop prefetches as a Processor's does
 	// (adaptively by default, sized from the receive round trip, handler and settlement
-	// times measured across all sessions), and a session reaching MaxMessagesPerSession
-	// is released only once every message it received has been settled, so that none is
-	// given back unhandled; SettleConcurrency caps each session's settlements in flight
-	// (by default its places: one with one call per session, whose next message waits
-	// for the previous one's settlement, as order needs; more, settled concurrently,
-	// with more calls); DisableAutoLockRenewal, MaxAutoLockRenewalDuration and
-	// LockRenewal apply to the session locks (a session's messages are locked by its
-	// session lock); ShutdownGrace also bounds how long a released session's running
-	// handlers may finish. Hooks and Logger are shared by every session.
+	// times measured across all sessions), and a session reaching MaxMessagesPerSession is
+	// released only once every message it received has been settled, so that none is given
+	// back unhandled; SettleConcurrency caps each session's settlements in flight (by
+	// default its places: one with one call per session, whose next message waits for the
+	// previous one's settlement, as order needs; more, settled concurrently, with more
+	// calls); DisableAutoLockRenewal, MaxAutoLockRenewalDuration and LockRenewal apply to
+	// the session locks (a session's messages are locked by its session lock); ShutdownGrace
+	// also bounds how long a released session's running handlers may finish. Hooks and
+	// Logger are shared by every session.
 	Options
 	// MaxConcurrentSessions is how many sessions are held at once. Default
-	// DefaultMaxConcurrentSessions (8); negative is an error.
+	// DefaultMaxConcurrentSessions (8); negative is an error (each session held takes a
+	// goroutine and a lock).
 	MaxConcurrentSessions int
 	// MaxConcurrentCallsPerSession is how many handlers run at once in one session.
 	// Default DefaultMaxConcurrentCallsPerSession (1): one message at a time, in order:
@@ -55,14 +56,17 @@ type SessionOptions struct {
 	// processor or another). If the session lock itself is lost, the session goes to the
 	// next acceptor too, its unsettled messages' deliveries counted. Either way no later
 	// message of the session is handled before it. Above 1, messages of a session may be
-	// handled out of order. Negative is an error.
+	// handled out of order. Negative is an error (the handlers must be bounded).
 	MaxConcurrentCallsPerSession int
 	// SessionIdleTimeout releases a session after it went this long without a message.
-	// Default DefaultSessionIdleTimeout (1 s); negative is an error.
+	// Default DefaultSessionIdleTimeout (1 s); negative means never: a session is then
+	// released only at MaxMessagesPerSession, when its lock is lost (its renewal stops
+	// MaxAutoLockRenewalDuration after its last message), or at shutdown, and an idle
+	// session keeps its slot from the other sessions meanwhile.
 	SessionIdleTimeout time.Duration
 	// MaxMessagesPerSession releases a session after this many of its messages were
 	// received, so that many sessions share few slots fairly; the session is accepted
-	// again later if it has more. Default (zero): no bound; negative is an error.
+	// again later if it has more. Default (zero), and negative: no bound.
 	MaxMessagesPerSession int
 	// SessionIDs, when not empty, are the only sessions processed, accepted by id (each
 	// is locked even while it has no messages), as .NET's SessionIds. Default: every
@@ -87,10 +91,9 @@ func newSessionConfig(o *SessionOptions) (sessionConfig, error) {
 		return c, fmt.Errorf("%w: negative MaxConcurrentSessions %d", ErrInvalidOptions, c.MaxConcurrentSessions)
 	case c.MaxConcurrentCallsPerSession < 0:
 		return c, fmt.Errorf("%w: negative MaxConcurrentCallsPerSession %d", ErrInvalidOptions, c.MaxConcurrentCallsPerSession)
-	case c.SessionIdleTimeout < 0:
-		return c, fmt.Errorf("%w: negative SessionIdleTimeout %v", ErrInvalidOptions, c.SessionIdleTimeout)
-	case c.MaxMessagesPerSession < 0:
-		return c, fmt.Errorf("%w: negative MaxMessagesPerSession %d", ErrInvalidOptions, c.MaxMessagesPerSession)
+	case c.MaxConcurrency != 0:
+		return c, fmt.Errorf("%w: MaxConcurrency %d: a SessionProcessor runs MaxConcurrentCallsPerSession handlers per session and has no use for it",
+			ErrInvalidOptions, c.MaxConcurrency)
 	}
 	if c.MaxConcurrentSessions == 0 {
 		c.MaxConcurrentSessions = DefaultMaxConcurrentSessions
@@ -101,10 +104,14 @@ func newSessionConfig(o *SessionOptions) (sessionConfig, error) {
 	if c.SessionIdleTimeout == 0 {
 		c.SessionIdleTimeout = DefaultSessionIdleTimeout
 	}
+	if c.MaxConcurrentCallsPerSession == 1 && c.PrefetchCount != 0 {
+		return c, fmt.Errorf("%w: PrefetchCount %d with one call per session, whose messages are never prefetched so that order holds (prefetch needs MaxConcurrentCallsPerSession above 1)",
+			ErrInvalidOptions, c.PrefetchCount)
+	}
 	c.inner = c.Options
 	c.inner.MaxConcurrency = c.MaxConcurrentCallsPerSession
 	if c.MaxConcurrentCallsPerSession == 1 {
-		c.inner.PrefetchCount, c.inner.DisablePrefetch = 0, true // in order: see Options
+		c.inner.DisablePrefetch = true // in order: see Options
 	}
 	c.inner.DisableAutoLockRenewal = true // the session lock is renewed instead
 	// Validate everything else the way a Processor does.

@@ -107,10 +107,13 @@ func (p *SessionProcessor) Run(ctx context.Context) error {
 // given up and reported), releases the sessions, and waits for Run to return. It returns
 // by ctx's deadline even when the broker does not answer: closing a session receiver
 // waits at most until then (and at most SettleTimeout), after which the session stays
-// locked at the broker until its lock expires. Called from a handler, Close starts the
-// shutdown with ctx and returns nil at once (it would wait for its own caller): the
-// handler should then return; Run returns when the shutdown is over. Hooks must not
-// call Close. It returns ctx.Err() ([context.DeadlineExceeded] when called early) when
+// locked at the broker until its lock expires. Called from a handler with the handler's
+// context (or one derived from it), Close starts the shutdown and returns nil at once (it
+// would wait for its own caller), as [Processor.Close] does: the handler should then
+// return; Run returns when the shutdown is over, which ctx's deadline bounds, or else
+// ShutdownGrace. A handler must pass its own context: given another one, Close waits for
+// Run, which waits for the handler that called it: forever. Hooks must not call Close.
+// It returns ctx.Err() ([context.DeadlineExceeded] when called early) when
 // handlers had to be cancelled or settlements given up, nil otherwise. Safe to call
 // twice and before Run.
 func (p *SessionProcessor) Close(ctx context.Context) error {
@@ -118,11 +121,13 @@ func (p *SessionProcessor) Close(ctx context.Context) error {
 	if r == nil {
 		return nil
 	}
-	fromHandler := r.calledFromHandler()
-	r.stop(ctx, nil)
-	if fromHandler {
+	if r.isHandlerContext(ctx) {
+		grace, release := handlerGrace(ctx, p.base.ShutdownGrace)
+		r.whenOver(release)
+		r.stop(grace, nil)
 		return nil
 	}
+	r.stop(ctx, nil)
 	<-r.done
 	if r.cancels.Load() {
 		if err := ctx.Err(); err != nil {
@@ -296,20 +301,15 @@ func (r *sessionRun) closeSession(ctx context.Context, proc *Processor) {
 	}()
 }
 
-// calledFromHandler reports whether the calling goroutine runs a handler of one of the
-// held sessions.
-func (r *sessionRun) calledFromHandler() bool {
-	id := goroutineID()
-	r.mu.Lock()
-	held := slices.Collect(maps.Keys(r.held))
-	r.mu.Unlock()
-	for _, proc := range held {
-		if pr := proc.runs.current(); pr != nil && pr.isWorker(id) {
-			return true
-		}
-	}
-	return false
+// isHandlerContext reports whether ctx is (or derives from) the context of a handler
+// call of one of r's sessions.
+func (r *sessionRun) isHandlerContext(ctx context.Context) bool {
+	owner, ok := ctx.Value(sessionRunKey{}).(*sessionRun)
+	return ok && owner == r
 }
+
+// sessionRunKey marks the contexts of a sessionRun's handler calls.
+type sessionRunKey struct{}
 
 // slot accepts sessions one after the other and processes each until it is released.
 func (r *sessionRun) slot() {
@@ -416,6 +416,7 @@ func (r *sessionRun) process(sr sbkit.SessionReceiver) {
 		}
 		ctx, done := running.start(ctx)
 		defer done()
+		ctx = context.WithValue(ctx, sessionRunKey{}, r)
 		return p.handler(context.WithValue(ctx, sessionKey{}, session), m)
 	}
 	proc, err := New(src, handler, &p.cfg.inner)

@@ -87,7 +87,7 @@ func TestSessionProcessorFIFO(t *testing.T) {
 		running := map[string]int{}
 		var maxSessions, now int
 		h := func(ctx context.Context, m *azservicebus.ReceivedMessage) error {
-			id := receiver.SessionIDFrom(ctx)
+			id := sessionID(ctx)
 			mu.Lock()
 			if running[id]++; running[id] > 1 {
 				t.Errorf("two handlers at once in session %s", id)
@@ -292,7 +292,7 @@ func TestSessionProcessorBoundSharesSlots(t *testing.T) {
 		var order []string
 		h := func(ctx context.Context, m *azservicebus.ReceivedMessage) error {
 			mu.Lock()
-			order = append(order, receiver.SessionIDFrom(ctx))
+			order = append(order, sessionID(ctx))
 			mu.Unlock()
 			return nil
 		}
@@ -367,13 +367,50 @@ func TestNewSessionProcessorErrors(t *testing.T) {
 		t.Errorf("nil handler: %v", err)
 	}
 	for _, o := range []receiver.SessionOptions{
-		{MaxConcurrentSessions: -1}, {MaxConcurrentCallsPerSession: -1}, {SessionIdleTimeout: -1},
-		{MaxMessagesPerSession: -1}, {Options: receiver.Options{SettleTimeout: -1}},
+		{MaxConcurrentSessions: -1}, {MaxConcurrentCallsPerSession: -1}, {Options: receiver.Options{SettleTimeout: -1}},
+		// What a SessionProcessor would ignore is refused.
+		{Options: receiver.Options{MaxConcurrency: 4}},
+		{Options: receiver.Options{PrefetchCount: 3}},
+		{Options: receiver.Options{PrefetchCount: 3}, MaxConcurrentCallsPerSession: 1},
+		{Options: receiver.Options{Hooks: []receiver.Hook{misspeltHook{}}}},
 	} {
 		if _, err := receiver.NewSessionProcessor(acc, h, &o); !errors.Is(err, receiver.ErrInvalidOptions) {
 			t.Errorf("%+v: %v", o, err)
 		}
 	}
+	for _, o := range []receiver.SessionOptions{
+		{SessionIdleTimeout: -1}, {MaxMessagesPerSession: -1}, // no limit
+		{Options: receiver.Options{DisablePrefetch: true}},
+		{Options: receiver.Options{PrefetchCount: 3}, MaxConcurrentCallsPerSession: 2},
+	} {
+		if _, err := receiver.NewSessionProcessor(acc, h, &o); err != nil {
+			t.Errorf("%+v: %v", o, err)
+		}
+	}
+}
+
+// TestSessionIdleTimeoutNegativeKeepsSession: a negative SessionIdleTimeout never releases
+// a session for being idle: its later message is handled in the same session, accepted
+// once (with the default, the session is released after a second without a message).
+func TestSessionIdleTimeoutNegativeKeepsSession(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		sq := newSessionQueue(t, nil)
+		sq.send(t, "a", "1")
+		h := func(context.Context, *azservicebus.ReceivedMessage) error { return nil }
+		p, stop := startSessions(t, sq, h, &receiver.SessionOptions{MaxConcurrentSessions: 1, SessionIdleTimeout: -1})
+		time.Sleep(time.Minute)
+		sq.send(t, "a", "2")
+		for sq.q.Stats().Completed < 2 {
+			time.Sleep(10 * time.Millisecond)
+		}
+		st := p.Stats()
+		if st.SessionsAccepted != 1 || st.SessionsReleased != 0 || st.Sessions != 1 {
+			t.Errorf("stats %+v, want the one session held throughout", st)
+		}
+		if err := stop(); err != nil {
+			t.Fatal(err)
+		}
+	})
 }
 
 // TestSessionProcessorRenewalLimitPerMessage: MaxAutoLockRenewalDuration bounds the time
@@ -507,7 +544,7 @@ func TestSessionProcessorReceiveAndDelete(t *testing.T) {
 				var handled atomic.Int64
 				h := func(ctx context.Context, m *azservicebus.ReceivedMessage) error {
 					mu.Lock()
-					id := receiver.SessionIDFrom(ctx)
+					id := sessionID(ctx)
 					seen[id] = append(seen[id], m.MessageID)
 					mu.Unlock()
 					handled.Add(1)
@@ -558,7 +595,7 @@ func TestSessionProcessorReceiveAndDelete(t *testing.T) {
 
 // TestSessionProcessorAcceptRetryLimit: a positive ReceiveRetry.MaxRetries ends Run with
 // the last accept error after that many consecutive failed retries, as it ends a
-// Processor's Run (the session processor once returned nil, as if closed).
+// Processor's Run (not nil, which would say it was closed).
 func TestSessionProcessorAcceptRetryLimit(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		sq := newSessionQueue(t, nil)
@@ -578,4 +615,13 @@ func TestSessionProcessorAcceptRetryLimit(t *testing.T) {
 			t.Fatalf("%d accept errors, want 3 (the first attempt and 2 retries)", n)
 		}
 	})
+}
+
+// sessionID is the id of the session whose handler ctx belongs to.
+func sessionID(ctx context.Context) string {
+	s, ok := receiver.SessionFrom(ctx)
+	if !ok {
+		panic("not a session handler's context")
+	}
+	return s.SessionID()
 }

@@ -45,8 +45,8 @@ func (l *orderLog) calls() []string {
 
 // TestSessionSettleRetryKeepsOrder: a settlement that fails with a transient error is
 // retried, and the session's next message is received only once it succeeded, so an
-// abandoned message is handled again first (the processor once counted the failed
-// attempt as the settlement: a-0#1, a-1#1, a-2#1, a-0#2).
+// abandoned message is handled again first (counting the failed attempt as the
+// settlement would give a-0#1, a-1#1, a-2#1, a-0#2).
 func TestSessionSettleRetryKeepsOrder(t *testing.T) {
 	for _, op := range []sbtest.Op{sbtest.OpAbandon, sbtest.OpComplete} {
 		t.Run(op.String(), func(t *testing.T) {

@@ -28,8 +28,8 @@ const (
 type sessionSource struct {
 	sbkit.Settler // the session receiver's settlements, unchanged
 	sr            sbkit.SessionReceiver
-	idle          time.Duration
-	max           int                 // messages before release; 0: no bound
+	idle          time.Duration       // negative: no bound
+	max           int                 // messages before release; 0 or less: no bound
 	release       func(reason string) // asks the slot to give the session up; safe to call twice
 	// activity, when set, is called after messages were received (before they are
 	// handed out): the session lock's renewal limit starts again.
@@ -70,7 +70,10 @@ func (s *sessionSource) ReceiveMessages(ctx context.Context, n int, _ *azservice
 				return nil, ctx.Err()
 			}
 		}
-		ictx, cancel := context.WithTimeout(ctx, s.idle)
+		ictx, cancel := context.WithCancel(ctx)
+		if s.idle >= 0 {
+			ictx, cancel = context.WithTimeout(ctx, s.idle)
+		}
 		msgs, err := s.sr.ReceiveMessages(ictx, ask, nil)
 		cancel()
 		if len(msgs) == 0 && ctx.Err() == nil && (errors.Is(err, context.DeadlineExceeded) || (err == nil && ictx.Err() != nil)) {

@@ -28,10 +28,10 @@ func SettlerFrom(ctx context.Context) sbkit.Settler {
 	return noSettler{}
 }
 
-// LockedUntil returns the current lock expiry of the message a handler is processing
+// LockedUntilFrom returns the current lock expiry of the message a handler is processing
 // (handlers must not read message.LockedUntil, which renewals write). ok is false for a
 // context that is not a handler's, or when the expiry is unknown.
-func LockedUntil(ctx context.Context) (t time.Time, ok bool) {
+func LockedUntilFrom(ctx context.Context) (t time.Time, ok bool) {
 	s, isHandler := ctx.Value(settlerKey{}).(*handlerSettler)
 	switch {
 	case !isHandler:

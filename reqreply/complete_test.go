@@ -16,10 +16,10 @@ import (
 )
 
 // TestReplyReturnedWhenCompleteFails: once the reply is received the request has been
-// answered, and Request returns the reply whatever becomes of completing it (it once
-// returned an error, so that a caller that retried ran the request twice). A transient
-// failure is retried and the reply completed; one that lasts returns the reply with a
-// nil error and is reported to the hooks and the log.
+// answered, and Request returns the reply whatever becomes of completing it (an error
+// would make a caller that retries run the request twice). A transient failure is
+// retried and the reply completed; one that lasts returns the reply with a nil error and
+// is reported to the hooks and the log.
 func TestReplyReturnedWhenCompleteFails(t *testing.T) {
 	tests := []struct {
 		name          string
@@ -93,6 +93,6 @@ func TestReplyReturnedWhenCompleteFails(t *testing.T) {
 // notCompletedFunc is a ReplyNotCompletedHook made of a function.
 type notCompletedFunc func(reply *azservicebus.ReceivedMessage, err error)
 
-func (f notCompletedFunc) OnReplyNotCompleted(_ context.Context, reply *azservicebus.ReceivedMessage, err error) {
-	f(reply, err)
+func (f notCompletedFunc) OnReplyNotCompleted(_ context.Context, e reqreply.ReplyNotCompleted) {
+	f(e.Reply, e.Err)
 }

@@ -180,19 +180,26 @@ func TestRequestErrors(t *testing.T) {
 	b := newBroker(t)
 	s, _ := b.ns.NewSender("requests", nil)
 	acc := b.ns.QueueSessionAcceptor("replies", nil)
+	if _, err := reqreply.NewRequester(nil, acc, "replies", nil); !errors.Is(err, reqreply.ErrNilSender) {
+		t.Errorf("nil sender: %v", err)
+	}
+	if _, err := reqreply.NewRequester(s, nil, "replies", nil); !errors.Is(err, reqreply.ErrNilAcceptor) {
+		t.Errorf("nil acceptor: %v", err)
+	}
 	for name, f := range map[string]func() (*reqreply.Requester, error){
-		"nil sender":    func() (*reqreply.Requester, error) { return reqreply.NewRequester(nil, acc, "replies", nil) },
-		"nil acceptor":  func() (*reqreply.Requester, error) { return reqreply.NewRequester(s, nil, "replies", nil) },
 		"empty replyTo": func() (*reqreply.Requester, error) { return reqreply.NewRequester(s, acc, "", nil) },
 		"negative timeout": func() (*reqreply.Requester, error) {
 			return reqreply.NewRequester(s, acc, "replies", &reqreply.RequesterOptions{CloseTimeout: -1})
+		},
+		"hook of no interface": func() (*reqreply.Requester, error) {
+			return reqreply.NewRequester(s, acc, "replies", &reqreply.RequesterOptions{Hooks: []reqreply.Hook{struct{}{}}})
 		},
 	} {
 		if _, err := f(); !errors.Is(err, reqreply.ErrInvalidOptions) {
 			t.Errorf("%s: %v", name, err)
 		}
 	}
-	if _, err := reqreply.NewResponder(nil); !errors.Is(err, sbkit.ErrNilHandler) {
+	if _, err := reqreply.NewResponder(nil); !errors.Is(err, reqreply.ErrNilSender) {
 		t.Errorf("nil SenderFor: %v", err)
 	}
 	if _, err := b.responder(t).Handler(nil); !errors.Is(err, sbkit.ErrNilHandler) {

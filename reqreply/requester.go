@@ -29,13 +29,15 @@ var defaultCompleteRetry = retry.Policy{MaxRetries: 3, RetryDelay: 100 * time.Mi
 type RequesterOptions struct {
 	// CloseTimeout bounds completing the reply and releasing the reply session when
 	// Request returns (their own context, since the caller's may have ended); default
-	// DefaultCloseTimeout (10s).
+	// DefaultCloseTimeout (10s); negative is an error (Request must return however the
+	// broker answers).
 	CloseTimeout time.Duration
 	// CompleteRetry is the policy for completing a reply that failed with a transient
 	// error, within CloseTimeout. Default: MaxRetries 3, RetryDelay 100 ms,
 	// MaxRetryDelay 1 s.
 	CompleteRetry sbkit.RetryOptions
-	// Hooks observe the requester: each may implement [ReplyNotCompletedHook]. They run
+	// Hooks observe the requester: each implements [ReplyNotCompletedHook] (one that
+	// does not is an error). They run
 	// synchronously on the caller's goroutine, must be fast, and may be called
 	// concurrently; a panic in a hook is recovered and logged. Default: none.
 	Hooks []Hook
@@ -44,15 +46,24 @@ type RequesterOptions struct {
 }
 
 // Hook is an observer of a Requester: a value implementing [ReplyNotCompletedHook].
+// [NewRequester] refuses a value that does not (an error wrapping [ErrInvalidOptions]),
+// so that a misspelt method is not silently ignored.
 type Hook any
 
-// ReplyNotCompletedHook is told when Request returned a reply it could not complete:
-// err wraps ErrReplyNotCompleted and the broker's last error. The reply stays in its
-// reply session, which nobody accepts again, until its time to live passes (then it is
-// dropped, or dead-lettered if the reply queue dead-letters expired messages); count it,
-// alert on it, or give replies a short TimeToLive.
+// ReplyNotCompletedHook is told when Request returned a reply it could not complete.
+// The reply stays in its reply session, which nobody accepts again, until its time to
+// live passes (then it is dropped, or dead-lettered if the reply queue dead-letters
+// expired messages); count it, alert on it, or give replies a short TimeToLive.
 type ReplyNotCompletedHook interface {
-	OnReplyNotCompleted(ctx context.Context, reply *azservicebus.ReceivedMessage, err error)
+	OnReplyNotCompleted(ctx context.Context, e ReplyNotCompleted)
+}
+
+// ReplyNotCompleted is the event of [ReplyNotCompletedHook].
+type ReplyNotCompleted struct {
+	// Reply is the reply Request returned.
+	Reply *azservicebus.ReceivedMessage
+	// Err wraps [ErrReplyNotCompleted] and the broker's last error.
+	Err error
 }
 
 // Requester sends requests and waits for their replies. It is safe for concurrent use:
@@ -70,8 +81,9 @@ type Requester struct {
 // NewRequester returns a Requester that sends requests with sender and receives replies
 // from the session-enabled queue (or subscription) that replies accepts sessions of;
 // replyTo is the address written to each request's ReplyTo (the reply queue's name).
-// nil options mean defaults. It returns ErrInvalidOptions for a nil sender or acceptor
-// or an empty replyTo, or a negative CloseTimeout.
+// nil options mean defaults. It returns [ErrNilSender] or [ErrNilAcceptor] for a nil
+// sender or acceptor, and an error wrapping [ErrInvalidOptions] for an empty replyTo, a
+// negative CloseTimeout or a hook of no hook interface.
 func NewRequester(sender sbkit.MessageSender, replies sbkit.SessionAcceptor, replyTo string, opts *RequesterOptions) (*Requester, error) {
 	var o RequesterOptions
 	if opts != nil {
@@ -79,13 +91,17 @@ func NewRequester(sender sbkit.MessageSender, replies sbkit.SessionAcceptor, rep
 	}
 	switch {
 	case sender == nil:
-		return nil, fmt.Errorf("%w: nil sender", ErrInvalidOptions)
+		return nil, ErrNilSender
 	case replies == nil:
-		return nil, fmt.Errorf("%w: nil session acceptor", ErrInvalidOptions)
+		return nil, ErrNilAcceptor
 	case replyTo == "":
 		return nil, fmt.Errorf("%w: empty replyTo", ErrInvalidOptions)
 	case o.CloseTimeout < 0:
 		return nil, fmt.Errorf("%w: negative CloseTimeout %v", ErrInvalidOptions, o.CloseTimeout)
+	}
+	isHook := func(x any) bool { _, ok := x.(ReplyNotCompletedHook); return ok }
+	if err := hooks.Check(o.Hooks, isHook, "ReplyNotCompletedHook"); err != nil {
+		return nil, fmt.Errorf("%w: %w", ErrInvalidOptions, err)
 	}
 	if o.CloseTimeout == 0 {
 		o.CloseTimeout = DefaultCloseTimeout
@@ -187,7 +203,7 @@ func (r *Requester) complete(ctx context.Context, sr sbkit.SessionReceiver, m *a
 		err = fmt.Errorf("%w: session %s, message %s: %w", ErrReplyNotCompleted, session, m.MessageID, err)
 		r.log.Warn("reply returned but not completed", "session", session, "messageID", m.MessageID, "err", err)
 		hooks.Call(ctx, r.log, "reqreply", "ReplyNotCompletedHook", r.notCompleted,
-			func(h ReplyNotCompletedHook) { h.OnReplyNotCompleted(ctx, m, err) })
+			func(h ReplyNotCompletedHook) { h.OnReplyNotCompleted(ctx, ReplyNotCompleted{Reply: m, Err: err}) })
 		return
 	}
 }

@@ -19,10 +19,10 @@ type Responder struct {
 }
 
 // NewResponder returns a Responder that sends each reply with the sender senders returns
-// for the request's ReplyTo. It returns [sbkit.ErrNilHandler] (wrapped) for nil senders.
+// for the request's ReplyTo. It returns [ErrNilSender] for a nil senders.
 func NewResponder(senders SenderFor) (*Responder, error) {
 	if senders == nil {
-		return nil, fmt.Errorf("reqreply: nil SenderFor: %w", sbkit.ErrNilHandler)
+		return nil, ErrNilSender
 	}
 	return &Responder{senders: senders}, nil
 }

@@ -259,8 +259,8 @@ func TestHooks(t *testing.T) {
 				s, err := sender.New(b.s, &sender.Options{
 					DisableBatching:     !batching,
 					MaxInFlightMessages: 10,
-					Hooks: []sender.Hook{panickingHook{}, h, "not a hook",
-						sender.SendResultFunc(func(context.Context, sender.SendResult) { funcResults.Add(1) })},
+					Hooks: []sender.Hook{panickingHook{}, h,
+						sender.SendResultHookFunc(func(context.Context, sender.SendResult) { funcResults.Add(1) })},
 				})
 				if err != nil {
 					t.Fatal(err)
@@ -375,8 +375,7 @@ func TestCloseReleasesBlockedSenders(t *testing.T) {
 
 // TestFlushAndCloseSendBatchOpenedAfterByteSeal: the second message of two that do not fit
 // together in MaxBatchBytes opens a new batch right after the first one is sealed for
-// size. Flush and Close must send that batch at once, not after the 3 s linger (issue 13,
-// defect 1).
+// size. Flush and Close must send that batch at once, not after the 3 s linger.
 func TestFlushAndCloseSendBatchOpenedAfterByteSeal(t *testing.T) {
 	send := func(t *testing.T) (*sender.Sender, []*sender.Result) {
 		b := newBroker(t, sbtest.Latency{RoundTrip: 10 * time.Millisecond}, nil)

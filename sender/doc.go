@@ -61,7 +61,7 @@
 // goroutine with the caller's context ([SendStartHook], where an OpenTelemetry adapter
 // starts the message's span, injects its trace context and returns the context the
 // message is sent with), each outcome with its attempts and duration
-// ([SendResultHook], or the [SendResultFunc] adapter), each retry ([SendRetryHook]) and
+// ([SendResultHook], or the [SendResultHookFunc] adapter), each retry ([SendRetryHook]) and
 // each batch request ([SendBatchHook]). [Sender.Stats] counts the same.
 //
 // Scheduled messages and TTL. A message whose ScheduledEnqueueTime is set

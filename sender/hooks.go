@@ -2,8 +2,6 @@ package sender
 
 import (
 	"context"
-	"fmt"
-	"log/slog"
 	"time"
 
 	"github.com/Azure/azure-sdk-for-go/sdk/messaging/azservicebus"
@@ -11,8 +9,9 @@ import (
 )
 
 // Hook observes a Sender's events. A Hook implements any of [SendStartHook],
-// [SendResultHook], [SendRetryHook] and [SendBatchHook]; a value that implements none is
-// ignored (New logs a warning). Hooks are called synchronously, in the order of
+// [SendResultHook], [SendRetryHook] and [SendBatchHook]; [New] refuses a value that
+// implements none (an error wrapping [ErrInvalidOptions]), so that a misspelt method is
+// not silently ignored. Hooks are called synchronously, in the order of
 // [Options.Hooks], possibly from many goroutines at once: they must be fast, must not
 // block and must not call the Sender's Flush or Close (which wait for the message being
 // reported). A panic in a hook is recovered and logged.
@@ -66,12 +65,12 @@ type SendResult struct {
 	Err error
 }
 
-// SendResultFunc is a [SendResultHook] made of a function, for the common case of one
-// result callback: Options{Hooks: []Hook{sender.SendResultFunc(f)}}.
-type SendResultFunc func(ctx context.Context, e SendResult)
+// SendResultHookFunc adapts a function to a [SendResultHook]: the common case of one
+// result callback, as in Options{Hooks: []Hook{sender.SendResultHookFunc(f)}}.
+type SendResultHookFunc func(ctx context.Context, e SendResult)
 
 // OnSendResult calls f.
-func (f SendResultFunc) OnSendResult(ctx context.Context, e SendResult) { f(ctx, e) }
+func (f SendResultHookFunc) OnSendResult(ctx context.Context, e SendResult) { f(ctx, e) }
 
 // SendRetryHook sees every retry of every message, before the delay: a batch of n
 // messages that is retried calls it n times. ctx is the context the message was sent
@@ -123,16 +122,20 @@ type hooks struct {
 	batch  []SendBatchHook
 }
 
-// newHooks sorts hs by interface and logs those that implement none (a hook with an
-// outdated or misspelled method would otherwise be ignored silently).
-func newHooks(hs []Hook, log *slog.Logger) hooks {
-	for _, x := range hs {
-		switch x.(type) {
-		case SendStartHook, SendResultHook, SendRetryHook, SendBatchHook:
-		default:
-			log.Warn("sender: hook implements no hook interface; ignored", "type", fmt.Sprintf("%T", x))
-		}
+// hookNames are the interfaces a [Hook] may implement, for errors.
+const hookNames = "SendStartHook, SendResultHook, SendRetryHook, SendBatchHook"
+
+// isHook reports whether x implements one of the interfaces of hookNames.
+func isHook(x any) bool {
+	switch x.(type) {
+	case SendStartHook, SendResultHook, SendRetryHook, SendBatchHook:
+		return true
 	}
+	return false
+}
+
+// newHooks sorts hs by interface; New has checked them with isHook.
+func newHooks(hs []Hook) hooks {
 	return hooks{
 		start:  ihooks.Select[SendStartHook](hs),
 		result: ihooks.Select[SendResultHook](hs),

@@ -2,6 +2,7 @@ package sender_test
 
 import (
 	"bytes"
+	"errors"
 	"log/slog"
 	"strings"
 	"sync"
@@ -54,16 +55,14 @@ func TestLogsNameMessagesNotPayloads(t *testing.T) {
 	})
 }
 
-// TestLogsHookOfNoInterface: a hook that implements no hook interface (an outdated
-// method signature, say) is named in a warning instead of being ignored silently.
-func TestLogsHookOfNoInterface(t *testing.T) {
-	var buf syncBuffer
-	logger := slog.New(slog.NewTextHandler(&buf, nil))
+// TestRefusesHookOfNoInterface: a hook that implements no hook interface (an outdated
+// method signature, say) fails New, named in the error, instead of being ignored
+// silently.
+func TestRefusesHookOfNoInterface(t *testing.T) {
 	b := newBroker(t, sbtest.Latency{}, nil)
-	newSender(t, b.s, &sender.Options{Logger: logger, Hooks: []sender.Hook{&recordingHooks{}, outdatedHook{}}})
-	out := buf.String()
-	if !strings.Contains(out, "outdatedHook") || strings.Contains(out, "recordingHooks") {
-		t.Errorf("log should name outdatedHook only:\n%s", out)
+	_, err := sender.New(b.s, &sender.Options{Hooks: []sender.Hook{&recordingHooks{}, outdatedHook{}}})
+	if !errors.Is(err, sender.ErrInvalidOptions) || !strings.Contains(err.Error(), "hook 1 of Options.Hooks (sender_test.outdatedHook)") {
+		t.Errorf("New with an outdated hook = %v, want ErrInvalidOptions naming hook 1", err)
 	}
 }
 

@@ -3,10 +3,12 @@ package sender
 import (
 	"fmt"
 	"log/slog"
+	"math"
 	"time"
 
 	"github.com/Azure/azure-sdk-for-go/sdk/messaging/azservicebus"
 	"github.com/sbkit/sbkit"
+	ihooks "github.com/sbkit/sbkit/internal/hooks"
 	"github.com/sbkit/sbkit/internal/retry"
 )
 
@@ -23,17 +25,20 @@ const (
 )
 
 // Options configures a [Sender]. The zero value of every field means its documented
-// default; a nil *Options means all defaults. Negative sizes and durations are errors
-// wrapping [ErrInvalidOptions], except in Retry, which follows [sbkit.RetryOptions].
+// default; a nil *Options means all defaults. A negative value means no limit where no
+// limit makes sense (MaxBatchMessages, AttemptTimeout) and is an error wrapping
+// [ErrInvalidOptions] elsewhere, as each field says; Retry follows [sbkit.RetryOptions].
 type Options struct {
 	// MaxInFlightMessages bounds how many accepted messages have no outcome yet (queued
 	// in a linger batch, waiting for their key, on the wire or between retries).
-	// Default DefaultMaxInFlightMessages (1024).
+	// Default DefaultMaxInFlightMessages (1024); negative is an error (memory must stay
+	// bounded however fast the caller produces).
 	MaxInFlightMessages int
 
 	// MaxInFlightBytes bounds the estimated size ([sbkit.MessageSize]) of the messages in
 	// flight. A message larger than the window takes the whole window and travels alone.
-	// Default DefaultMaxInFlightBytes (16 MiB).
+	// Default DefaultMaxInFlightBytes (16 MiB); negative is an error, as for
+	// MaxInFlightMessages.
 	MaxInFlightBytes int64
 
 	// DisableBatching sends every message with its own SendMessage request. Default
@@ -42,11 +47,13 @@ type Options struct {
 	DisableBatching bool
 
 	// Linger is how long an unsealed batch waits for more messages after its first one.
-	// Flush and Close do not wait for it. Default DefaultLinger (2ms).
+	// Flush and Close do not wait for it. Default DefaultLinger (2ms); negative is an
+	// error (a batch that waits without limit would never be sent).
 	Linger time.Duration
 
 	// MaxBatchMessages seals a batch when it holds this many messages.
-	// Default DefaultMaxBatchMessages (1000).
+	// Default DefaultMaxBatchMessages (1000); negative means no count cap: batches are
+	// then sealed by MaxBatchBytes and Linger alone.
 	MaxBatchMessages int
 
 	// MaxBatchBytes seals a batch when the estimated size of its messages reaches it, and
@@ -73,16 +80,18 @@ type Options struct {
 	Retry sbkit.RetryOptions
 
 	// AttemptTimeout bounds each request. A request that times out counts as a transient
-	// failure. Default 0: requests are bounded only by the message's context (batching
-	// off) or by Close (batches).
+	// failure. Default (zero), and negative: no bound but the message's context
+	// (batching off) or Close (batches).
 	AttemptTimeout time.Duration
 
 	// DefaultTTL is set with [sbkit.SetTTL] on every message that has no TimeToLive.
-	// Default 0: messages keep the entity's default TTL.
+	// Default 0: messages keep the entity's default TTL. Negative is an error: a
+	// message without TTL already lives as long as its entity allows.
 	DefaultTTL time.Duration
 
-	// Hooks observe the Sender's events; each may implement any of [SendStartHook],
-	// [SendResultHook], [SendRetryHook] and [SendBatchHook] (see [Hook]). Default none.
+	// Hooks observe the Sender's events; each implements any of [SendStartHook],
+	// [SendResultHook], [SendRetryHook] and [SendBatchHook] (see [Hook]); one that
+	// implements none is an error. Default none.
 	Hooks []Hook
 
 	// Logger receives retries, failures and recovered panics, never payloads.
@@ -106,15 +115,14 @@ func (o *Options) withDefaults() (Options, error) {
 		bad = fmt.Sprintf("MaxInFlightBytes %d", v.MaxInFlightBytes)
 	case v.Linger < 0:
 		bad = fmt.Sprintf("Linger %v", v.Linger)
-	case v.MaxBatchMessages < 0:
-		bad = fmt.Sprintf("MaxBatchMessages %d", v.MaxBatchMessages)
-	case v.AttemptTimeout < 0:
-		bad = fmt.Sprintf("AttemptTimeout %v", v.AttemptTimeout)
 	case v.DefaultTTL < 0:
 		bad = fmt.Sprintf("DefaultTTL %v", v.DefaultTTL)
 	}
 	if bad != "" {
 		return v, fmt.Errorf("%w: negative %s", ErrInvalidOptions, bad)
+	}
+	if err := ihooks.Check(v.Hooks, isHook, hookNames); err != nil {
+		return v, fmt.Errorf("%w: %w", ErrInvalidOptions, err)
 	}
 	if v.MaxInFlightMessages == 0 {
 		v.MaxInFlightMessages = DefaultMaxInFlightMessages
@@ -125,8 +133,11 @@ func (o *Options) withDefaults() (Options, error) {
 	if v.Linger == 0 {
 		v.Linger = DefaultLinger
 	}
-	if v.MaxBatchMessages == 0 {
+	switch {
+	case v.MaxBatchMessages == 0:
 		v.MaxBatchMessages = DefaultMaxBatchMessages
+	case v.MaxBatchMessages < 0:
+		v.MaxBatchMessages = math.MaxInt
 	}
 	if v.Logger == nil {
 		v.Logger = slog.New(slog.DiscardHandler)

@@ -93,7 +93,7 @@ func TestOrderingPerKey(t *testing.T) {
 					}
 				}
 				checkStoredOrder(t, storedOrder(b.q), want, tt.wantOrdered)
-				if s.Stats().Retried == 0 {
+				if s.Stats().SendRetries == 0 {
 					t.Error("no retries happened")
 				}
 			})

@@ -109,7 +109,7 @@ func TestRetriedStatistic(t *testing.T) {
 		if err := s.Send(t.Context(), msg(0)); err != nil {
 			t.Fatal(err)
 		}
-		if st := s.Stats(); st.Retried != 2 || st.Sent != 1 || st.Failed != 0 {
+		if st := s.Stats(); st.SendRetries != 2 || st.Sent != 1 || st.Failed != 0 {
 			t.Errorf("stats %+v, want Retried 2 Sent 1", st)
 		}
 	})
@@ -204,10 +204,10 @@ func TestExactlyOnceUnderMixedFaults(t *testing.T) {
 				if stored := int64(b.q.Counts().Active); stored != sent {
 					t.Errorf("broker stored %d messages, sender reports %d sent", stored, sent)
 				}
-				if failed == 0 || st.Retried == 0 {
-					t.Errorf("the faults did not bite: failed %d retried %d", failed, st.Retried)
+				if failed == 0 || st.SendRetries == 0 {
+					t.Errorf("the faults did not bite: failed %d retried %d", failed, st.SendRetries)
 				}
-				t.Logf("sent %d, failed %d, retried %d, batches %d", sent, failed, st.Retried, st.BatchesSent)
+				t.Logf("sent %d, failed %d, retried %d, batches %d", sent, failed, st.SendRetries, st.BatchesSent)
 			})
 		})
 	}

@@ -85,7 +85,7 @@ func New(dst sbkit.MessageSender, opts *Options) (*Sender, error) {
 		retry:     retry.Resolve(o.Retry, retryDefaults),
 	}
 	s.life, s.kill = context.WithCancelCause(context.Background())
-	s.hooks = newHooks(o.Hooks, s.log)
+	s.hooks = newHooks(o.Hooks)
 	s.epoch = time.Now()
 	return s, nil
 }

@@ -22,8 +22,6 @@ func TestNewRejectsBadOptions(t *testing.T) {
 		{"negative messages", sender.Options{MaxInFlightMessages: -1}},
 		{"negative bytes", sender.Options{MaxInFlightBytes: -1}},
 		{"negative linger", sender.Options{Linger: -time.Millisecond}},
-		{"negative batch messages", sender.Options{MaxBatchMessages: -1}},
-		{"negative attempt timeout", sender.Options{AttemptTimeout: -1}},
 		{"negative ttl", sender.Options{DefaultTTL: -time.Second}},
 	}
 	for _, tt := range tests {
@@ -36,6 +34,15 @@ func TestNewRejectsBadOptions(t *testing.T) {
 				t.Fatalf("New = %v, want ErrInvalidOptions", err)
 			}
 		})
+	}
+	// Negative means no limit where no limit makes sense.
+	for _, o := range []sender.Options{{AttemptTimeout: -1}, {MaxBatchMessages: -1}} {
+		s, err := sender.New(b.s, &o)
+		if err != nil {
+			t.Errorf("New(%+v) = %v, want no limit", o, err)
+			continue
+		}
+		_ = s.Close(context.Background())
 	}
 	if _, err := sender.New(nil, nil); !errors.Is(err, sender.ErrNilDestination) {
 		t.Errorf("New(nil) = %v, want ErrNilDestination", err)

@@ -10,8 +10,8 @@ type Stats struct {
 	// (each got a *SendError); Rejected the messages that were not accepted (window full,
 	// Sender closed, context ended; nil messages are not counted).
 	Sent, Failed, Rejected int64
-	// Retried counts retries of messages (a retried batch of n messages counts n).
-	Retried int64
+	// SendRetries counts retries of messages (a retried batch of n messages counts n).
+	SendRetries int64
 	// BatchesSent counts batch requests that succeeded; BytesSent is the estimated size
 	// ([sbkit.MessageSize]) of the messages sent.
 	BatchesSent, BytesSent int64
@@ -42,7 +42,7 @@ func (c *counters) addInFlight(size int64) {
 
 func (c *counters) snapshot() Stats {
 	return Stats{
-		Sent: c.sent.Load(), Failed: c.failed.Load(), Rejected: c.rejected.Load(), Retried: c.retried.Load(),
+		Sent: c.sent.Load(), Failed: c.failed.Load(), Rejected: c.rejected.Load(), SendRetries: c.retried.Load(),
 		BatchesSent: c.batches.Load(), BytesSent: c.bytes.Load(),
 		InFlightMessages: c.inFlightMsgs.Load(), InFlightBytes: c.inFlightBytes.Load(),
 		PeakInFlightBytes: c.peak.Load(),

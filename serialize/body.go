@@ -12,7 +12,8 @@ import (
 const jsonMediaType = "application/json"
 
 // MessageBody returns the payload bytes of a received message, refusing more than limit
-// bytes (limit <= 0 means [DefaultMaxBodySize]) with an error wrapping [ErrBodyTooLarge].
+// bytes (zero means [DefaultMaxBodySize], negative no limit) with an error wrapping
+// [ErrBodyTooLarge].
 //
 // msg.Body is used when it is not empty. Otherwise the AMQP body (msg.RawAMQPMessage.Body)
 // is read, because the SDK fills Body only from a message with exactly one data section:
@@ -46,9 +47,7 @@ func messageBody(msg *azservicebus.ReceivedMessage, limit int) ([]byte, string, 
 	if msg == nil {
 		return nil, "", sbkit.ErrNilMessage
 	}
-	if limit <= 0 {
-		limit = DefaultMaxBodySize
-	}
+	limit = bodyLimit(limit)
 	if len(msg.Body) > 0 || msg.RawAMQPMessage == nil {
 		if len(msg.Body) > limit {
 			return nil, "", tooLarge(len(msg.Body), limit)

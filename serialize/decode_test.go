@@ -224,7 +224,6 @@ func TestBadArguments(t *testing.T) {
 		{"New bad default type", func() error { _, err := serialize.New(&serialize.Options{DefaultContentType: "json"}); return err }(), serialize.ErrInvalidContentType},
 		{"New bad fallback is invalid options", func() error { _, err := serialize.New(&serialize.Options{Fallbacks: []string{"x/y"}}); return err }(), serialize.ErrInvalidOptions},
 		{"New bad default type is invalid options", func() error { _, err := serialize.New(&serialize.Options{DefaultContentType: "json"}); return err }(), serialize.ErrInvalidOptions},
-		{"New negative MaxBodySize", func() error { _, err := serialize.New(&serialize.Options{MaxBodySize: -1}); return err }(), serialize.ErrInvalidOptions},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -285,6 +284,18 @@ func TestMaxBodySize(t *testing.T) {
 	}
 	if got := mustNew(t, nil).MaxBodySize(); got != 1<<20 {
 		t.Fatalf("default MaxBodySize %d", got)
+	}
+	// Negative means no limit: a body over the default limit is decoded.
+	unlimited := mustNew(t, &serialize.Options{MaxBodySize: -1})
+	big := make([]byte, serialize.DefaultMaxBodySize+1)
+	if err := unlimited.Decode(received("application/octet-stream", big), new([]byte)); err != nil {
+		t.Fatalf("no limit: %v", err)
+	}
+	if got, err := serialize.MessageBody(received("", big), -1); err != nil || len(got) != len(big) {
+		t.Fatalf("MessageBody without limit = %d bytes, %v", len(got), err)
+	}
+	if _, err := serialize.MessageBody(received("", big), 0); !errors.Is(err, serialize.ErrBodyTooLarge) {
+		t.Fatalf("MessageBody at the default limit = %v, want ErrBodyTooLarge", err)
 	}
 }
 
@@ -391,7 +402,10 @@ func TestDecodeErrorDescription(t *testing.T) {
 	if !errors.As(err, &derr) {
 		t.Fatalf("got %v", err)
 	}
-	desc := derr.Description(0)
+	desc := derr.Description(-1) // no limit
+	if len(desc) > serialize.DefaultMaxDescriptionLength || derr.Description(0) != desc {
+		t.Errorf("Description(0) = %q, want the default limit (%d bytes), which %d bytes fit", derr.Description(0), serialize.DefaultMaxDescriptionLength, len(desc))
+	}
 	for _, want := range []string{
 		`4 attempt(s) failed`,
 		`content-type "application/vnd.acme+json" (json): invalid character`,
@@ -411,31 +425,6 @@ func TestDecodeErrorDescription(t *testing.T) {
 	}
 	if !strings.HasPrefix(err.Error(), "serialize: cannot decode body: 4 attempt(s) failed") {
 		t.Errorf("Error() = %q", err.Error())
-	}
-}
-
-func TestTruncate(t *testing.T) {
-	tests := []struct {
-		in   string
-		max  int
-		want string
-	}{
-		{"hello", 0, "hello"},
-		{"hello", 5, "hello"},
-		{"hello world", 8, "hello..."},
-		{"hello", 2, ".."},
-		{"héllo wörld", 5, "h..."}, // é is 2 bytes: cutting at 2 would split it
-		{"日本語テキスト", 10, "日本..."},   // 3-byte runes
-		{"\xff\xff\xff\xff\xff\xff\xff\xff", 6, "\xff\xff\xff..."},
-	}
-	for _, tt := range tests {
-		got := serialize.Truncate(tt.in, tt.max)
-		if got != tt.want {
-			t.Errorf("Truncate(%q, %d) = %q, want %q", tt.in, tt.max, got, tt.want)
-		}
-		if tt.max > 0 && len(got) > tt.max {
-			t.Errorf("Truncate(%q, %d) is %d bytes", tt.in, tt.max, len(got))
-		}
 	}
 }
 

@@ -110,7 +110,7 @@ func TestHandlerEndToEnd(t *testing.T) {
 				t.Errorf("message-type property: %v", msg.ApplicationProperties)
 			}
 			return nil
-		}, &serialize.HandlerOptions{Hooks: []serialize.Hook{serialize.DecodeErrorHookFunc(func(_ context.Context, e serialize.DecodeFailure) {
+		}, &serialize.HandlerOptions{Hooks: []serialize.Hook{serialize.DecodeErrorHookFunc(func(_ context.Context, e *serialize.UndecodableError) {
 			mu.Lock()
 			defer mu.Unlock()
 			hookErrs = append(hookErrs, e.Err)

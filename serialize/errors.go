@@ -112,9 +112,12 @@ func (e *DecodeError) Unwrap() []error {
 
 // Description returns a one-line account of every attempt, suitable as a dead-letter
 // error description, truncated to at most maxLen bytes (on a UTF-8 boundary, ending in
-// "..." when cut). maxLen <= 0 means no limit.
+// "..." when cut). Zero means [DefaultMaxDescriptionLength]; negative means no limit.
 func (e *DecodeError) Description(maxLen int) string {
-	return Truncate(e.describe(), maxLen)
+	if maxLen == 0 {
+		maxLen = DefaultMaxDescriptionLength
+	}
+	return truncate(e.describe(), maxLen)
 }
 
 func (e *DecodeError) describe() string {
@@ -128,10 +131,10 @@ func (e *DecodeError) describe() string {
 	return fmt.Sprintf("%d attempt(s) failed: %s", len(e.Attempts), strings.Join(parts, "; "))
 }
 
-// Truncate shortens s to at most maxLen bytes without splitting a UTF-8 sequence. A cut
-// string ends in "..." (counted in maxLen). maxLen <= 0 returns s unchanged.
-func Truncate(s string, maxLen int) string {
-	if maxLen <= 0 || len(s) <= maxLen {
+// truncate shortens s to at most maxLen bytes without splitting a UTF-8 sequence. A cut
+// string ends in "..." (counted in maxLen). A negative maxLen returns s unchanged.
+func truncate(s string, maxLen int) string {
+	if maxLen < 0 || len(s) <= maxLen {
 		return s
 	}
 	const ellipsis = "..."

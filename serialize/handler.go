@@ -41,7 +41,8 @@ type HandlerOptions struct {
 	// limits the size of a message's properties, so there is no "unlimited").
 	MaxDescriptionLength int
 	// Hooks observe every message the handler dead-letters because it cannot be
-	// decoded: each implements [DecodeErrorHook] (see [Hook]). Default: none.
+	// decoded: each implements [DecodeErrorHook] (see [Hook]), or the constructor fails.
+	// Default: none.
 	Hooks []Hook
 	// Logger records dead-lettered messages (message ID, reason and the error; never
 	// the body) at Warn level. Default: nil, which discards.
@@ -49,7 +50,8 @@ type HandlerOptions struct {
 }
 
 // Hook observes a handler's events (see [HandlerOptions.Hooks]). A Hook implements
-// [DecodeErrorHook]; a value that does not is ignored. Hooks are called synchronously on
+// [DecodeErrorHook]; [Handler] and [Middleware] refuse a value that does not (an error
+// wrapping [ErrInvalidOptions]), so that a misspelt method is not silently ignored. Hooks are called synchronously on
 // the handler's goroutine, possibly concurrently: they must be fast. A panic in a hook
 // is recovered and logged.
 type Hook any
@@ -57,11 +59,13 @@ type Hook any
 // DecodeErrorHook observes every message that a [Handler] or [Middleware] dead-letters
 // because it cannot be decoded, just before the handler returns the dead-letter result.
 type DecodeErrorHook interface {
-	OnDecodeError(ctx context.Context, e DecodeFailure)
+	OnDecodeError(ctx context.Context, err *UndecodableError)
 }
 
-// DecodeFailure is the event of [DecodeErrorHook].
-type DecodeFailure struct {
+// UndecodableError is a message that a [Handler] or [Middleware] dead-letters because it
+// cannot be decoded: the cause of the dead-letter result they return, and what the
+// [DecodeErrorHook]s receive. It wraps why.
+type UndecodableError struct {
 	// Message is the delivery that could not be decoded.
 	Message *azservicebus.ReceivedMessage
 	// Err is why: a [*DecodeError], or an error wrapping [ErrBodyTooLarge] or
@@ -71,11 +75,25 @@ type DecodeFailure struct {
 	Reason, Description string
 }
 
+// Error names the message and the dead-letter reason, then why.
+func (e *UndecodableError) Error() string {
+	id := ""
+	if e.Message != nil {
+		id = e.Message.MessageID
+	}
+	return fmt.Sprintf("serialize: message %q dead-lettered (%s): %v", id, e.Reason, e.Err)
+}
+
+// Unwrap returns why.
+func (e *UndecodableError) Unwrap() error { return e.Err }
+
 // DecodeErrorHookFunc adapts a function to a [DecodeErrorHook].
-type DecodeErrorHookFunc func(ctx context.Context, e DecodeFailure)
+type DecodeErrorHookFunc func(ctx context.Context, err *UndecodableError)
 
 // OnDecodeError calls fn.
-func (fn DecodeErrorHookFunc) OnDecodeError(ctx context.Context, e DecodeFailure) { fn(ctx, e) }
+func (fn DecodeErrorHookFunc) OnDecodeError(ctx context.Context, err *UndecodableError) {
+	fn(ctx, err)
+}
 
 type handlerConfig struct {
 	reason   string
@@ -87,7 +105,7 @@ type handlerConfig struct {
 
 func newHandlerConfig(reg *Registry, opts *HandlerOptions) (handlerConfig, error) {
 	if reg == nil {
-		return handlerConfig{}, fmt.Errorf("%w: %w", ErrNilRegistry, sbkit.ErrNilHandler)
+		return handlerConfig{}, ErrNilRegistry
 	}
 	var o HandlerOptions
 	if opts != nil {
@@ -95,6 +113,10 @@ func newHandlerConfig(reg *Registry, opts *HandlerOptions) (handlerConfig, error
 	}
 	if o.MaxDescriptionLength < 0 {
 		return handlerConfig{}, fmt.Errorf("%w: negative MaxDescriptionLength %d", ErrInvalidOptions, o.MaxDescriptionLength)
+	}
+	isHook := func(x any) bool { _, ok := x.(DecodeErrorHook); return ok }
+	if err := ihooks.Check(o.Hooks, isHook, "DecodeErrorHook"); err != nil {
+		return handlerConfig{}, fmt.Errorf("%w: %w", ErrInvalidOptions, err)
 	}
 	c := handlerConfig{
 		reason:   cmp.Or(o.DeadLetterReason, DefaultDeadLetterReason),
@@ -118,12 +140,12 @@ func newHandlerConfig(reg *Registry, opts *HandlerOptions) (handlerConfig, error
 // once instead of abandoning it until the broker's MaxDeliveryCount runs out. The reason
 // is [DefaultDeadLetterReason], or [DefaultBodyTooLargeReason] for a body over the size
 // limit (see [HandlerOptions]); the description names every attempt and is truncated to
-// [DefaultMaxDescriptionLength] bytes; err (a [*DecodeError], or an error wrapping
-// [ErrBodyTooLarge] or [ErrUnsupportedBody]) is reachable with [errors.As] from the result
-// and is passed to the [DecodeErrorHook]s. A nil message returns [sbkit.ErrNilMessage].
+// [DefaultMaxDescriptionLength] bytes; the result's cause is an [*UndecodableError],
+// which the [DecodeErrorHook]s receive too, and which wraps why (a [*DecodeError], or an
+// error wrapping [ErrBodyTooLarge] or [ErrUnsupportedBody]): [errors.As] reaches each. A nil message returns [sbkit.ErrNilMessage].
 //
-// A nil reg or h fails here, with an error wrapping [sbkit.ErrNilHandler] (and
-// [ErrNilRegistry] for reg), and bad options with one wrapping [ErrInvalidOptions]; nil
+// A nil reg fails here with [ErrNilRegistry], a nil h with an error wrapping
+// [sbkit.ErrNilHandler], and bad options with one wrapping [ErrInvalidOptions]; nil
 // options mean defaults. The handler is safe for concurrent use when h is.
 func Handler[T any](reg *Registry, h func(ctx context.Context, v T, msg *azservicebus.ReceivedMessage) error, opts *HandlerOptions) (sbkit.Handler, error) {
 	if h == nil {
@@ -143,7 +165,7 @@ func Handler[T any](reg *Registry, h func(ctx context.Context, v T, msg *azservi
 }
 
 // Middleware decodes each message into a new T before next runs and stores the value in
-// the context, where [FromContext][T] finds it. Undecodable messages are dead-lettered
+// the context, where [ValueFrom][T] finds it. Undecodable messages are dead-lettered
 // exactly as by [Handler], and next does not run. Errors and options as for Handler;
 // the middleware panics with an error wrapping [sbkit.ErrNilHandler] when it is applied
 // to a nil next (a programming error, found when the chain is built).
@@ -168,9 +190,9 @@ func Middleware[T any](reg *Registry, opts *HandlerOptions) (sbkit.Middleware, e
 
 type valueKey[T any] struct{}
 
-// FromContext returns the value that Middleware[T] decoded for the current message, and
+// ValueFrom returns the value that Middleware[T] decoded for the current message, and
 // whether there is one.
-func FromContext[T any](ctx context.Context) (T, bool) {
+func ValueFrom[T any](ctx context.Context) (T, bool) {
 	v, ok := ctx.Value(valueKey[T]{}).(T)
 	return v, ok
 }
@@ -183,18 +205,19 @@ func (c *handlerConfig) failure(ctx context.Context, msg *azservicebus.ReceivedM
 	case errors.As(err, &derr):
 		reason, desc = c.reason, derr.Description(c.maxDesc)
 	case errors.Is(err, ErrBodyTooLarge):
-		reason, desc = c.tooLarge, Truncate(err.Error(), c.maxDesc)
+		reason, desc = c.tooLarge, truncate(err.Error(), c.maxDesc)
 	case errors.Is(err, ErrUnsupportedBody):
-		reason, desc = c.reason, Truncate(err.Error(), c.maxDesc)
+		reason, desc = c.reason, truncate(err.Error(), c.maxDesc)
 	default:
 		return err // a bad argument, not a bad message
 	}
 	c.logger.WarnContext(ctx, "serialize: dead-lettering undecodable message",
 		"messageID", msg.MessageID, "reason", reason, "error", desc)
-	c.notify(ctx, DecodeFailure{Message: msg, Err: err, Reason: reason, Description: desc})
-	return sbkit.DeadLetter(reason, desc, err)
+	uerr := &UndecodableError{Message: msg, Err: err, Reason: reason, Description: desc}
+	c.notify(ctx, uerr)
+	return sbkit.DeadLetter(reason, desc, uerr)
 }
 
-func (c *handlerConfig) notify(ctx context.Context, e DecodeFailure) {
+func (c *handlerConfig) notify(ctx context.Context, e *UndecodableError) {
 	ihooks.Call(ctx, c.logger, "serialize", "DecodeErrorHook", c.hooks, func(h DecodeErrorHook) { h.OnDecodeError(ctx, e) })
 }

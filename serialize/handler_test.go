@@ -47,8 +47,8 @@ func TestHandlerSettlements(t *testing.T) {
 			if tt.opts != nil {
 				opts = *tt.opts
 			}
-			var hookEvent serialize.DecodeFailure
-			opts.Hooks = []serialize.Hook{serialize.DecodeErrorHookFunc(func(_ context.Context, e serialize.DecodeFailure) {
+			var hookEvent *serialize.UndecodableError
+			opts.Hooks = []serialize.Hook{serialize.DecodeErrorHookFunc(func(_ context.Context, e *serialize.UndecodableError) {
 				hooked, hookErr, hookEvent = true, e.Err, e
 			})}
 			h := mustHandler(t, reg, func(_ context.Context, o order, _ *azservicebus.ReceivedMessage) error {
@@ -77,6 +77,10 @@ func TestHandlerSettlements(t *testing.T) {
 			}
 			if hookEvent.Message != tt.msg || hookEvent.Reason != se.Reason || hookEvent.Description != se.Description {
 				t.Fatalf("hook event %+v, want the message, reason %q and description %q", hookEvent, se.Reason, se.Description)
+			}
+			var uerr *serialize.UndecodableError
+			if !errors.As(err, &uerr) || uerr != hookEvent {
+				t.Fatalf("the result's cause %v is not the hook's %v", uerr, hookEvent)
 			}
 		})
 	}
@@ -128,10 +132,11 @@ func TestHandlerFailsFast(t *testing.T) {
 		want []error
 	}{
 		{"nil func", second(serialize.Handler[order](reg, nil, nil)), []error{sbkit.ErrNilHandler}},
-		{"nil registry", second(serialize.Handler(nil, fn, nil)), []error{sbkit.ErrNilHandler, serialize.ErrNilRegistry}},
-		{"middleware nil registry", second(serialize.Middleware[order](nil, nil)), []error{sbkit.ErrNilHandler, serialize.ErrNilRegistry}},
+		{"nil registry", second(serialize.Handler(nil, fn, nil)), []error{serialize.ErrNilRegistry}},
+		{"middleware nil registry", second(serialize.Middleware[order](nil, nil)), []error{serialize.ErrNilRegistry}},
 		{"negative description length", second(serialize.Handler(reg, fn, &serialize.HandlerOptions{MaxDescriptionLength: -5})), []error{serialize.ErrInvalidOptions}},
 		{"middleware bad options", second(serialize.Middleware[order](reg, &serialize.HandlerOptions{MaxDescriptionLength: -1})), []error{serialize.ErrInvalidOptions}},
+		{"hook of no interface", second(serialize.Handler(reg, fn, &serialize.HandlerOptions{Hooks: []serialize.Hook{"not a hook"}})), []error{serialize.ErrInvalidOptions}},
 	} {
 		for _, w := range tt.want {
 			if !errors.Is(tt.err, w) {
@@ -157,7 +162,7 @@ func TestHandlerPanickingHook(t *testing.T) {
 	reg := mustNew(t, nil)
 	h := mustHandler(t, reg, func(context.Context, order, *azservicebus.ReceivedMessage) error { return nil }, &serialize.HandlerOptions{
 		Logger: slog.New(slog.NewTextHandler(&buf, nil)),
-		Hooks:  []serialize.Hook{serialize.DecodeErrorHookFunc(func(context.Context, serialize.DecodeFailure) { panic("hook") }), "not a hook"},
+		Hooks:  []serialize.Hook{serialize.DecodeErrorHookFunc(func(context.Context, *serialize.UndecodableError) { panic("hook") })},
 	})
 	if a, _ := sbkit.SettlementOf(h(context.Background(), received("application/json", []byte("x")))); a != sbkit.ActionDeadLetter {
 		t.Fatalf("got %v", a)
@@ -197,7 +202,7 @@ func TestMiddleware(t *testing.T) {
 	var got order
 	var ok bool
 	next := func(ctx context.Context, msg *azservicebus.ReceivedMessage) error {
-		got, ok = serialize.FromContext[order](ctx)
+		got, ok = serialize.ValueFrom[order](ctx)
 		return nil
 	}
 	mw, err := serialize.Middleware[order](reg, nil)
@@ -213,7 +218,7 @@ func TestMiddleware(t *testing.T) {
 	if a, se := sbkit.SettlementOf(err); a != sbkit.ActionDeadLetter || se.Reason != serialize.DefaultDeadLetterReason || ok {
 		t.Fatalf("garbage: action %v, next ran %v", a, ok)
 	}
-	if _, found := serialize.FromContext[string](context.Background()); found {
-		t.Fatal("FromContext found a value in an empty context")
+	if _, found := serialize.ValueFrom[string](context.Background()); found {
+		t.Fatal("ValueFrom found a value in an empty context")
 	}
 }

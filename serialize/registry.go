@@ -2,6 +2,7 @@ package serialize
 
 import (
 	"fmt"
+	"math"
 	"strings"
 	"sync"
 )
@@ -26,7 +27,9 @@ type Options struct {
 	// [DefaultFallbacks] (JSON); an empty, non-nil slice means no fallbacks.
 	Fallbacks []string
 	// MaxBodySize is the largest body, in bytes, that is decoded or encoded. Zero means
-	// [DefaultMaxBodySize] (1 MiB); negative is an error.
+	// [DefaultMaxBodySize] (1 MiB); negative means no limit but the broker's own
+	// maximum message size (256 KiB on the Standard tier; on Premium 1 MiB by default,
+	// up to 100 MiB: "Service Bus quotas").
 	MaxBodySize int
 	// DefaultContentType is used by Encode when its content type is empty. Default
 	// [DefaultContentType] ("application/json").
@@ -56,15 +59,12 @@ type Registry struct {
 
 // New returns a registry with the built-in codecs (unless [Options.DisableBuiltins]) and
 // the given options; nil opts means defaults. It returns an error wrapping
-// [ErrInvalidOptions] for a negative MaxBodySize, an unparsable [DefaultContentType] or a
-// fallback that names no registered codec.
+// [ErrInvalidOptions] for an unparsable [DefaultContentType] or a fallback that names no
+// registered codec.
 func New(opts *Options) (*Registry, error) {
 	var o Options
 	if opts != nil {
 		o = *opts
-	}
-	if o.MaxBodySize < 0 {
-		return nil, fmt.Errorf("%w: negative MaxBodySize %d", ErrInvalidOptions, o.MaxBodySize)
 	}
 	r := &Registry{maxBody: o.MaxBodySize, typeProp: o.MessageTypeProperty, defaultType: DefaultContentType}
 	if o.DefaultContentType != "" {
@@ -221,12 +221,23 @@ func (r *Registry) codecFor(mt MediaType) (Codec, error) {
 	return nil, fmt.Errorf("%w %q", ErrUnknownContentType, mt.Type)
 }
 
-// MaxBodySize returns the body size limit in bytes.
+// MaxBodySize returns the body size limit in bytes: [math.MaxInt] for no limit.
 func (r *Registry) MaxBodySize() int {
-	if r == nil || r.maxBody <= 0 {
+	if r == nil {
 		return DefaultMaxBodySize
 	}
-	return r.maxBody
+	return bodyLimit(r.maxBody)
+}
+
+// bodyLimit resolves a body size limit: zero means DefaultMaxBodySize, negative no limit.
+func bodyLimit(limit int) int {
+	switch {
+	case limit == 0:
+		return DefaultMaxBodySize
+	case limit < 0:
+		return math.MaxInt
+	}
+	return limit
 }
 
 func (r *Registry) fallbackList() []MediaType {

@@ -125,10 +125,11 @@ func (e *e2e) drained() {
 	}
 }
 
-// TestSeedScenario is seed 000's failure case end to end: the work commits, Complete
-// fails (the lock is lost), the message comes back: it is completed without running the
-// work again, and the work's row exists once.
-func TestSeedScenario(t *testing.T) {
+// TestCompleteFailsWorkCommittedOnce is the failed Complete of "Message transfers, locks,
+// and settlement" end to end: the work commits, Complete fails (the lock is lost), the
+// message comes back: it is completed without running the work again, and the work's
+// row exists once.
+func TestCompleteFailsWorkCommittedOnce(t *testing.T) {
 	e := newE2E(t)
 	e.queue.InjectFault(sbtest.Fault{Op: sbtest.OpComplete, Count: 1, Err: &azservicebus.Error{Code: azservicebus.CodeLockLost}})
 	e.send("job-42")

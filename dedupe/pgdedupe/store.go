@@ -9,15 +9,21 @@ import (
 
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgxpool"
-	"github.com/sbkit/sbkit"
 	"github.com/sbkit/sbkit/dedupe"
+	"github.com/sbkit/sbkit/dedupe/internal/storeargs"
 )
 
 // DefaultTable is the table Options.Table defaults to.
 const DefaultTable = "sbkit_dedupe"
 
-// ErrInvalidOptions is wrapped by NewTxFilter's error for options it cannot use.
-var ErrInvalidOptions = errors.New("pgdedupe: invalid options")
+var (
+	// ErrInvalidOptions is wrapped by NewTxFilter's error for options it cannot use.
+	ErrInvalidOptions = errors.New("pgdedupe: invalid options")
+	// ErrNilPool is returned by New for a nil pool.
+	ErrNilPool = errors.New("pgdedupe: nil pool")
+	// ErrNilStore is returned by NewTxFilter for a nil store.
+	ErrNilStore = errors.New("pgdedupe: nil store")
+)
 
 // Options configures a Store. nil options, and zero fields, mean the defaults.
 type Options struct {
@@ -33,7 +39,7 @@ type Options struct {
 // each method is atomic for its key across processes. It is safe for concurrent use;
 // it owns no goroutine (the pool is the caller's, and so is closing it).
 //
-// Errors: arguments are checked with [dedupe.CheckArgs] (ErrInvalidArgument); a done
+// Errors: bad arguments give [dedupe.ErrInvalidArgument], as [dedupe.Store] says; a done
 // context gives the context's error; database errors are returned wrapped (the
 // [dedupe.Filter] retries them according to its own options).
 type Store struct {
@@ -46,11 +52,11 @@ type Store struct {
 var _ dedupe.Store = (*Store)(nil)
 
 // New returns a Store on pool (the caller's, which it does not close). nil options mean
-// defaults. It returns an error wrapping [sbkit.ErrNilHandler] for a nil pool. It does not create the table: call CreateSchema (or run its SQL in your
-// migrations).
+// defaults. It returns [ErrNilPool] for a nil pool. It does not create the table: call
+// CreateSchema (or run its SQL in your migrations).
 func New(pool *pgxpool.Pool, opts *Options) (*Store, error) {
 	if pool == nil {
-		return nil, fmt.Errorf("pgdedupe: New: nil pool: %w", sbkit.ErrNilHandler)
+		return nil, ErrNilPool
 	}
 	var o Options
 	if opts != nil {
@@ -125,7 +131,7 @@ func (s *Store) lastName() string {
 
 // Acquire implements [dedupe.Store.Acquire].
 func (s *Store) Acquire(ctx context.Context, key, owner string, lease time.Duration) (dedupe.State, error) {
-	if err := dedupe.CheckArgs(key, owner, lease); err != nil {
+	if err := storeargs.Check(key, owner, lease); err != nil {
 		return 0, err
 	}
 	// The upsert takes the key when it is absent, expired, or owner's lease; otherwise
@@ -159,7 +165,7 @@ func (s *Store) Acquire(ctx context.Context, key, owner string, lease time.Durat
 
 // MarkDone implements [dedupe.Store.MarkDone].
 func (s *Store) MarkDone(ctx context.Context, key, owner string, window time.Duration) error {
-	if err := dedupe.CheckArgs(key, owner, window); err != nil {
+	if err := storeargs.Check(key, owner, window); err != nil {
 		return err
 	}
 	for {
@@ -193,7 +199,7 @@ func (s *Store) MarkDone(ctx context.Context, key, owner string, window time.Dur
 
 // Release implements [dedupe.Store.Release].
 func (s *Store) Release(ctx context.Context, key, owner string) error {
-	if err := dedupe.CheckArgs(key, owner, 1); err != nil {
+	if err := storeargs.Check(key, owner, 1); err != nil {
 		return err
 	}
 	if err := ctx.Err(); err != nil {

@@ -13,7 +13,6 @@ import (
 
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgxpool"
-	"github.com/sbkit/sbkit"
 	"github.com/sbkit/sbkit/dedupe"
 	"github.com/sbkit/sbkit/dedupe/pgdedupe"
 	"github.com/sbkit/sbkit/dedupe/storetest"
@@ -164,10 +163,10 @@ func TestDeleteExpired(t *testing.T) {
 }
 
 func TestNewNil(t *testing.T) {
-	if _, err := pgdedupe.New(nil, nil); !errors.Is(err, sbkit.ErrNilHandler) {
-		t.Fatalf("New(nil pool) = %v, want ErrNilHandler", err)
+	if _, err := pgdedupe.New(nil, nil); !errors.Is(err, pgdedupe.ErrNilPool) {
+		t.Fatalf("New(nil pool) = %v, want ErrNilPool", err)
 	}
-	if _, err := pgdedupe.NewTxFilter(nil, nil); !errors.Is(err, sbkit.ErrNilHandler) {
-		t.Fatalf("NewTxFilter(nil store) = %v, want ErrNilHandler", err)
+	if _, err := pgdedupe.NewTxFilter(nil, nil); !errors.Is(err, pgdedupe.ErrNilStore) {
+		t.Fatalf("NewTxFilter(nil store) = %v, want ErrNilStore", err)
 	}
 }

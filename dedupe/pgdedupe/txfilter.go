@@ -34,7 +34,7 @@ type TxOptions struct {
 	// MessageID, or "" when MessageID is empty.
 	Key func(message *azservicebus.ReceivedMessage) string
 	// Window is how long a done mark lives (see [dedupe.Options.Window]). Default:
-	// [dedupe.DefaultWindow] (1 h).
+	// [dedupe.DefaultWindow] (1 h); negative is an error.
 	Window time.Duration
 	// TxOptions are the transaction's options (isolation level, ...). Default: the
 	// database's default isolation (read committed), read-write.
@@ -48,8 +48,8 @@ type TxOptions struct {
 	// Default: MaxRetries 5, RetryDelay 200 ms, MaxRetryDelay 5 s (about 6 s of delays,
 	// at most 9 s with jitter).
 	Retry sbkit.RetryOptions
-	// Hooks observe the filter: each may implement any of TxResultHook and
-	// TxErrorHook. They run synchronously on the handler's goroutine, must be fast, and
+	// Hooks observe the filter: each implements any of [TxResultHook] and [TxErrorHook]
+	// (one that implements neither is an error). They run synchronously on the handler's goroutine, must be fast, and
 	// may be called concurrently; a panic in a hook is recovered and logged. Default:
 	// none.
 	Hooks []Hook
@@ -58,9 +58,19 @@ type TxOptions struct {
 	Logger *slog.Logger
 }
 
-// Hook is an observer of a TxFilter: a value implementing any of TxResultHook and
-// TxErrorHook.
+// Hook is an observer of a TxFilter: a value implementing any of [TxResultHook] and
+// [TxErrorHook]. [NewTxFilter] refuses a value that implements neither (an error wrapping
+// [ErrInvalidOptions]), so that a misspelt method is not silently ignored.
 type Hook any
+
+// isHook reports whether x implements TxResultHook or TxErrorHook.
+func isHook(x any) bool {
+	switch x.(type) {
+	case TxResultHook, TxErrorHook:
+		return true
+	}
+	return false
+}
 
 // TxResultHook is told the outcome of every delivery the filter handled.
 type TxResultHook interface {
@@ -71,7 +81,7 @@ type TxResultHook interface {
 // commit), before the filter decides to retry. Handler errors are not database errors
 // of the filter's: they are reported by TxResultHook (OutcomeRolledBack).
 type TxErrorHook interface {
-	OnTxError(ctx context.Context, e TxErrorEvent)
+	OnTxError(ctx context.Context, err *TxError)
 }
 
 // Outcome is what a TxFilter did with a delivery.
@@ -113,23 +123,16 @@ type TxResult struct {
 	Err      error                         // the handler's or the database's error; nil when committed or duplicate
 }
 
-// TxErrorEvent is the event of TxErrorHook.
-type TxErrorEvent struct {
+// TxError is a failed statement of the filter's own. The [TxErrorHook]s receive one for
+// every failed attempt; the filter returns the last one (and the message is abandoned)
+// when the database could not be used: after the retries for errors a retry can fix, at
+// once for the others. It wraps the database's error.
+type TxError struct {
 	Key       string // the message's key
-	Op        string // "begin", "mark", "commit"
-	Attempt   int    // the failed attempt's number, from 1
+	Op        string // the step that failed: "begin", "mark", "commit"
+	Attempts  int    // attempts made, the failed one included
 	Retryable bool   // a retry can fix it (retried while TxOptions.Retry allows)
 	Err       error  // the database's error
-}
-
-// TxError is returned (and the message abandoned) when the database could not be used:
-// after the retries for errors a retry can fix, at once for the others. It wraps the
-// last database error.
-type TxError struct {
-	Key      string // the message's key
-	Op       string // the step that failed, as in TxErrorEvent
-	Attempts int    // attempts made
-	Err      error  // the last database error
 }
 
 // Error names the key, the step and the attempts, then the database error.
@@ -146,7 +149,7 @@ type TxStats struct {
 	Committed   int64 // handler succeeded, work and mark committed
 	Duplicates  int64 // skipped: the key was done
 	RolledBack  int64 // handler returned an error
-	Retried     int64 // transactions retried (database unreachable, serialization failure)
+	TxRetries   int64 // transactions retried (database unreachable, serialization failure)
 	Failed      int64 // deliveries abandoned for a database error
 	Unprotected int64 // deliveries without a key, run without a mark
 }
@@ -201,12 +204,12 @@ type TxFilter struct {
 }
 
 // NewTxFilter returns a TxFilter that writes its marks in store's table (use
-// Store.CreateSchema first). nil options mean defaults. It returns an error wrapping
-// [sbkit.ErrNilHandler] for a nil store, and one wrapping ErrInvalidOptions for a
-// negative Window or an Entity containing ':'.
+// Store.CreateSchema first). nil options mean defaults. It returns [ErrNilStore] for a
+// nil store, and an error wrapping ErrInvalidOptions for a negative Window, an Entity
+// containing ':', or a hook of no hook interface.
 func NewTxFilter(store *Store, opts *TxOptions) (*TxFilter, error) {
 	if store == nil {
-		return nil, fmt.Errorf("pgdedupe: NewTxFilter: nil store: %w", sbkit.ErrNilHandler)
+		return nil, ErrNilStore
 	}
 	var o TxOptions
 	if opts != nil {
@@ -217,6 +220,9 @@ func NewTxFilter(store *Store, opts *TxOptions) (*TxFilter, error) {
 		return nil, fmt.Errorf("%w: negative Window %v", ErrInvalidOptions, o.Window)
 	case strings.Contains(o.Entity, ":"):
 		return nil, fmt.Errorf("%w: Entity %q contains ':'", ErrInvalidOptions, o.Entity)
+	}
+	if err := hooks.Check(o.Hooks, isHook, "TxResultHook, TxErrorHook"); err != nil {
+		return nil, fmt.Errorf("%w: %w", ErrInvalidOptions, err)
 	}
 	if o.Window == 0 {
 		o.Window = dedupe.DefaultWindow
@@ -276,7 +282,7 @@ func (f *TxFilter) Wrap(next sbkit.Handler) (sbkit.Handler, error) {
 func (f *TxFilter) Stats() TxStats {
 	return TxStats{
 		Checked: f.checked.Load(), Committed: f.committed.Load(), Duplicates: f.duplicates.Load(),
-		RolledBack: f.rolledBack.Load(), Retried: f.retried.Load(), Failed: f.failed.Load(),
+		RolledBack: f.rolledBack.Load(), TxRetries: f.retried.Load(), Failed: f.failed.Load(),
 		Unprotected: f.unprotected.Load(),
 	}
 }
@@ -305,7 +311,8 @@ func (f *TxFilter) handle(ctx context.Context, m *azservicebus.ReceivedMessage, 
 		}
 		// A database error (op names the step).
 		retryable := ctx.Err() == nil && isRetryable(err)
-		f.txError(ctx, TxErrorEvent{Key: key, Op: op, Attempt: attempt, Retryable: retryable, Err: err})
+		txErr := &TxError{Key: key, Op: op, Attempts: attempt, Retryable: retryable, Err: err}
+		f.txError(ctx, txErr)
 		var wait time.Duration = backoff.Stop
 		if retryable {
 			if bo == nil {
@@ -314,7 +321,7 @@ func (f *TxFilter) handle(ctx context.Context, m *azservicebus.ReceivedMessage, 
 			wait = bo.NextBackOff()
 		}
 		if wait == backoff.Stop {
-			var res error = &TxError{Key: key, Op: op, Attempts: attempt, Err: err}
+			var res error = txErr
 			if ctx.Err() != nil {
 				res = f.ended(ctx, key, err)
 			}
@@ -415,6 +422,6 @@ func (f *TxFilter) result(ctx context.Context, e TxResult) {
 	hooks.Call(ctx, f.o.Logger, "pgdedupe", "TxResultHook", f.resultHooks, func(h TxResultHook) { h.OnTxResult(ctx, e) })
 }
 
-func (f *TxFilter) txError(ctx context.Context, e TxErrorEvent) {
+func (f *TxFilter) txError(ctx context.Context, e *TxError) {
 	hooks.Call(ctx, f.o.Logger, "pgdedupe", "TxErrorHook", f.errorHooks, func(h TxErrorHook) { h.OnTxError(ctx, e) })
 }

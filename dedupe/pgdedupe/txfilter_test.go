@@ -21,7 +21,7 @@ type errorHook struct {
 	panicked atomic.Bool
 }
 
-func (h *errorHook) OnTxError(_ context.Context, e pgdedupe.TxErrorEvent) {
+func (h *errorHook) OnTxError(_ context.Context, e *pgdedupe.TxError) {
 	h.ops = append(h.ops, e.Op)
 	if h.panicked.CompareAndSwap(false, true) {
 		panic("hook bug")
@@ -69,7 +69,7 @@ CREATE CONSTRAINT TRIGGER at_commit AFTER INSERT ON work DEFERRABLE INITIALLY DE
 	if work, marks := e.rows("s1"); e.runs.Load() != 2 || work != 1 || marks != 1 {
 		t.Fatalf("handler ran %d times, %d rows, %d marks; want 2, 1, 1", e.runs.Load(), work, marks)
 	}
-	if st := f.Stats(); st.Retried != 1 || st.Committed != 1 || len(hook.ops) != 1 || hook.ops[0] != "commit" {
+	if st := f.Stats(); st.TxRetries != 1 || st.Committed != 1 || len(hook.ops) != 1 || hook.ops[0] != "commit" {
 		t.Fatalf("stats %+v, hook saw %v", st, hook.ops)
 	}
 }
@@ -103,13 +103,13 @@ func TestDatabaseDown(t *testing.T) {
 	h := wrap(t, f, func(context.Context, *azservicebus.ReceivedMessage) error { ran.Store(true); return nil })
 	err = h(context.Background(), &azservicebus.ReceivedMessage{MessageID: "d1"})
 	var te *pgdedupe.TxError
-	if !errors.As(err, &te) || te.Op != "begin" || te.Attempts != 3 {
-		t.Fatalf("err %v, want a *TxError after 3 attempts to begin", err)
+	if !errors.As(err, &te) || te.Op != "begin" || te.Attempts != 3 || !te.Retryable {
+		t.Fatalf("err %v, want a retryable *TxError after 3 attempts to begin", err)
 	}
 	if a, _ := sbkit.SettlementOf(err); a != sbkit.ActionAbandon || ran.Load() {
 		t.Fatalf("action %v, handler ran %v; want abandon without running", a, ran.Load())
 	}
-	if st := f.Stats(); st.Retried != 2 || st.Failed != 1 {
+	if st := f.Stats(); st.TxRetries != 2 || st.Failed != 1 {
 		t.Fatalf("stats %+v", st)
 	}
 }
@@ -139,7 +139,7 @@ func TestContextEndsWhileHeld(t *testing.T) {
 	if len(hook.ops) != 1 || len(results) != 1 || results[0].Outcome != pgdedupe.OutcomeFailed || results[0].Attempts != 1 {
 		t.Fatalf("hook saw errors %v and results %+v; want one error and one failed result after 1 attempt", hook.ops, results)
 	}
-	if st := f.Stats(); st.Retried != 1 || st.Failed != 1 {
+	if st := f.Stats(); st.TxRetries != 1 || st.Failed != 1 {
 		t.Fatalf("stats %+v", st)
 	}
 }
@@ -190,6 +190,9 @@ func TestMiddlewareAndNoKey(t *testing.T) {
 	}()
 	if _, err := pgdedupe.NewTxFilter(e.store, &pgdedupe.TxOptions{Entity: "a:b"}); !errors.Is(err, pgdedupe.ErrInvalidOptions) {
 		t.Fatalf("Entity with ':' = %v", err)
+	}
+	if _, err := pgdedupe.NewTxFilter(e.store, &pgdedupe.TxOptions{Hooks: []pgdedupe.Hook{struct{}{}}}); !errors.Is(err, pgdedupe.ErrInvalidOptions) {
+		t.Fatalf("a hook of no interface = %v", err)
 	}
 	h := f.Middleware()(e.work)
 	for range 2 {

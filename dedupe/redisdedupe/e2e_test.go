@@ -12,10 +12,10 @@ import (
 	"github.com/sbkit/sbkit/sbtest"
 )
 
-// TestSeedScenarioAcrossWorkers: worker A processes a message but its Complete fails and
-// its lock is lost; the broker redelivers to worker B (another Redis client, as on
-// another machine), which skips it as a duplicate and completes it.
-func TestSeedScenarioAcrossWorkers(t *testing.T) {
+// TestCompleteFailsRedeliverySkippedAcrossWorkers: worker A processes a message but its
+// Complete fails and its lock is lost; the broker redelivers to worker B (another Redis
+// client, as on another machine), which skips it as a duplicate and completes it.
+func TestCompleteFailsRedeliverySkippedAcrossWorkers(t *testing.T) {
 	testRedis.Require(t)
 	ctx := context.Background()
 	ns := sbtest.NewNamespace(nil)

@@ -33,15 +33,28 @@ func TestProgressRedrawsOneLine(t *testing.T) {
 	})
 }
 
+// TestProgressQuiet: a nil *Progress, and one made with a nil writer, draw nothing and
+// start no redraw goroutine, so that callers need no conditionals.
 func TestProgressQuiet(t *testing.T) {
-	var p *Progress
-	p.Start("x", 1) // nil: no panic, nothing drawn
-	p.Add(1)
-	p.Stop()
-	q := NewProgress(nil, time.Millisecond)
-	q.Start("x", 1)
-	q.Add(1)
-	q.Stop()
+	synctest.Test(t, func(t *testing.T) {
+		var p *Progress
+		p.Start("x", 1) // nil: no panic
+		p.Add(1)
+		p.Stop()
+		q := NewProgress(nil, time.Millisecond)
+		q.Start("x", 1)
+		q.Add(1)
+		if q.active || q.stop != nil {
+			t.Error("Start with a nil writer started its redraw goroutine")
+		}
+		// Ten intervals: a redraw would write to the nil writer and panic.
+		time.Sleep(10 * time.Millisecond)
+		synctest.Wait()
+		q.Stop()
+		if q.done.Load() != 1 {
+			t.Errorf("Add recorded %d messages, want 1", q.done.Load())
+		}
+	})
 }
 
 func TestIsTerminal(t *testing.T) {

@@ -18,6 +18,7 @@ import (
 	"flag"
 	"fmt"
 	"io"
+	"log"
 	"os"
 	"os/signal"
 	"sync/atomic"
@@ -112,7 +113,9 @@ func run(ctx context.Context, args []string, stdout io.Writer, getenv func(strin
 		<-relayDone
 	}()
 
-	// The worker: shipment, done mark and follow-up in one transaction.
+	// The worker: shipment, done mark and follow-up in one transaction. Its handlers run
+	// concurrently: they write through a log.Logger, which is safe for that.
+	out := log.New(stdout, "", 0)
 	var handled atomic.Int64
 	handle := func(ctx context.Context, m *azservicebus.ReceivedMessage) error {
 		handled.Add(1)
@@ -120,7 +123,7 @@ func run(ctx context.Context, args []string, stdout io.Writer, getenv func(strin
 		if _, err := tx.Exec(ctx, `INSERT INTO `+pgx.Identifier{*schema, "shipments"}.Sanitize()+` (order_id) VALUES ($1)`, m.MessageID); err != nil {
 			return err
 		}
-		fmt.Fprintf(stdout, "  shipped    %s\n", m.MessageID)
+		out.Printf("  shipped    %s", m.MessageID)
 		return ob.Add(ctx, tx, *shippedName, &azservicebus.Message{
 			Subject: ptr("OrderShipped"), CorrelationID: &m.MessageID, Body: m.Body,
 		})

@@ -119,7 +119,7 @@ func run(ctx context.Context, args []string, stdout io.Writer, getenv func(strin
 	}
 	st := s.Stats()
 	fmt.Fprintf(stdout, "%d accepted, %d failed in %v (%s, %s)\n", st.Sent, failed, time.Since(start).Round(time.Millisecond),
-		orders.Plural(int(st.BatchesSent), "batch request"), orders.Plural(int(st.Retried), "retry"))
+		orders.Plural(int(st.BatchesSent), "batch request"), orders.Plural(int(st.SendRetries), "retry"))
 	if conn.InMemory() {
 		fmt.Fprintf(stdout, "queue %q now holds %d messages\n", conn.QueueName, conn.Queue.Counts().Active)
 	}

@@ -50,6 +50,6 @@ func (f *fulfiller) fulfil(ctx context.Context, o orders.Order, msg *azservicebu
 
 // undecodable reports a message that serialize dead-letters because no decoder could
 // read it.
-func (f *fulfiller) undecodable(_ context.Context, e serialize.DecodeFailure) {
+func (f *fulfiller) undecodable(_ context.Context, e *serialize.UndecodableError) {
 	f.out.Printf("  unreadable %s: dead-lettered: %v", e.Message.MessageID, e.Err)
 }

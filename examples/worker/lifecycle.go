@@ -10,7 +10,6 @@ import (
 	"github.com/sbkit/sbkit/dedupe"
 	"github.com/sbkit/sbkit/examples/internal/sbenv"
 	"github.com/sbkit/sbkit/receiver"
-	"github.com/sbkit/sbkit/serialize"
 )
 
 // runUntilDone runs p until ctx ends, p has been idle for idle, or duration passes. The
@@ -77,7 +76,7 @@ func printSummary(out *log.Logger, elapsed time.Duration, st receiver.Stats, ds 
 		return
 	}
 	for _, m := range conn.Queue.DeadLetters() {
-		out.Printf("  dead-letter queue: %s  reason %s: %s", m.MessageID, deref(m.DeadLetterReason), serialize.Truncate(deref(m.DeadLetterErrorDescription), 90))
+		out.Printf("  dead-letter queue: %s  reason %s: %.90s", m.MessageID, deref(m.DeadLetterReason), deref(m.DeadLetterErrorDescription))
 	}
 }
 

@@ -1,7 +1,9 @@
 // Package hooks implements sbkit's hook convention once: a package's Options.Hooks is a
 // []Hook (type Hook any), and each hook implements any of the package's small optional
-// interfaces. Select picks the hooks that implement one interface; Call runs them,
-// recovering and logging a panic in any of them.
+// interfaces. Check refuses a hook that implements none of them (a misspelt method or
+// an outdated signature would otherwise be ignored silently); Select picks the hooks
+// that implement one interface; Call runs them, recovering and logging a panic in any
+// of them.
 package hooks
 
 import (
@@ -9,6 +11,21 @@ import (
 	"fmt"
 	"log/slog"
 )
+
+// Check returns an error naming the first element of hs that is nil or for which
+// implements is false, and the interfaces it could implement (names), or nil when every
+// element implements one. Constructors wrap it with their ErrInvalidOptions.
+func Check[T any](hs []T, implements func(any) bool, names string) error {
+	for i, x := range hs {
+		switch {
+		case any(x) == nil:
+			return fmt.Errorf("hook %d of Options.Hooks is nil", i)
+		case !implements(x):
+			return fmt.Errorf("hook %d of Options.Hooks (%T) implements none of %s: check its methods' names and signatures", i, x, names)
+		}
+	}
+	return nil
+}
 
 // Select returns the elements of hs that implement H, in order. T is the package's Hook
 // type (any).

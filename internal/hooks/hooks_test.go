@@ -44,3 +44,30 @@ func TestSelectAndCall(t *testing.T) {
 		t.Fatalf("log %q", buf.String())
 	}
 }
+
+func TestCheck(t *testing.T) {
+	isAB := func(x any) bool {
+		switch x.(type) {
+		case a, b:
+			return true
+		}
+		return false
+	}
+	if err := Check([]any{onlyA("1"), both{}}, isAB, "A, B"); err != nil {
+		t.Fatalf("Check of hooks that implement A or B = %v", err)
+	}
+	if err := Check([]any(nil), isAB, "A, B"); err != nil {
+		t.Fatalf("Check of no hooks = %v", err)
+	}
+	for _, tt := range []struct {
+		hs   []any
+		want string
+	}{
+		{[]any{onlyA("1"), "not a hook"}, "hook 1 of Options.Hooks (string) implements none of A, B"},
+		{[]any{nil}, "hook 0 of Options.Hooks is nil"},
+	} {
+		if err := Check(tt.hs, isAB, "A, B"); err == nil || !strings.Contains(err.Error(), tt.want) {
+			t.Errorf("Check(%v) = %v, want an error containing %q", tt.hs, err, tt.want)
+		}
+	}
+}

@@ -251,7 +251,8 @@ func sessionsProcessorFIFO(t *testing.T, b Backend) {
 	seen := map[string][]string{}
 	running := map[string]int{}
 	h := func(ctx context.Context, m *azservicebus.ReceivedMessage) error {
-		id := receiver.SessionIDFrom(ctx)
+		session, _ := receiver.SessionFrom(ctx)
+		id := session.SessionID()
 		mu.Lock()
 		running[id]++
 		if running[id] > 1 {
