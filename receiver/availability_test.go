@@ -39,7 +39,7 @@ func TestAbandonDelayDoesNotHoardQueue(t *testing.T) {
 				wait := start(t, p, context.Background())
 				time.Sleep(time.Second)
 				synctest.Wait()
-				if got := e.q.LockedCount(); got > tt.wantLockedAtMost {
+				if got := e.q.Counts().Locked; got > tt.wantLockedAtMost {
 					t.Errorf("processor holds %d locks, want at most %d", got, tt.wantLockedAtMost)
 				}
 				if s := p.Stats(); s.Held > int64(tt.wantLockedAtMost) || s.Held == 0 {

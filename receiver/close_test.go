@@ -28,7 +28,7 @@ func TestCloseKeepsDeadlineWhenAbandonHangs(t *testing.T) {
 		}, &receiver.Options{MaxConcurrency: 16, PrefetchCount: 64, Hooks: []receiver.Hook{log}})
 		wait := start(t, p, context.Background())
 		synctest.Wait()
-		if got := e.q.LockedCount(); got != 80 {
+		if got := e.q.Counts().Locked; got != 80 {
 			t.Fatalf("locked %d, want 80", got)
 		}
 		ctx, cancel := context.WithTimeout(context.Background(), time.Second)
@@ -80,8 +80,8 @@ func TestCloseFromHandler(t *testing.T) {
 		if s.Completed != 1 || s.Received != 1 {
 			t.Errorf("stats %+v, want the one message completed", s)
 		}
-		if e.q.LockedCount() != 0 || e.q.ActiveCount() != 2 {
-			t.Errorf("locked %d, active %d", e.q.LockedCount(), e.q.ActiveCount())
+		if c := e.q.Counts(); c.Locked != 0 || c.Active != 2 {
+			t.Errorf("locked %d, active %d", c.Locked, c.Active)
 		}
 	})
 }

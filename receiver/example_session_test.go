@@ -6,7 +6,6 @@ import (
 	"sort"
 	"strings"
 	"sync"
-	"time"
 
 	"github.com/Azure/azure-sdk-for-go/sdk/messaging/azservicebus"
 
@@ -47,9 +46,7 @@ func ExampleSessionProcessor() {
 		panic(err)
 	}
 	go func() { _ = p.Run(context.Background()) }()
-	for queue.Stats().Completed < 5 {
-		time.Sleep(time.Millisecond)
-	}
+	_ = queue.WaitDrained(context.Background()) // every order handled
 	_ = p.Close(context.Background())
 
 	customers := make([]string, 0, len(handled))

@@ -108,12 +108,13 @@ func TestReconcileUnderFaults(t *testing.T) {
 			t.Errorf("receive errors %d, renew errors %d", s.ReceiveErrors, s.RenewErrors)
 		}
 		// Every message is somewhere: completed, deferred, dead-lettered, or available.
-		if e.q.LockedCount() != 0 {
-			t.Errorf("%d messages still locked", e.q.LockedCount())
+		c := e.q.Counts()
+		if c.Locked != 0 {
+			t.Errorf("%d messages still locked", c.Locked)
 		}
-		if total := int(b.Completed) + e.q.DeferredCount() + e.q.DeadLetterCount() + e.q.ActiveCount(); total != n {
+		if total := int(b.Completed) + c.Deferred + c.DeadLetter + c.Active; total != n {
 			t.Errorf("completed %d + deferred %d + dead %d + active %d = %d, want %d",
-				b.Completed, e.q.DeferredCount(), e.q.DeadLetterCount(), e.q.ActiveCount(), total, n)
+				b.Completed, c.Deferred, c.DeadLetter, c.Active, total, n)
 		}
 		lostReports := 0
 		for _, err := range log.all() {

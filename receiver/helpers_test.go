@@ -24,20 +24,42 @@ type env struct {
 
 func newEnv(t *testing.T, opts *sbtest.EntityOptions) *env {
 	t.Helper()
-	ns := sbtest.NewNamespace(nil)
-	q, err := ns.NewQueue("q", opts)
-	if err != nil {
-		t.Fatal(err)
-	}
+	e := &env{}
+	e.ns, e.q, e.s = newQueue(t, opts)
+	e.r = e.receiver(t, nil)
+	return e
+}
+
+// newQueue returns a namespace with the queue "q" made with opts, and a sender for it:
+// the broker as a user's test builds it.
+func newQueue(t *testing.T, opts *sbtest.EntityOptions) (*sbtest.Namespace, *sbtest.Entity, *sbtest.Sender) {
+	t.Helper()
+	ns := sbtest.NewTestNamespace(t, &sbtest.NamespaceOptions{Queues: map[string]*sbtest.EntityOptions{"q": opts}})
+	q, _ := ns.Entity("q")
 	s, err := ns.NewSender("q", nil)
 	if err != nil {
 		t.Fatal(err)
 	}
-	r, err := ns.NewReceiverForQueue("q", nil)
+	return ns, q, s
+}
+
+// receiver returns a receiver of the queue with opts.
+func (e *env) receiver(t *testing.T, opts *sbtest.ReceiverOptions) *sbtest.Receiver {
+	t.Helper()
+	r, err := e.ns.NewReceiverForQueue("q", opts)
 	if err != nil {
 		t.Fatal(err)
 	}
-	return &env{ns: ns, q: q, s: s, r: r}
+	return r
+}
+
+// waitDrained waits until q has no message left to deliver or settle, which takes no
+// time in a synctest bubble.
+func waitDrained(t *testing.T, q *sbtest.Entity) {
+	t.Helper()
+	if err := q.WaitDrained(t.Context()); err != nil {
+		t.Fatal(err)
+	}
 }
 
 // send sends n messages with MessageIDs m0, m1, ...

@@ -165,10 +165,11 @@ func TestManualSettlement(t *testing.T) {
 		if r := results["m0"]; len(r) != 3 || r[0] != nil || !errors.Is(r[1], receiver.ErrAlreadySettled) || !errors.Is(r[2], receiver.ErrWrongMessage) {
 			t.Errorf("m0: %v", r)
 		}
-		if r := results["m1"]; len(r) != 1 || r[0] != nil || e.q.DeadLetterCount() != 1 || *e.q.DeadLetters()[0].DeadLetterReason != "Manual" {
+		c := e.q.Counts()
+		if r := results["m1"]; len(r) != 1 || r[0] != nil || c.DeadLetter != 1 || *e.q.DeadLetters()[0].DeadLetterReason != "Manual" {
 			t.Errorf("m1: %v", r)
 		}
-		if r := results["m2"]; len(r) != 1 || r[0] != nil || e.q.DeferredCount() != 1 {
+		if r := results["m2"]; len(r) != 1 || r[0] != nil || c.Deferred != 1 {
 			t.Errorf("m2: %v", r)
 		}
 		if r := results["m3"]; len(r) != 1 || r[0] != nil {
@@ -218,16 +219,9 @@ func TestLockedUntilFollowsRenewals(t *testing.T) {
 // In ReceiveAndDelete mode nothing is settled or renewed; handler errors are reported.
 func TestReceiveAndDelete(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
-		ns := sbtest.NewNamespace(nil)
-		q, _ := ns.NewQueue("q", nil)
-		s, _ := ns.NewSender("q", nil)
-		for range 5 {
-			_ = s.SendMessage(context.Background(), &azservicebus.Message{Body: []byte("x")}, nil)
-		}
-		r, err := ns.NewReceiverForQueue("q", &sbtest.ReceiverOptions{ReceiveMode: azservicebus.ReceiveModeReceiveAndDelete})
-		if err != nil {
-			t.Fatal(err)
-		}
+		e := newEnv(t, nil)
+		e.send(t, 5)
+		r := e.receiver(t, &sbtest.ReceiverOptions{ReceiveMode: azservicebus.ReceiveModeReceiveAndDelete})
 		log := &errorLog{}
 		var n atomic.Int32
 		p := newProcessor(t, noRenew{r}, func(ctx context.Context, m *azservicebus.ReceivedMessage) error {
@@ -247,8 +241,8 @@ func TestReceiveAndDelete(t *testing.T) {
 		if st.Received != 5 || st.Handled != 5 || st.Completed != 0 || st.Abandoned != 0 || st.HandlerErrors != 2 || log.count(receiver.SourceHandler) != 2 {
 			t.Errorf("stats %+v", st)
 		}
-		if b := q.Stats(); b.Completed != 0 || b.Abandoned != 0 || b.Renewed != 0 || q.ActiveCount() != 0 {
-			t.Errorf("broker %+v", b)
+		if b, c := e.q.Stats(), e.q.Counts(); b.Completed != 0 || b.Abandoned != 0 || b.Renewed != 0 || c.Active != 0 {
+			t.Errorf("broker %+v, %+v", b, c)
 		}
 	})
 }

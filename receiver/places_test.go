@@ -60,7 +60,7 @@ func TestSlowSettlementsHoldPlaces(t *testing.T) {
 				peak := 0
 				for range 600 { // a minute
 					time.Sleep(100 * time.Millisecond)
-					peak = max(peak, e.q.LockedCount())
+					peak = max(peak, e.q.Counts().Locked)
 				}
 				if peak > tt.bound {
 					t.Errorf("%d messages locked at the broker at once, bound %d", peak, tt.bound)
@@ -125,7 +125,7 @@ func TestSettlementsFollowRoundTrip(t *testing.T) {
 					time.Sleep(10 * time.Millisecond)
 					st := p.Stats()
 					peak = max(peak, st.Settling)
-					if held := int64(e.q.LockedCount()); held > 208 {
+					if held := e.q.Counts().Locked; held > 208 {
 						t.Fatalf("%d messages locked at once, above MaxConcurrency + PrefetchCount (208)", held)
 					}
 				}
@@ -177,9 +177,9 @@ func TestReceiveBatchWithinSDKLimit(t *testing.T) {
 		p := newProcessor(t, sdkBatchLimit{e.r}, func(context.Context, *azservicebus.ReceivedMessage) error { return nil },
 			&receiver.Options{PrefetchCount: 6000, Hooks: []receiver.Hook{hook}})
 		wait := start(t, p, context.Background())
-		for deadline := time.Now().Add(time.Minute); e.q.Stats().Completed < 6100 && time.Now().Before(deadline); {
-			time.Sleep(time.Millisecond)
-		}
+		ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+		defer cancel()
+		_ = e.q.WaitDrained(ctx) // what was completed by then is checked below
 		if err := p.Close(context.Background()); err != nil {
 			t.Fatal(err)
 		}

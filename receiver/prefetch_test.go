@@ -228,9 +228,7 @@ func TestSessionProcessorPrefetch(t *testing.T) {
 					Options:               receiver.Options{DisablePrefetch: tt.disable},
 					MaxConcurrentSessions: 2, MaxConcurrentCallsPerSession: tt.calls, MaxMessagesPerSession: 10,
 				})
-				for sq.q.Stats().Completed < 90 {
-					time.Sleep(time.Millisecond)
-				}
+				waitDrained(t, sq.q)
 				took[tt.name] = time.Since(begin)
 				if err := stop(); err != nil {
 					t.Fatal(err)

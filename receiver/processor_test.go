@@ -54,8 +54,8 @@ func TestSettlementByResult(t *testing.T) {
 			}
 		}},
 		{"defer marker", func() error { return sbkit.Defer(nil) }, func(t *testing.T, e *env, s receiver.Stats, log *errorLog) {
-			if s.Deferred != 1 || e.q.DeferredCount() != 1 {
-				t.Errorf("stats %+v, deferred %d", s, e.q.DeferredCount())
+			if deferred := e.q.Counts().Deferred; s.Deferred != 1 || deferred != 1 {
+				t.Errorf("stats %+v, deferred %d", s, deferred)
 			}
 		}},
 		{"skip marker", func() error { return sbkit.Skip("duplicate") }, func(t *testing.T, e *env, s receiver.Stats, log *errorLog) {
@@ -93,8 +93,8 @@ func TestSettlementByResult(t *testing.T) {
 				}
 				s := p.Stats()
 				checkReconciled(t, s)
-				if e.q.ActiveCount() != 0 || e.q.LockedCount() != 0 {
-					t.Errorf("active %d, locked %d", e.q.ActiveCount(), e.q.LockedCount())
+				if c := e.q.Counts(); c.Active != 0 || c.Locked != 0 {
+					t.Errorf("active %d, locked %d", c.Active, c.Locked)
 				}
 				tt.check(t, e, s, log)
 			})

@@ -127,7 +127,7 @@ func sessionChaosRun(t *testing.T, seed uint64) {
 	}
 	mu.Unlock()
 	ends.check(t, s.Received)
-	if n := sq.q.LockedCount(); n != 0 {
+	if n := sq.q.Counts().Locked; n != 0 {
 		t.Errorf("%d messages still locked at the broker", n)
 	}
 	for _, info := range sq.q.Sessions() {

@@ -32,16 +32,9 @@ func newSessionQueue(t *testing.T, opts *sbtest.EntityOptions) *sessionQueue {
 		o = *opts
 	}
 	o.RequiresSession = true
-	ns := sbtest.NewNamespace(nil)
-	q, err := ns.NewQueue("q", &o)
-	if err != nil {
-		t.Fatal(err)
-	}
-	s, err := ns.NewSender("q", nil)
-	if err != nil {
-		t.Fatal(err)
-	}
-	return &sessionQueue{ns: ns, q: q, s: s}
+	sq := &sessionQueue{}
+	sq.ns, sq.q, sq.s = newQueue(t, &o)
+	return sq
 }
 
 func (sq *sessionQueue) send(t *testing.T, session string, ids ...string) {
@@ -105,9 +98,7 @@ func TestSessionProcessorFIFO(t *testing.T) {
 			return nil
 		}
 		p, stop := startSessions(t, sq, h, &receiver.SessionOptions{MaxConcurrentSessions: 4, SessionIdleTimeout: 100 * time.Millisecond})
-		for sq.q.Stats().Completed < sessions*per {
-			time.Sleep(10 * time.Millisecond)
-		}
+		waitDrained(t, sq.q)
 		if err := stop(); err != nil {
 			t.Fatal(err)
 		}
@@ -152,9 +143,7 @@ func TestSessionProcessorAbandonKeepsOrder(t *testing.T) {
 			return nil
 		}
 		p, stop := startSessions(t, sq, h, nil)
-		for sq.q.Stats().Completed < 3 {
-			time.Sleep(10 * time.Millisecond)
-		}
+		waitDrained(t, sq.q)
 		if err := stop(); err != nil {
 			t.Fatal(err)
 		}
@@ -182,9 +171,7 @@ func TestSessionProcessorRenewsSessionLock(t *testing.T) {
 			}
 		}
 		p, stop := startSessions(t, sq, h, nil)
-		for sq.q.Stats().Completed < 1 {
-			time.Sleep(time.Second)
-		}
+		waitDrained(t, sq.q)
 		if err := stop(); err != nil {
 			t.Fatal(err)
 		}
@@ -227,9 +214,7 @@ func TestSessionProcessorSessionLockLoss(t *testing.T) {
 				t.Fatalf("handler cancelled with %v, want a lock-lost cause", cause)
 			}
 		}
-		for sq.q.Stats().Completed < 2 {
-			time.Sleep(time.Second)
-		}
+		waitDrained(t, sq.q)
 		if err := stop(); err != nil {
 			t.Fatal(err)
 		}
@@ -269,8 +254,8 @@ func TestSessionProcessorStateAndIDs(t *testing.T) {
 		if got := string(sq.q.SessionState("mine")); got != "123" {
 			t.Fatalf("state %q", got)
 		}
-		if sq.q.ActiveCount() != 1 {
-			t.Fatalf("the other session was touched: %d active", sq.q.ActiveCount())
+		if n := sq.q.Counts().Active; n != 1 {
+			t.Fatalf("the other session was touched: %d active", n)
 		}
 		if st := p.Stats(); st.SessionsAccepted < 2 || st.HandlerErrors != 0 {
 			t.Fatalf("stats %+v", st)
@@ -297,9 +282,7 @@ func TestSessionProcessorBoundSharesSlots(t *testing.T) {
 			return nil
 		}
 		_, stop := startSessions(t, sq, h, &receiver.SessionOptions{MaxConcurrentSessions: 1, MaxMessagesPerSession: 2})
-		for sq.q.Stats().Completed < 12 {
-			time.Sleep(10 * time.Millisecond)
-		}
+		waitDrained(t, sq.q)
 		if err := stop(); err != nil {
 			t.Fatal(err)
 		}
@@ -341,8 +324,8 @@ func TestSessionProcessorCloseIsGraceful(t *testing.T) {
 		if got := sq.q.Stats().Completed; got != 2 {
 			t.Fatalf("completed %d, want the 2 running", got)
 		}
-		if sq.q.LockedCount() != 0 || sq.q.ActiveCount() != 1 {
-			t.Fatalf("locked %d active %d", sq.q.LockedCount(), sq.q.ActiveCount())
+		if c := sq.q.Counts(); c.Locked != 0 || c.Active != 1 {
+			t.Fatalf("locked %d active %d", c.Locked, c.Active)
 		}
 		for _, s := range sq.q.Sessions() {
 			if s.Locked {
@@ -400,9 +383,7 @@ func TestSessionIdleTimeoutNegativeKeepsSession(t *testing.T) {
 		p, stop := startSessions(t, sq, h, &receiver.SessionOptions{MaxConcurrentSessions: 1, SessionIdleTimeout: -1})
 		time.Sleep(time.Minute)
 		sq.send(t, "a", "2")
-		for sq.q.Stats().Completed < 2 {
-			time.Sleep(10 * time.Millisecond)
-		}
+		waitDrained(t, sq.q)
 		st := p.Stats()
 		if st.SessionsAccepted != 1 || st.SessionsReleased != 0 || st.Sessions != 1 {
 			t.Errorf("stats %+v, want the one session held throughout", st)
@@ -429,9 +410,7 @@ func TestSessionProcessorRenewalLimitPerMessage(t *testing.T) {
 			}
 		}
 		p, stop := startSessions(t, sq, h, &receiver.SessionOptions{Options: receiver.Options{MaxAutoLockRenewalDuration: time.Minute}})
-		for sq.q.Stats().Completed < 5 {
-			time.Sleep(time.Second)
-		}
+		waitDrained(t, sq.q)
 		if err := stop(); err != nil {
 			t.Fatal(err)
 		}
@@ -457,9 +436,7 @@ func TestSessionProcessorAcceptErrors(t *testing.T) {
 		})
 		h := func(context.Context, *azservicebus.ReceivedMessage) error { return nil }
 		p, stop := startSessions(t, sq, h, &receiver.SessionOptions{MaxConcurrentSessions: 1, Options: receiver.Options{Hooks: []receiver.Hook{hook}}})
-		for sq.q.Stats().Completed < 1 {
-			time.Sleep(10 * time.Millisecond)
-		}
+		waitDrained(t, sq.q)
 		if err := stop(); err != nil {
 			t.Fatal(err)
 		}
@@ -519,8 +496,8 @@ func TestSessionProcessorCloseByDeadline(t *testing.T) {
 		if st := p.Stats(); st.Abandoned != 2 || st.Sessions != 0 || st.SessionsReleased != 2 {
 			t.Fatalf("stats %+v", st)
 		}
-		if sq.q.ActiveCount() != 2 {
-			t.Fatalf("active %d, want both messages back", sq.q.ActiveCount())
+		if n := sq.q.Counts().Active; n != 2 {
+			t.Fatalf("active %d, want both messages back", n)
 		}
 	})
 }

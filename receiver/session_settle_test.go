@@ -8,7 +8,6 @@ import (
 	"sync"
 	"testing"
 	"testing/synctest"
-	"time"
 
 	"github.com/Azure/azure-sdk-for-go/sdk/messaging/azservicebus"
 
@@ -63,9 +62,7 @@ func TestSessionSettleRetryKeepsOrder(t *testing.T) {
 					return nil
 				}
 				p, stop := startSessions(t, sq, h, &receiver.SessionOptions{Options: receiver.Options{Hooks: []receiver.Hook{log}}})
-				for sq.q.Stats().Completed < 3 {
-					time.Sleep(10 * time.Millisecond)
-				}
+				waitDrained(t, sq.q)
 				if err := stop(); err != nil {
 					t.Fatal(err)
 				}
@@ -101,9 +98,7 @@ func TestSessionSettleFailureGivesUpSession(t *testing.T) {
 			return nil
 		}
 		p, stop := startSessions(t, sq, h, &receiver.SessionOptions{Options: receiver.Options{Hooks: []receiver.Hook{errs}}})
-		for sq.q.Stats().Completed < 3 {
-			time.Sleep(10 * time.Millisecond)
-		}
+		waitDrained(t, sq.q)
 		if err := stop(); err != nil {
 			t.Fatal(err)
 		}

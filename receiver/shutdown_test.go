@@ -50,7 +50,7 @@ func TestShutdownReturnsUnsettledAtOnce(t *testing.T) {
 				}, &receiver.Options{MaxConcurrency: 2, PrefetchCount: 4})
 				wait := start(t, p, context.Background())
 				synctest.Wait()
-				if got := e.q.LockedCount(); got != 6 || started.Load() != 2 {
+				if got := e.q.Counts().Locked; got != 6 || started.Load() != 2 {
 					t.Fatalf("locked %d, started %d; want 6 and 2", got, started.Load())
 				}
 				ctx, cancel := context.WithTimeout(context.Background(), tt.grace)
@@ -73,8 +73,8 @@ func TestShutdownReturnsUnsettledAtOnce(t *testing.T) {
 					t.Errorf("stats %+v", s)
 				}
 				checkReconciled(t, s)
-				if e.q.LockedCount() != 0 || e.q.ActiveCount() != 10-int(tt.wantCompleted) {
-					t.Errorf("locked %d, active %d after Close", e.q.LockedCount(), e.q.ActiveCount())
+				if c := e.q.Counts(); c.Locked != 0 || c.Active != 10-int(tt.wantCompleted) {
+					t.Errorf("locked %d, active %d after Close", c.Locked, c.Active)
 				}
 				if tt.wantCause != nil {
 					for range 2 {
@@ -113,8 +113,8 @@ func TestRunContextCancelled(t *testing.T) {
 			t.Errorf("Run = %v, want %v", err, stop)
 		}
 		s := p.Stats()
-		if s.Received != 5 || s.Abandoned != 5 || e.q.ActiveCount() != 5 {
-			t.Errorf("stats %+v, active %d", s, e.q.ActiveCount())
+		if active := e.q.Counts().Active; s.Received != 5 || s.Abandoned != 5 || active != 5 {
+			t.Errorf("stats %+v, active %d", s, active)
 		}
 		// Run may be called again after it returned.
 		ctx2, cancel2 := context.WithCancel(context.Background())
@@ -147,9 +147,9 @@ func TestNoGoroutineLeftAfterClose(t *testing.T) {
 	}
 	res := make(chan error, 1)
 	go func() { res <- p.Run(context.Background()) }()
-	for deadline := time.Now().Add(10 * time.Second); p.Stats().Completed < 50 && time.Now().Before(deadline); {
-		time.Sleep(time.Millisecond)
-	}
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	_ = e.q.WaitDrained(ctx) // Close is the subject, whether or not every message was handled
 	if err := p.Close(context.Background()); err != nil {
 		t.Fatal(err)
 	}
@@ -215,8 +215,8 @@ func TestAbandonDelay(t *testing.T) {
 		time.Sleep(59 * time.Second)
 		synctest.Wait()
 		s := p.Stats()
-		if s.Abandoned != 0 || s.Completed != 1 || s.Held != 1 || e.q.LockedCount() != 1 {
-			t.Errorf("during the hold: stats %+v, locked %d", s, e.q.LockedCount())
+		if locked := e.q.Counts().Locked; s.Abandoned != 0 || s.Completed != 1 || s.Held != 1 || locked != 1 {
+			t.Errorf("during the hold: stats %+v, locked %d", s, locked)
 		}
 		time.Sleep(2 * time.Second)
 		synctest.Wait()
@@ -235,7 +235,7 @@ func TestAbandonDelay(t *testing.T) {
 			t.Fatal(err)
 		}
 		s = p.Stats()
-		if s.Abandoned != 2 || s.LocksLost != 0 || e.q.ActiveCount() != 1 {
+		if s.Abandoned != 2 || s.LocksLost != 0 || e.q.Counts().Active != 1 {
 			t.Errorf("after Close: stats %+v", s)
 		}
 		checkReconciled(t, s)
@@ -261,13 +261,9 @@ func TestExponentialAbandonDelay(t *testing.T) {
 // lets handlers work through them until its deadline, then reports the rest dropped.
 func TestReceiveAndDeleteShutdown(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
-		ns := sbtest.NewNamespace(nil)
-		_, _ = ns.NewQueue("q", nil)
-		s, _ := ns.NewSender("q", nil)
-		for range 6 {
-			_ = s.SendMessage(context.Background(), &azservicebus.Message{Body: []byte("x")}, nil)
-		}
-		r, _ := ns.NewReceiverForQueue("q", &sbtest.ReceiverOptions{ReceiveMode: azservicebus.ReceiveModeReceiveAndDelete})
+		e := newEnv(t, nil)
+		e.send(t, 6)
+		r := e.receiver(t, &sbtest.ReceiverOptions{ReceiveMode: azservicebus.ReceiveModeReceiveAndDelete})
 		log := &errorLog{}
 		p := newProcessor(t, r, func(ctx context.Context, m *azservicebus.ReceivedMessage) error {
 			select {
