@@ -38,11 +38,8 @@ const processWork = 5 * time.Millisecond
 // 1 KiB, filled without latency; the namespace's latency is lat from then on.
 func processNamespace(b *testing.B, n int, lat sbtest.Latency) (*sbtest.Namespace, *sbtest.Entity) {
 	b.Helper()
-	ns := sbtest.NewNamespace(nil)
-	q, err := ns.NewQueue("work", nil)
-	if err != nil {
-		b.Fatal(err)
-	}
+	ns := sbtest.NewTestNamespace(b, &sbtest.NamespaceOptions{Queues: map[string]*sbtest.EntityOptions{"work": nil}})
+	q, _ := ns.Entity("work")
 	s, err := ns.NewSender("work", nil)
 	if err != nil {
 		b.Fatal(err)

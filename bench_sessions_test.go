@@ -20,11 +20,8 @@ const benchPerSession = 50
 // the sessions; the namespace's latency is processLatency from then on.
 func sessionBenchQueue(b *testing.B, n int) (*sbtest.Namespace, *sbtest.Entity) {
 	b.Helper()
-	ns := sbtest.NewNamespace(nil)
-	q, err := ns.NewQueue("jobs", &sbtest.EntityOptions{RequiresSession: true})
-	if err != nil {
-		b.Fatal(err)
-	}
+	ns := sbtest.NewTestNamespace(b, &sbtest.NamespaceOptions{Queues: map[string]*sbtest.EntityOptions{"jobs": {RequiresSession: true}}})
+	q, _ := ns.Entity("jobs")
 	s, err := ns.NewSender("jobs", nil)
 	if err != nil {
 		b.Fatal(err)
@@ -70,8 +67,8 @@ func BenchmarkSessions(b *testing.B) {
 			b.ResetTimer()
 			done := make(chan error, 1)
 			go func() { done <- p.Run(context.Background()) }()
-			for q.Stats().Completed < int64(total) {
-				time.Sleep(time.Millisecond)
+			if err := q.WaitDrained(context.Background()); err != nil {
+				b.Fatal(err)
 			}
 			b.StopTimer()
 			if err := p.Close(context.Background()); err != nil {

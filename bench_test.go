@@ -24,11 +24,8 @@ var benchBody = make([]byte, 1024)
 // request and its latency but keeps no messages, so memory does not grow with b.N.
 func benchTopic(b *testing.B, lat sbtest.Latency) (*sbtest.Sender, *sbtest.Topic) {
 	b.Helper()
-	ns := sbtest.NewNamespace(&sbtest.NamespaceOptions{Latency: lat})
-	topic, err := ns.NewTopic("bench", nil)
-	if err != nil {
-		b.Fatal(err)
-	}
+	ns := sbtest.NewTestNamespace(b, &sbtest.NamespaceOptions{Latency: lat, Topics: map[string]sbtest.TopicOptions{"bench": {}}})
+	topic, _ := ns.Topic("bench")
 	dst, err := ns.NewSender("bench", nil)
 	if err != nil {
 		b.Fatal(err)

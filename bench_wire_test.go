@@ -33,11 +33,8 @@ func wireClient(b *testing.B, ns *sbtest.Namespace) *azservicebus.Client {
 // ends.
 func wireTopic(b *testing.B, lat sbtest.Latency) (*azservicebus.Sender, *sbtest.Topic) {
 	b.Helper()
-	ns := sbtest.NewNamespace(&sbtest.NamespaceOptions{Latency: lat})
-	topic, err := ns.NewTopic("bench", nil)
-	if err != nil {
-		b.Fatal(err)
-	}
+	ns := sbtest.NewTestNamespace(b, &sbtest.NamespaceOptions{Latency: lat, Topics: map[string]sbtest.TopicOptions{"bench": {}}})
+	topic, _ := ns.Topic("bench")
 	client := wireClient(b, ns)
 	ctx := context.Background()
 	s, err := client.NewSender("bench", nil)

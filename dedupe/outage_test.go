@@ -158,11 +158,11 @@ func TestStoreOutageThroughProcessor(t *testing.T) {
 		}
 		done := make(chan error, 1)
 		go func() { done <- p.Run(context.Background()) }()
-		for p.Stats().Completed+p.Stats().DeadLettered < 41 {
-			time.Sleep(100 * time.Millisecond)
-			if b.queue.Counts().DeadLetter > 0 {
-				break
-			}
+		// Until every message is settled, or the first is dead-lettered.
+		if _, err := b.queue.WaitUntil(t.Context(), func(c sbtest.Counts) bool {
+			return c.Active+c.Locked == 0 || c.DeadLetter > 0
+		}); err != nil {
+			t.Fatal(err)
 		}
 		if err := p.Close(context.Background()); err != nil {
 			t.Fatalf("Close = %v", err)

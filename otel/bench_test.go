@@ -185,8 +185,8 @@ func BenchmarkProcessor(b *testing.B) {
 	for _, mode := range processorModes {
 		b.Run(mode.name, func(b *testing.B) {
 			tel, collect := mode.tel()
-			ns := sbtest.NewNamespace(nil)
-			q, _ := ns.NewQueue("orders", nil)
+			ns := sbtest.NewTestNamespace(b, &sbtest.NamespaceOptions{Queues: map[string]*sbtest.EntityOptions{"orders": nil}})
+			q, _ := ns.Entity("orders")
 			snd, _ := ns.NewSender("orders", nil)
 			ctx := context.Background()
 			for range b.N {

@@ -21,8 +21,8 @@ import (
 func TestRetryEvent(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		r := newRig(t, nil)
-		ns := sbtest.NewNamespace(nil)
-		q, _ := ns.NewQueue("orders", nil)
+		ns := sbtest.NewTestNamespace(t, &sbtest.NamespaceOptions{Queues: map[string]*sbtest.EntityOptions{"orders": nil}})
+		q, _ := ns.Entity("orders")
 		snd, _ := ns.NewSender("orders", nil)
 		s, _ := sender.New(snd, &sender.Options{DisableBatching: true, Hooks: []sender.Hook{r.tel.Sender("orders")}})
 		q.InjectFault(sbtest.Fault{Op: sbtest.OpSend, Count: 1})
@@ -61,8 +61,8 @@ func TestRetryEvent(t *testing.T) {
 func TestProcessEvents(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		r := newRig(t, nil)
-		ns := sbtest.NewNamespace(nil)
-		q, _ := ns.NewQueue("orders", &sbtest.EntityOptions{LockDuration: 10 * time.Second})
+		ns := sbtest.NewTestNamespace(t, &sbtest.NamespaceOptions{Queues: map[string]*sbtest.EntityOptions{"orders": {LockDuration: 10 * time.Second}}})
+		q, _ := ns.Entity("orders")
 		snd, _ := ns.NewSender("orders", nil)
 		for _, id := range []string{"slow", "lost", "fails", "dead", "dup", "dup"} {
 			if err := snd.SendMessage(context.Background(), &azservicebus.Message{MessageID: new(id)}, nil); err != nil {

@@ -3,7 +3,6 @@ package sbotel_test
 import (
 	"context"
 	"fmt"
-	"time"
 
 	"github.com/Azure/azure-sdk-for-go/sdk/messaging/azservicebus"
 	"go.opentelemetry.io/otel/propagation"
@@ -31,7 +30,7 @@ func Example() {
 	})
 
 	ns := sbtest.NewNamespace(nil) // with the SDK: client.NewSender("orders", nil), ...
-	_, _ = ns.NewQueue("orders", nil)
+	queue, _ := ns.NewQueue("orders", nil)
 	sdkSender, _ := ns.NewSender("orders", nil)
 	sdkReceiver, _ := ns.NewReceiverForQueue("orders", nil)
 
@@ -50,9 +49,7 @@ func Example() {
 	}, &receiver.Options{Hooks: []receiver.Hook{ph}})
 	reg, _ = ph.Observe(p)
 	go func() { _ = p.Run(context.Background()) }()
-	for p.Stats().Completed < 1 {
-		time.Sleep(time.Millisecond)
-	}
+	_ = queue.WaitDrained(context.Background())
 	_ = p.Close(context.Background())
 	_ = reg.Unregister()
 

@@ -313,8 +313,8 @@ func TestInject(t *testing.T) {
 	} {
 		t.Run(c.name, func(t *testing.T) {
 			r := newRig(t, c.opts)
-			ns := sbtest.NewNamespace(nil)
-			q, _ := ns.NewQueue("orders", nil)
+			ns := sbtest.NewTestNamespace(t, &sbtest.NamespaceOptions{Queues: map[string]*sbtest.EntityOptions{"orders": nil}})
+			q, _ := ns.Entity("orders")
 			snd, _ := ns.NewSender("orders", nil)
 			s, err := sender.New(snd, &sender.Options{Hooks: []sender.Hook{r.tel.Sender("orders")}})
 			if err != nil {
@@ -357,8 +357,8 @@ func TestNoopProviders(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	ns := sbtest.NewNamespace(nil)
-	q, _ := ns.NewQueue("orders", nil)
+	ns := sbtest.NewTestNamespace(t, &sbtest.NamespaceOptions{Queues: map[string]*sbtest.EntityOptions{"orders": nil}})
+	q, _ := ns.Entity("orders")
 	snd, _ := ns.NewSender("orders", nil)
 	s, _ := sender.New(snd, &sender.Options{Hooks: []sender.Hook{tel.Sender("orders")}})
 	caller := producerContext(t)

@@ -131,7 +131,7 @@ func TestDuplicateDetection(t *testing.T) {
 			t.Fatal(err)
 		}
 		if got := f.q.Counts().Active; got != 3 {
-			t.Fatalf("ActiveCount = %d, want 3 (a, b, c)", got)
+			t.Fatalf("%d active, want 3 (a, b, c)", got)
 		}
 		if got := f.q.Stats().DuplicatesDropped; got != 3 {
 			t.Fatalf("DuplicatesDropped = %d, want 3", got)
@@ -139,12 +139,12 @@ func TestDuplicateDetection(t *testing.T) {
 		time.Sleep(5 * time.Minute) // the first a leaves the window
 		send("a")
 		if got := f.q.Counts().Active; got != 4 {
-			t.Fatalf("ActiveCount = %d, want 4 after the window", got)
+			t.Fatalf("%d active, want 4 after the window", got)
 		}
 		// Messages without a MessageID are never duplicates.
 		sendAll(t, f.s, "x", "x")
 		if got := f.q.Counts().Active; got != 6 {
-			t.Fatalf("ActiveCount = %d, want 6", got)
+			t.Fatalf("%d active, want 6", got)
 		}
 	})
 }

@@ -108,7 +108,7 @@ func TestDeadLetterFields(t *testing.T) {
 		}
 	}
 	if n := f.q.Counts().DeadLetter; n != 0 {
-		t.Fatalf("DeadLetterCount = %d after completing", n)
+		t.Fatalf("%d dead-lettered after completing", n)
 	}
 }
 

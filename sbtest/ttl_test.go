@@ -86,8 +86,8 @@ func TestLockedMessageUnaffectedByExpiry(t *testing.T) {
 				}
 				tt.end(t, f, m)
 				expectNone(t, f.r, time.Hour)
-				if f.q.Counts().DeadLetter != tt.dlq {
-					t.Fatalf("DeadLetterCount = %d, want %d", f.q.Counts().DeadLetter, tt.dlq)
+				if n := f.q.Counts().DeadLetter; n != tt.dlq {
+					t.Fatalf("%d dead-lettered, want %d", n, tt.dlq)
 				}
 			})
 		})

@@ -55,8 +55,9 @@ func TestBatchingSizes(t *testing.T) {
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
 			synctest.Test(t, func(t *testing.T) {
-				ns := sbtest.NewNamespace(&sbtest.NamespaceOptions{MaxMessageSize: tt.maxMsgSize, Latency: sbtest.Latency{RoundTrip: 7 * time.Millisecond}})
-				q, _ := ns.NewQueue("q", nil)
+				ns := sbtest.NewTestNamespace(t, &sbtest.NamespaceOptions{MaxMessageSize: tt.maxMsgSize, Latency: sbtest.Latency{RoundTrip: 7 * time.Millisecond},
+					Queues: map[string]*sbtest.EntityOptions{"q": nil}})
+				q, _ := ns.Entity("q")
 				dst, _ := ns.NewSender("q", nil)
 				s := newSender(t, dst, &tt.opts)
 				start := time.Now()

@@ -52,11 +52,8 @@ func TestHandlerEndToEnd(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 		defer cancel()
-		ns := sbtest.NewNamespace(nil)
-		queue, err := ns.NewQueue("orders", &sbtest.EntityOptions{MaxDeliveryCount: 5})
-		if err != nil {
-			t.Fatal(err)
-		}
+		ns := sbtest.NewTestNamespace(t, &sbtest.NamespaceOptions{Queues: map[string]*sbtest.EntityOptions{"orders": {MaxDeliveryCount: 5}}})
+		queue, _ := ns.Entity("orders")
 		sender, err := ns.NewSender("orders", nil)
 		if err != nil {
 			t.Fatal(err)

@@ -34,11 +34,8 @@ func newE2E(t *testing.T) *e2e {
 	if _, err := pool.Exec(context.Background(), `CREATE TABLE work (message_id text NOT NULL)`); err != nil {
 		t.Fatal(err)
 	}
-	ns := sbtest.NewNamespace(nil)
-	q, err := ns.NewQueue("orders", &sbtest.EntityOptions{LockDuration: 5 * time.Second})
-	if err != nil {
-		t.Fatal(err)
-	}
+	ns := sbtest.NewTestNamespace(t, &sbtest.NamespaceOptions{Queues: map[string]*sbtest.EntityOptions{"orders": {LockDuration: 5 * time.Second}}})
+	q, _ := ns.Entity("orders")
 	return &e2e{t: t, ns: ns, queue: q, pool: pool, store: newStore(t, pool)}
 }
 

@@ -18,11 +18,8 @@ import (
 func TestCompleteFailsRedeliverySkippedAcrossWorkers(t *testing.T) {
 	testRedis.Require(t)
 	ctx := context.Background()
-	ns := sbtest.NewNamespace(nil)
-	q, err := ns.NewQueue("orders", nil)
-	if err != nil {
-		t.Fatal(err)
-	}
+	ns := sbtest.NewTestNamespace(t, &sbtest.NamespaceOptions{Queues: map[string]*sbtest.EntityOptions{"orders": nil}})
+	q, _ := ns.Entity("orders")
 	snd, _ := ns.NewSender("orders", nil)
 	id := "job-42"
 	if err := snd.SendMessage(ctx, &azservicebus.Message{MessageID: &id}, nil); err != nil {

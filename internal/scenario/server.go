@@ -27,15 +27,7 @@ type Server struct {
 // loopback, and a scenario that needs the SDK's retries to pass has found a bug.
 func NewServer(t *testing.T) *Server {
 	t.Helper()
-	srv, err := sbtest.NewServer(nil)
-	if err != nil {
-		t.Fatalf("sbtest.NewServer: %v", err)
-	}
-	t.Cleanup(func() {
-		if err := srv.Close(context.Background()); err != nil {
-			t.Errorf("server Close: %v", err)
-		}
-	})
+	srv := sbtest.NewTestServer(t, nil)
 	client, err := azservicebus.NewClientFromConnectionString(srv.ConnectionString(), &azservicebus.ClientOptions{
 		RetryOptions: azservicebus.RetryOptions{MaxRetries: 3, RetryDelay: 50 * time.Millisecond, MaxRetryDelay: 500 * time.Millisecond},
 	})
