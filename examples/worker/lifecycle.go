@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"log"
+	"log/slog"
 	"time"
 
 	"github.com/sbkit/sbkit/dedupe"
@@ -12,10 +13,10 @@ import (
 	"github.com/sbkit/sbkit/receiver"
 )
 
-// runUntilDone runs p until ctx ends, p has been idle for idle, or duration passes. The
-// processor's ShutdownGrace then lets the handlers in progress finish: cancelling Run's
-// context is the whole shutdown.
-func runUntilDone(ctx context.Context, p *receiver.Processor, idle, duration time.Duration) error {
+// runUntilDone runs p until ctx ends, p has been idle for idle, or duration passes, and
+// logs why it stops. The processor's ShutdownGrace then lets the handlers in progress
+// finish: cancelling Run's context is the whole shutdown.
+func runUntilDone(ctx context.Context, p *receiver.Processor, idle, duration time.Duration, logger *slog.Logger) error {
 	runCtx, stop := context.WithCancel(ctx)
 	defer stop()
 	if duration > 0 {
@@ -28,6 +29,14 @@ func runUntilDone(ctx context.Context, p *receiver.Processor, idle, duration tim
 	if err := waitIdle(runCtx, p, idle, done); err != nil { // Run returned by itself
 		return err
 	}
+	reason := fmt.Sprintf("idle for %v", idle)
+	switch {
+	case ctx.Err() != nil:
+		reason = "signal" // or the caller's context
+	case runCtx.Err() != nil:
+		reason = fmt.Sprintf("ran for %v", duration)
+	}
+	logger.Info("worker: stopping", "reason", reason)
 	stop()
 	err := <-done
 	if errors.Is(err, context.Canceled) || errors.Is(err, context.DeadlineExceeded) {
@@ -65,6 +74,19 @@ func waitIdle(stop context.Context, p *receiver.Processor, idle time.Duration, d
 			}
 		}
 	}
+}
+
+// logStopped logs the outcome of the run: every received message's end, and the error
+// that ended it, if any.
+func logStopped(logger *slog.Logger, elapsed time.Duration, st receiver.Stats, err error) {
+	attrs := []any{"received", st.Received, "completed", st.Completed, "deadLettered", st.DeadLettered,
+		"abandoned", st.Abandoned, "locksLost", st.LocksLost, "leftLocked", st.LeftLocked,
+		"elapsed", elapsed.Round(time.Millisecond)}
+	if err != nil {
+		logger.Error("worker: stopped", append(attrs, "error", err)...)
+		return
+	}
+	logger.Info("worker: stopped", attrs...)
 }
 
 // printSummary reports what happened to every message; on the in-memory broker it also

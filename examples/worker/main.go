@@ -8,6 +8,10 @@
 // invalid order, one that expires in the queue and a bulk order that outlives its lock.
 // It stops when the queue has been idle for -idle. Set SBKIT_CONNECTION_STRING (and
 // SBKIT_QUEUE, default "orders") to work on a real namespace instead; the code is the same.
+//
+// What happens to each order is told on stdout; the log goes to stderr through log/slog,
+// as a worker in production would log: its start and stop at Info, every error and lost
+// lock at Warn, settlements at Debug (-log-level), message IDs but never payloads.
 package main
 
 import (
@@ -17,6 +21,7 @@ import (
 	"fmt"
 	"io"
 	"log"
+	"log/slog"
 	"os"
 	"os/signal"
 	"syscall"
@@ -36,15 +41,16 @@ import (
 func main() {
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
 	defer stop()
-	if err := run(ctx, os.Args[1:], os.Stdout, os.Getenv); err != nil && !errors.Is(err, flag.ErrHelp) {
+	if err := run(ctx, os.Args[1:], os.Stdout, os.Stderr, os.Getenv); err != nil && !errors.Is(err, flag.ErrHelp) {
 		fmt.Fprintln(os.Stderr, "worker:", err)
 		os.Exit(1)
 	}
 }
 
 // run works until ctx ends, the queue is idle for -idle, or -duration passes, then shuts
-// down gracefully and prints a summary.
-func run(ctx context.Context, args []string, stdout io.Writer, getenv func(string) string) error {
+// down gracefully and prints a summary. The story of the orders goes to stdout, the log
+// (-log-level) to stderr.
+func run(ctx context.Context, args []string, stdout, stderr io.Writer, getenv func(string) string) error {
 	fs := flag.NewFlagSet("worker", flag.ContinueOnError)
 	fs.SetOutput(stdout)
 	fs.Usage = func() {
@@ -58,6 +64,8 @@ func run(ctx context.Context, args []string, stdout io.Writer, getenv func(strin
 	duration := fs.Duration("duration", 0, "stop after this long (0: no limit)")
 	grace := fs.Duration("grace", 10*time.Second, "on shutdown, how long orders in progress may take to finish")
 	lock := fs.Duration("lock", time.Second, "in-memory broker: the queue's lock duration (short, so that the bulk order needs renewals)")
+	var level slog.Level
+	fs.TextVar(&level, "log-level", slog.LevelInfo, "log to stderr from this level: debug adds settlements, renewals and duplicates; warn only problems")
 	var obs telemetry.Flags
 	obs.Register(fs)
 	if err := fs.Parse(args); err != nil {
@@ -67,6 +75,11 @@ func run(ctx context.Context, args []string, stdout io.Writer, getenv func(strin
 		return errors.New("-concurrency and -lock must be positive, durations not negative")
 	}
 	out := log.New(stdout, "", 0) // safe for concurrent use by handlers
+	// The log: the worker's lifecycle at Info; at Warn what went wrong (failed receives,
+	// handler errors, failed settlements and renewals, lost locks, undecodable messages,
+	// store errors); at Debug each settlement, renewal and skipped duplicate. sbkit logs
+	// message IDs and errors, never payloads, and nothing at all without a Logger.
+	logger := slog.New(slog.NewTextHandler(stderr, &slog.HandlerOptions{Level: level}))
 	tel, err := telemetry.Start(obs, "worker", stdout)
 	if err != nil {
 		return err
@@ -103,6 +116,7 @@ func run(ctx context.Context, args []string, stdout io.Writer, getenv func(strin
 	}
 	dupes, err := dedupe.New(store, &dedupe.Options{
 		Entity: conn.QueueName,
+		Logger: logger,
 		Hooks: []dedupe.Hook{hook, dedupe.DuplicateHookFunc(func(_ context.Context, e dedupe.Duplicate) {
 			out.Printf("  skipped    %s: already fulfilled (duplicate delivery)", e.Message.MessageID)
 		})},
@@ -112,7 +126,8 @@ func run(ctx context.Context, args []string, stdout io.Writer, getenv func(strin
 	}
 	f := &fulfiller{out: out, unit: *unit}
 	typed, err := serialize.Handler(reg, f.fulfil, &serialize.HandlerOptions{
-		Hooks: []serialize.Hook{serialize.DecodeErrorHookFunc(f.undecodable)},
+		Hooks:  []serialize.Hook{serialize.DecodeErrorHookFunc(f.undecodable)},
+		Logger: logger,
 	})
 	if err != nil {
 		return err
@@ -127,11 +142,8 @@ func run(ctx context.Context, args []string, stdout io.Writer, getenv func(strin
 		MaxAutoLockRenewalDuration: 30 * time.Minute,
 		AbandonDelay:               receiver.ExponentialAbandonDelay(time.Second, time.Minute),
 		ShutdownGrace:              *grace,
-		Hooks: []receiver.Hook{hook, receiver.ErrorHookFunc(func(_ context.Context, e *receiver.Error) {
-			if e.Source != receiver.SourceHandler { // handler outcomes are printed by the handler
-				out.Printf("  error      %v", e)
-			}
-		})},
+		Hooks:                      []receiver.Hook{hook},
+		Logger:                     logger, // errors and lost locks at Warn
 	})
 	if err != nil {
 		return err
@@ -143,8 +155,11 @@ func run(ctx context.Context, args []string, stdout io.Writer, getenv func(strin
 	}
 
 	out.Printf("worker: %d at a time from the %s", *concurrency, conn)
+	logger.Info("worker: started", "queue", conn.QueueName, "concurrency", *concurrency, "inMemory", conn.InMemory())
 	start := time.Now()
-	err = runUntilDone(ctx, p, *idle, *duration)
-	printSummary(out, time.Since(start), p.Stats(), dupes.Stats(), conn)
+	err = runUntilDone(ctx, p, *idle, *duration, logger)
+	elapsed := time.Since(start)
+	logStopped(logger, elapsed, p.Stats(), err)
+	printSummary(out, elapsed, p.Stats(), dupes.Stats(), conn)
 	return err
 }

@@ -24,7 +24,7 @@ func noEnv(string) string { return "" }
 func TestWorkerProcessesBacklog(t *testing.T) {
 	leaktest.Check(t)
 	var out bytes.Buffer
-	if err := run(t.Context(), []string{"-unit", "1ms", "-idle", "200ms", "-lock", "1m"}, &out, noEnv); err != nil {
+	if err := run(t.Context(), []string{"-unit", "1ms", "-idle", "200ms", "-lock", "1m"}, &out, io.Discard, noEnv); err != nil {
 		t.Fatalf("run: %v\n%s", err, out.String())
 	}
 	text := out.String()
@@ -52,7 +52,7 @@ func TestWorkerRenewsLockOfBulkOrder(t *testing.T) {
 		t.Skip("takes 3 seconds")
 	}
 	var out bytes.Buffer
-	if err := run(t.Context(), []string{"-concurrency", "16", "-idle", "100ms", "-lock", "2s", "-unit", "20ms"}, &out, noEnv); err != nil {
+	if err := run(t.Context(), []string{"-concurrency", "16", "-idle", "100ms", "-lock", "2s", "-unit", "20ms"}, &out, io.Discard, noEnv); err != nil {
 		t.Fatalf("run: %v\n%s", err, out.String())
 	}
 	if !strings.Contains(out.String(), "order-2011 for margaret: 150 units, $1948.50, delivery 1") ||
@@ -83,7 +83,7 @@ func TestWorkerGracefulShutdown(t *testing.T) {
 	ctx, cancel := context.WithCancel(t.Context())
 	defer cancel()
 	out := &cancelOn{trigger: "packing    order-2011", cancel: cancel}
-	if err := run(ctx, []string{"-idle", "0", "-unit", "2ms", "-lock", "1m"}, out, noEnv); err != nil {
+	if err := run(ctx, []string{"-idle", "0", "-unit", "2ms", "-lock", "1m"}, out, io.Discard, noEnv); err != nil {
 		t.Fatalf("run: %v\n%s", err, out.String())
 	}
 	text := out.String()
@@ -97,7 +97,7 @@ func TestWorkerStopsAfterDuration(t *testing.T) {
 	leaktest.Check(t)
 	var out bytes.Buffer
 	start := time.Now()
-	if err := run(t.Context(), []string{"-unit", "1ms", "-idle", "0", "-duration", "300ms", "-lock", "1m"}, &out, noEnv); err != nil {
+	if err := run(t.Context(), []string{"-unit", "1ms", "-idle", "0", "-duration", "300ms", "-lock", "1m"}, &out, io.Discard, noEnv); err != nil {
 		t.Fatalf("run: %v\n%s", err, out.String())
 	}
 	if elapsed := time.Since(start); elapsed > 5*time.Second {
@@ -119,7 +119,7 @@ func TestWorkerBadInput(t *testing.T) {
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
-			err := run(t.Context(), tc.args, &bytes.Buffer{}, func(k string) string { return tc.env[k] })
+			err := run(t.Context(), tc.args, &bytes.Buffer{}, io.Discard, func(k string) string { return tc.env[k] })
 			if err == nil || !strings.Contains(err.Error(), tc.want) {
 				t.Errorf("err = %v, want %q", err, tc.want)
 			}
@@ -129,10 +129,10 @@ func TestWorkerBadInput(t *testing.T) {
 
 func TestWorkerHelp(t *testing.T) {
 	var out bytes.Buffer
-	if err := run(t.Context(), []string{"-h"}, &out, noEnv); !errors.Is(err, flag.ErrHelp) {
+	if err := run(t.Context(), []string{"-h"}, &out, io.Discard, noEnv); !errors.Is(err, flag.ErrHelp) {
 		t.Fatalf("err = %v, want flag.ErrHelp", err)
 	}
-	for _, want := range []string{"-concurrency", "-idle", "-duration", "-grace", "-lock", sbenv.ConnectionStringEnv} {
+	for _, want := range []string{"-concurrency", "-idle", "-duration", "-grace", "-lock", "-log-level", sbenv.ConnectionStringEnv} {
 		if !strings.Contains(out.String(), want) {
 			t.Errorf("help lacks %q:\n%s", want, out.String())
 		}
@@ -145,7 +145,9 @@ func TestWorkerHelp(t *testing.T) {
 // send span of the backlog's producer.
 func TestWorkerMetricsAndSpans(t *testing.T) {
 	leaktest.Check(t)
-	run := func(ctx context.Context, args []string, out io.Writer) error { return run(ctx, args, out, noEnv) }
+	run := func(ctx context.Context, args []string, out io.Writer) error {
+		return run(ctx, args, out, io.Discard, noEnv)
+	}
 	scrape, output := scrapetest.Run(t, run, []string{"-unit", "1ms", "-idle", "200ms", "-lock", "1m",
 		"-metrics-addr", "127.0.0.1:0", "-metrics-hold", "1m", "-spans"}, "dead-letter queue: order-2013")
 	scrapetest.Expect(t, scrape, []scrapetest.Sample{
@@ -177,5 +179,54 @@ func TestWorkerMetricsAndSpans(t *testing.T) {
 	}
 	if len(traces) != 15 || processed != 14 {
 		t.Errorf("%d send traces, %d process spans; want 15 and 14", len(traces), processed)
+	}
+}
+
+// TestWorkerLogs: by default the worker logs its lifecycle at Info and what went wrong at
+// Warn (here the undecodable order, by its MessageID) to stderr, and no payload; with
+// -log-level debug it also logs each settlement. The story of the orders stays on stdout.
+func TestWorkerLogs(t *testing.T) {
+	payloads := []string{"linus", "margaret", "KB-1", "USB-C"} // customers and SKUs of the backlog
+	for _, tc := range []struct {
+		level      string
+		want, lack []string
+	}{
+		{"", []string{
+			`level=INFO msg="worker: started" queue=orders concurrency=4`,
+			`level=WARN msg="serialize: dead-lettering undecodable message" messageID=order-2014`,
+			`level=INFO msg="worker: stopping" reason="idle for 200ms"`,
+			`level=INFO msg="worker: stopped" received=14 completed=12 deadLettered=2 abandoned=0 locksLost=0 leftLocked=0`,
+		}, []string{"level=DEBUG"}},
+		{"debug", []string{
+			`level=DEBUG msg="receiver: settled" messageID=order-2001 action=complete`,
+			`level=DEBUG msg="dedupe: duplicate skipped" key=orders:order-2003`,
+			`level=INFO msg="worker: stopped" received=14`,
+		}, nil},
+	} {
+		t.Run("level="+tc.level, func(t *testing.T) {
+			leaktest.Check(t)
+			args := []string{"-unit", "1ms", "-idle", "200ms", "-lock", "1m"}
+			if tc.level != "" {
+				args = append(args, "-log-level", tc.level)
+			}
+			var out, logs bytes.Buffer
+			if err := run(t.Context(), args, &out, &logs, noEnv); err != nil {
+				t.Fatalf("run: %v\n%s", err, out.String())
+			}
+			text := logs.String()
+			for _, want := range tc.want {
+				if !strings.Contains(text, want) {
+					t.Errorf("log lacks %q:\n%s", want, text)
+				}
+			}
+			for _, lack := range append(tc.lack, payloads...) {
+				if strings.Contains(text, lack) {
+					t.Errorf("log has %q:\n%s", lack, text)
+				}
+			}
+			if strings.Contains(out.String(), "level=") {
+				t.Errorf("log records on stdout:\n%s", out.String())
+			}
+		})
 	}
 }
