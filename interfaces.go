@@ -23,10 +23,12 @@ type Batch interface {
 	NumBytes() uint64
 }
 
-// BatchSender is a MessageSender that can also send batches. The SDK's
-// [*azservicebus.Sender] cannot satisfy it directly (its batch methods take the concrete
-// [*azservicebus.MessageBatch]), so wrap it with NewBatchSender; sbtest's sender satisfies
-// it as it is. SendBatch accepts only batches made by the same BatchSender's NewBatch.
+// BatchSender is a MessageSender that can also send batches. sbtest's sender satisfies it.
+// The SDK's [*azservicebus.Sender] does not (its batch methods take the concrete
+// [*azservicebus.MessageBatch]), and needs no wrapping to be batched: sender.New
+// recognises it and batches through it. [NewBatchSender] adapts one for code of your own
+// that needs a BatchSender value. SendBatch accepts only batches made by the same
+// BatchSender's NewBatch.
 type BatchSender interface {
 	MessageSender
 	NewBatch(ctx context.Context, options *azservicebus.MessageBatchOptions) (Batch, error)
