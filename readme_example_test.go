@@ -1,16 +1,21 @@
 package sbkit_test
 
-// The snippets of README.md, kept here so that they compile. Example_producer and
-// Example_worker need a real namespace and have no Output comment, so go test compiles
-// them without running them; Example_testingHandlers runs on the in-memory broker.
+// The snippets of README.md, kept here so that they compile: each Go block of the README
+// is a run of lines of a test file (TestReadmeSnippetsAreBacked checks it). Example_send,
+// Example_process, Example_worker and Example_logging need a real namespace and have no
+// Output comment, so go test compiles them without running them; Example_testingHandlers
+// and TestOrderPublisher run on the in-memory broker.
 
 import (
 	"context"
+	"encoding/json"
 	"fmt"
 	"log"
+	"log/slog"
 	"os"
 	"os/signal"
 	"syscall"
+	"testing"
 	"time"
 
 	"github.com/Azure/azure-sdk-for-go/sdk/messaging/azservicebus"
@@ -29,53 +34,70 @@ type Order struct {
 	Total float64 `json:"total"`
 }
 
-// A producer: sbkit's sender over the SDK's sender. Sends are pipelined and batched, the
+// fulfil stands for the application's work in the README's examples.
+func fulfil(ctx context.Context, body []byte) error { return ctx.Err() }
+
+// Sending: sbkit's sender over the SDK's sender. Sends are pipelined and batched, the
 // window bounds memory, and every message's outcome comes back.
-func Example_producer() {
+func Example_send() {
 	ctx := context.Background()
 	client, err := azservicebus.NewClientFromConnectionString(os.Getenv("SBKIT_CONNECTION_STRING"), nil)
 	if err != nil {
 		log.Fatal(err)
 	}
 	defer client.Close(ctx)
+
 	sdkSender, err := client.NewSender("orders", nil)
 	if err != nil {
 		log.Fatal(err)
 	}
-	defer sdkSender.Close(ctx)
-
-	// Defaults: 1,024 messages and 16 MiB in flight, batches sealed after 2 ms,
-	// transient errors retried 5 times with backoff. The SDK's sender is batched as it is.
-	s, err := sender.New(sdkSender, nil)
+	s, err := sender.New(sdkSender, nil) // nil options: the defaults
 	if err != nil {
 		log.Fatal(err)
 	}
-	reg, _ := serialize.New(nil)
+	defer s.Close(ctx) // waits for the messages still in flight
 
-	var results []*sender.Result
-	for i := range 10_000 {
-		msg, err := reg.Encode(Order{ID: fmt.Sprint("order-", i), Total: 9.99}, "application/json", nil)
-		if err != nil {
-			log.Fatal(err)
-		}
-		r, err := s.SendAsync(ctx, msg) // blocks only while the window is full
-		if err != nil {
-			log.Fatal(err) // not accepted: closed sender, nil message, ended context
-		}
-		results = append(results, r)
+	msgs := make([]*azservicebus.Message, 0, 1000)
+	for i := range 1000 {
+		msgs = append(msgs, &azservicebus.Message{Body: fmt.Appendf(nil, `{"id":"order-%d"}`, i)})
 	}
-	for _, r := range results {
-		if err := r.Wait(ctx); err != nil {
-			log.Printf("order %s not sent after %d attempts: %v", r.MessageID(), r.Attempts(), err)
-		}
+	// Pipelined and batched: about one round trip per batch, not per message. Transient
+	// failures are retried; what still fails is reported (a *sender.SendAllError).
+	if err := s.SendAll(ctx, msgs); err != nil {
+		log.Print(err)
 	}
-	if err := s.Close(ctx); err != nil { // flushes what is still in flight
+}
+
+// Processing: the processor over the SDK's receiver, with a graceful shutdown.
+func Example_process() {
+	client, err := azservicebus.NewClientFromConnectionString(os.Getenv("SBKIT_CONNECTION_STRING"), nil)
+	if err != nil {
+		log.Fatal(err)
+	}
+	defer client.Close(context.Background())
+
+	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
+	defer stop()
+	sdkReceiver, err := client.NewReceiverForQueue("orders", nil) // peek-lock
+	if err != nil {
+		log.Fatal(err)
+	}
+	handle := func(ctx context.Context, m *azservicebus.ReceivedMessage) error {
+		return fulfil(ctx, m.Body) // nil completes the message, an error abandons it
+	}
+	p, err := receiver.New(sdkReceiver, handle, &receiver.Options{MaxConcurrency: 16})
+	if err != nil {
+		log.Fatal(err)
+	}
+	// Until SIGINT or SIGTERM; then running handlers get ShutdownGrace (10 s) to finish,
+	// and every message not settled is abandoned before Run returns.
+	if err := p.Run(ctx); err != nil && ctx.Err() == nil {
 		log.Fatal(err)
 	}
 }
 
 // A worker: the processor with 16 handlers, automatic lock renewal, duplicate skipping,
-// typed JSON decoding that dead-letters undecodable bodies, an expiry policy and a
+// typed JSON decoding that dead-letters undecodable bodies, an expiry policy, a log and a
 // graceful shutdown.
 func Example_worker() {
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
@@ -89,9 +111,10 @@ func Example_worker() {
 	if err != nil {
 		log.Fatal(err)
 	}
+	logger := slog.New(slog.NewJSONHandler(os.Stderr, nil)) // Info and above
 	reg, _ := serialize.New(nil)
 	store, _ := dedupe.NewMemoryStore(nil) // this process only; redisdedupe for many workers
-	dupes, _ := dedupe.New(store, &dedupe.Options{Entity: "orders"})
+	dupes, _ := dedupe.New(store, &dedupe.Options{Entity: "orders", Logger: logger})
 
 	fulfil := func(ctx context.Context, o Order, m *azservicebus.ReceivedMessage) error {
 		if o.Total <= 0 {
@@ -99,7 +122,8 @@ func Example_worker() {
 		}
 		return nil // completed; any other error abandons
 	}
-	typed, err := serialize.Handler(reg, fulfil, nil) // dead-letters what it cannot decode
+	// Dead-letters what it cannot decode.
+	typed, err := serialize.Handler(reg, fulfil, &serialize.HandlerOptions{Logger: logger})
 	if err != nil {
 		log.Fatal(err)
 	}
@@ -107,14 +131,84 @@ func Example_worker() {
 		receiver.Expiry(&receiver.ExpiryOptions{Policy: receiver.ExpiredDeadLetter}),
 		dupes.Middleware())
 
-	p, err := receiver.New(src, handler, &receiver.Options{MaxConcurrency: 16, ShutdownGrace: 20 * time.Second})
+	p, err := receiver.New(src, handler, &receiver.Options{
+		MaxConcurrency: 16,
+		ShutdownGrace:  20 * time.Second,
+		Logger:         logger, // errors and lost locks at Warn, settlements at Debug
+	})
 	if err != nil {
 		log.Fatal(err)
 	}
+	logger.Info("worker started", "queue", "orders")
 	// SIGINT or SIGTERM ends ctx: receiving stops, running handlers get 20 s to finish, and
 	// every unsettled message is abandoned before Run returns.
-	if err := p.Run(ctx); err != nil && ctx.Err() == nil {
+	err = p.Run(ctx)
+	st := p.Stats()
+	logger.Info("worker stopped", "received", st.Received, "completed", st.Completed,
+		"abandoned", st.Abandoned, "deadLettered", st.DeadLettered, "locksLost", st.LocksLost)
+	if err != nil && ctx.Err() == nil {
 		log.Fatal(err)
+	}
+}
+
+// Logging: every component takes an optional *slog.Logger; without one it logs nothing.
+func Example_logging() {
+	var sdkSender *azservicebus.Sender     // client.NewSender("orders", nil)
+	var sdkReceiver *azservicebus.Receiver // client.NewReceiverForQueue("orders", nil)
+	handle := func(ctx context.Context, m *azservicebus.ReceivedMessage) error { return nil }
+
+	// Warn: what went wrong. Debug adds every settlement, lock renewal, send retry and
+	// skipped duplicate. Payloads are never logged.
+	logger := slog.New(slog.NewJSONHandler(os.Stderr, &slog.HandlerOptions{Level: slog.LevelWarn}))
+	s, err := sender.New(sdkSender, &sender.Options{Logger: logger})
+	if err != nil {
+		log.Fatal(err)
+	}
+	p, err := receiver.New(sdkReceiver, handle, &receiver.Options{Logger: logger})
+	if err != nil {
+		log.Fatal(err)
+	}
+	_, _ = s, p
+}
+
+// OrderPublisher is production code: it takes sbkit.MessageSender, which the SDK's
+// *azservicebus.Sender satisfies, and so does sbtest's sender in its test.
+type OrderPublisher struct{ s *sender.Sender }
+
+func NewOrderPublisher(dst sbkit.MessageSender) (*OrderPublisher, error) {
+	s, err := sender.New(dst, nil) // batches through either
+	if err != nil {
+		return nil, err
+	}
+	return &OrderPublisher{s: s}, nil
+}
+
+func (p *OrderPublisher) Publish(ctx context.Context, o Order) error {
+	body, err := json.Marshal(o)
+	if err != nil {
+		return err
+	}
+	return p.s.Send(ctx, &azservicebus.Message{MessageID: &o.ID, Body: body})
+}
+
+func (p *OrderPublisher) Close(ctx context.Context) error { return p.s.Close(ctx) }
+
+func TestOrderPublisher(t *testing.T) {
+	ns := sbtest.NewTestNamespace(t, &sbtest.NamespaceOptions{
+		Queues: map[string]*sbtest.EntityOptions{"orders": nil},
+	})
+	snd, _ := ns.NewSender("orders", nil) // in production: client.NewSender("orders", nil)
+	pub, err := NewOrderPublisher(snd)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer pub.Close(t.Context())
+	if err := pub.Publish(t.Context(), Order{ID: "order-1", Total: 9.99}); err != nil {
+		t.Fatal(err)
+	}
+	queue, _ := ns.Entity("orders")
+	if got := queue.Active(); len(got) != 1 || got[0].MessageID != "order-1" {
+		t.Fatalf("the queue holds %d messages, want order-1 alone", len(got))
 	}
 }
 
