@@ -77,8 +77,8 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer, getenv fu
 	out := log.New(stdout, "", 0) // safe for concurrent use by handlers
 	// The log: the worker's lifecycle at Info; at Warn what went wrong (failed receives,
 	// handler errors, failed settlements and renewals, lost locks, undecodable messages,
-	// store errors); at Debug each settlement, renewal and skipped duplicate. sbkit logs
-	// message IDs and errors, never payloads, and nothing at all without a Logger.
+	// store errors); at Debug each settlement, renewal and skipped duplicate. sbkit never
+	// logs payloads, and logs nothing at all without a Logger.
 	logger := slog.New(slog.NewTextHandler(stderr, &slog.HandlerOptions{Level: level}))
 	tel, err := telemetry.Start(obs, "worker", stdout)
 	if err != nil {
