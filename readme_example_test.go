@@ -51,6 +51,7 @@ func Example_send() {
 	if err != nil {
 		log.Fatal(err)
 	}
+	defer sdkSender.Close(ctx)
 	s, err := sender.New(sdkSender, nil) // nil options: the defaults
 	if err != nil {
 		log.Fatal(err)

@@ -11,7 +11,7 @@
 //
 // What happens to each order is told on stdout; the log goes to stderr through log/slog,
 // as a worker in production would log: its start and stop at Info, every error and lost
-// lock at Warn, settlements at Debug (-log-level), message IDs but never payloads.
+// lock at Warn, settlements at Debug (-log-level), never payloads.
 package main
 
 import (
