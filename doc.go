@@ -19,6 +19,8 @@
 //     behind AMQP for the real SDK client (cmd/sbemulator serves it as a command).
 //   - otel (nested module, package sbotel): OpenTelemetry traces and metrics from the
 //     hooks.
+//   - outbox/pgoutbox (nested module): a transactional outbox on PostgreSQL, relayed
+//     through sender.
 //
 // Nothing in this package starts goroutines; every function is safe for concurrent use.
 //

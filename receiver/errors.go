@@ -105,6 +105,19 @@ type Error struct {
 	Err error
 }
 
+// logArgs are e's attributes for a log record: the source, the action and the message's
+// MessageID when there is one (never its body), and the error.
+func (e *Error) logArgs() []any {
+	args := []any{"source", e.Source.String()}
+	if e.Action != 0 {
+		args = append(args, "action", e.Action.String())
+	}
+	if e.Message != nil {
+		args = append(args, "messageID", e.Message.MessageID)
+	}
+	return append(args, "error", e.Err)
+}
+
 // Error names the source, the action and the message's MessageID when known, then the error.
 func (e *Error) Error() string {
 	msg := "receiver: " + e.Source.String()

@@ -247,12 +247,13 @@ func TestReceiveAndDelete(t *testing.T) {
 	})
 }
 
-// Errors reach the Logger with their source; payloads never do.
+// Errors reach the Logger with their source and the message's MessageID, so that a log
+// line can be tied to its message; payloads never do.
 func TestLogger(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		e := newEnv(t, nil)
 		secret := "card 4111"
-		_ = e.s.SendMessage(context.Background(), &azservicebus.Message{Body: []byte(secret)}, nil)
+		_ = e.s.SendMessage(context.Background(), &azservicebus.Message{MessageID: new("order-42"), Body: []byte(secret)}, nil)
 		var buf bytes.Buffer
 		var mu sync.Mutex
 		logger := slog.New(slog.NewTextHandler(&lockedWriter{w: &buf, mu: &mu}, &slog.HandlerOptions{Level: slog.LevelDebug}))
@@ -269,8 +270,16 @@ func TestLogger(t *testing.T) {
 		mu.Lock()
 		out := buf.String()
 		mu.Unlock()
-		if !strings.Contains(out, "source=handler") || !strings.Contains(out, "payment service down") || !strings.Contains(out, "action=complete") {
+		if !strings.Contains(out, "payment service down") || !strings.Contains(out, "action=complete") {
 			t.Errorf("log:\n%s", out)
+		}
+		if !strings.Contains(out, "source=handler") {
+			t.Errorf("no handler error logged:\n%s", out)
+		}
+		for line := range strings.Lines(out) {
+			if strings.Contains(line, "source=handler") && !strings.Contains(line, "messageID=order-42") {
+				t.Errorf("the handler's error does not name its message: %s", line)
+			}
 		}
 		if strings.Contains(out, secret) {
 			t.Errorf("payload logged:\n%s", out)

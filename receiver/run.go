@@ -313,7 +313,7 @@ func (r *run) abandonNow(d *delivery) {
 
 // report logs e and hands it to the error hooks.
 func (r *run) report(ctx context.Context, e *Error) {
-	r.cfg.Logger.Warn("receiver: error", "source", e.Source.String(), "error", e.Err)
+	r.cfg.Logger.Warn("receiver: error", e.logArgs()...)
 	r.cfg.hooks.onError(ctx, e)
 }
 

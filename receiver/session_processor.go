@@ -505,7 +505,11 @@ func (r *sessionRun) closeReceiver(sr sbkit.SessionReceiver) {
 }
 
 func (r *sessionRun) report(e *Error) {
-	r.p.base.Logger.Warn("receiver: error", "source", e.Source.String(), "error", e.Err)
+	args := e.logArgs()
+	if e.Message != nil && e.Message.SessionID != nil {
+		args = append(args, "session", *e.Message.SessionID)
+	}
+	r.p.base.Logger.Warn("receiver: error", args...)
 	r.p.base.hooks.onError(r.handlerBase, e)
 }
 
