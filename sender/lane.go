@@ -119,7 +119,10 @@ func (s *Sender) enqueueLocked(l *lane, group []*Result) {
 	}
 }
 
-// runLane sends an ordered lane's groups one after the other.
+// runLane sends an ordered lane's groups one request at a time. With batching, the
+// groups that queued up behind a request go together: sendGroup packs them into as few
+// batches as fit, in order, instead of one request per group sealed by Linger while the
+// lane was busy.
 func (s *Sender) runLane(l *lane) {
 	for {
 		s.mu.Lock()
@@ -129,9 +132,18 @@ func (s *Sender) runLane(l *lane) {
 			s.mu.Unlock()
 			return
 		}
-		group := l.queue[0]
-		l.queue[0] = nil
-		l.queue = l.queue[1:]
+		var group []*Result
+		if s.batch == nil {
+			group = l.queue[0]
+			l.queue[0] = nil
+			l.queue = l.queue[1:]
+		} else {
+			for _, g := range l.queue {
+				group = append(group, g...)
+			}
+			clear(l.queue)
+			l.queue = l.queue[:0]
+		}
 		s.mu.Unlock()
 		s.sendGroup(group)
 	}
