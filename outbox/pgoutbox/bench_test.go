@@ -309,7 +309,9 @@ func benchRelay(b *testing.B, e *env, opts *pgoutbox.RelayOptions, times bool) (
 func reportRate(b *testing.B, topic *sbtest.Topic, n int64) {
 	b.Helper()
 	b.ReportMetric(float64(n)/b.Elapsed().Seconds(), "msgs/s")
-	b.ReportMetric(float64(topic.Stats().Batches)/float64(n)*benchBurst, "batches/burst")
+	if batches := topic.Stats().Batches; batches > 0 {
+		b.ReportMetric(float64(batches)/float64(n)*benchBurst, "batches/burst")
+	}
 	if sent := topic.Stats().Sent; sent != n {
 		b.Fatalf("broker stored %d of %d messages", sent, n)
 	}
