@@ -103,8 +103,8 @@ func (u *run) finish(c *claim, marked bool) {
 			e.Outcome = OutcomeReleased
 			r.stats.released.Add(1)
 		}
-		if oc.kind != outcomeSent {
-			u.rescan.Store(true) // the rows after it may be free now
+		if !marked || oc.kind != outcomeSent {
+			u.rescan.Store(true) // it, or the rows after it, may be free now
 		}
 		if marked {
 			r.result(context.Background(), e)
