@@ -44,7 +44,7 @@ func (o *order) follows(limit int) bool {
 //   - own: the last row of every order whose later rows the run may claim now;
 //   - skip: the orders the claim must leave alone, as parallel destination and key
 //     lists: the run's orders that failed or hold orderLimit rows, and the orders
-//     another relay was found holding within the last PollInterval.
+//     another relay was found holding (see noteBlocked).
 func (u *run) claimParams() (own []int64, skipDest, skipKey []string, pinned []*order) {
 	// Never nil: pgx sends a nil slice as NULL, and "x <> ALL(NULL)" is NULL, not true.
 	own, skipDest, skipKey = []int64{}, []string{}, []string{}
