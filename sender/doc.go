@@ -41,7 +41,8 @@
 // Ordering. Completions may arrive out of order. With [Options.Ordered], messages that
 // share a SessionID (or a PartitionKey when there is no SessionID) are never reordered:
 // at most one request per key is in flight, and a retried request is retried before the
-// next one of its key goes. A message that fails for good does not hold back the later
+// next one of its key goes; the messages of a key that waited meanwhile go together, as
+// many per request as a batch holds. A message that fails for good does not hold back the later
 // messages of its key. Messages with neither key are not ordered, unless
 // [Options.OrderKey] gives them one: it refines the key, so that messages share a batch
 // and an order only when their SessionID (or PartitionKey) and their OrderKey agree.

@@ -1,6 +1,7 @@
 package sender
 
 import (
+	"slices"
 	"strconv"
 	"time"
 
@@ -119,7 +120,10 @@ func (s *Sender) enqueueLocked(l *lane, group []*Result) {
 	}
 }
 
-// runLane sends an ordered lane's groups one after the other.
+// runLane sends an ordered lane's groups one request at a time. With batching, groups
+// that queued up behind a request go together, as far as a sealed batch may hold them
+// (MaxBatchMessages, MaxBatchBytes): groups sealed by Linger while the lane was busy
+// would otherwise go one small request each.
 func (s *Sender) runLane(l *lane) {
 	for {
 		s.mu.Lock()
@@ -130,11 +134,36 @@ func (s *Sender) runLane(l *lane) {
 			return
 		}
 		group := l.queue[0]
-		l.queue[0] = nil
-		l.queue = l.queue[1:]
+		take := 1
+		if s.batch != nil {
+			n, bytes := len(group), groupBytes(group)
+			for ; take < len(l.queue); take++ {
+				next := l.queue[take]
+				nb := groupBytes(next)
+				if n+len(next) > s.opts.MaxBatchMessages || bytes+nb > s.maxBatchBytes() {
+					break
+				}
+				if take == 1 {
+					group = slices.Clone(group)
+				}
+				group = append(group, next...)
+				n, bytes = n+len(next), bytes+nb
+			}
+		}
+		clear(l.queue[:take])
+		l.queue = l.queue[take:]
 		s.mu.Unlock()
 		s.sendGroup(group)
 	}
+}
+
+// groupBytes is the estimated size of a group's messages.
+func groupBytes(group []*Result) int64 {
+	var n int64
+	for _, r := range group {
+		n += r.size
+	}
+	return n
 }
 
 // dispatchLocked hands an unordered single message to a worker, starting one when every

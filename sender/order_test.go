@@ -178,3 +178,46 @@ func TestOrderKeyKeepsSessionsApart(t *testing.T) {
 type batchCount struct{ n atomic.Int64 }
 
 func (c *batchCount) OnSendBatch(context.Context, sender.SendBatch) { c.n.Add(1) }
+
+// TestOrderedLaneMergesQueuedGroups: messages of one key that Linger sealed one by one
+// while the key's request was in flight go together in the next request, in order, as
+// far as MaxBatchMessages allows, instead of one request each.
+func TestOrderedLaneMergesQueuedGroups(t *testing.T) {
+	tests := []struct {
+		name        string
+		maxMessages int
+		wantBatches int64
+	}{
+		{"defaults", 0, 2},     // the first message, then the four that waited for it
+		{"batches of 3", 3, 3}, // the first, then 3, then 1
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			synctest.Test(t, func(t *testing.T) {
+				b := newBroker(t, sbtest.Latency{RoundTrip: 10 * time.Millisecond}, nil)
+				s := newSender(t, b.s, &sender.Options{Ordered: true, Linger: time.Millisecond, MaxBatchMessages: tt.maxMessages})
+				var rs []*sender.Result
+				var want []string
+				for i := range 5 {
+					m := sessionMsg("S", i)
+					r, err := s.SendAsync(context.Background(), m)
+					if err != nil {
+						t.Fatal(err)
+					}
+					rs = append(rs, r)
+					want = append(want, *m.MessageID)
+					time.Sleep(2 * time.Millisecond) // past the Linger: each message is sealed alone
+				}
+				for _, r := range rs {
+					if err := r.Wait(context.Background()); err != nil {
+						t.Fatal(err)
+					}
+				}
+				if got := b.q.Stats().Batches; got != tt.wantBatches {
+					t.Errorf("%d batches, want %d", got, tt.wantBatches)
+				}
+				checkStoredOrder(t, storedOrder(b.q), map[string][]string{"S": want}, true)
+			})
+		})
+	}
+}

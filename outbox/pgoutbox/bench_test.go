@@ -1,11 +1,16 @@
 package pgoutbox_test
 
 import (
+	"bytes"
 	"context"
+	"os"
+	"path/filepath"
 	"slices"
 	"strconv"
+	"strings"
 	"sync"
 	"sync/atomic"
+	"syscall"
 	"testing"
 	"time"
 
@@ -25,6 +30,16 @@ var benchBody = make([]byte, 1024)
 // benchBurst is how many messages one iteration of the throughput benchmarks sends.
 const benchBurst = 10000
 
+// benchClaim and benchPace feed sender-paced: DefaultClaimBatch messages at a time, 4 ms
+// apart (the relay's claims of 500 rows take 3 to 5 ms here).
+const (
+	benchClaim = pgoutbox.DefaultClaimBatch
+	benchPace  = 4 * time.Millisecond
+)
+
+// benchCPU turns on the CPU metrics of the relay benchmarks (SBKIT_BENCH_CPU=1).
+var benchCPU = os.Getenv("SBKIT_BENCH_CPU") == "1"
+
 // benchTopic returns a namespace with benchLatency and a topic "bench" without
 // subscriptions (the broker models every request and keeps nothing).
 func benchTopic(b *testing.B) (*sbtest.Namespace, *sbtest.Topic) {
@@ -37,29 +52,52 @@ func benchTopic(b *testing.B) (*sbtest.Namespace, *sbtest.Topic) {
 	return ns, topic
 }
 
-// counter is a sender hook that counts accepted messages and records when each was
-// accepted.
+// markCounter is a relay hook that signals reached when the rows of the last expect
+// were marked sent (deleted).
+type markCounter struct {
+	n       atomic.Int64
+	target  atomic.Int64
+	reached chan struct{}
+}
+
+func (c *markCounter) OnRelayResult(_ context.Context, e pgoutbox.RelayResult) {
+	if e.Outcome == pgoutbox.OutcomeSent && c.n.Add(1) == c.target.Load() {
+		c.reached <- struct{}{}
+	}
+}
+
+// expect makes the counter signal reached when n more rows were marked sent.
+func (c *markCounter) expect(n int64) {
+	c.target.Store(c.n.Load() + n)
+}
+
+// counter is a sender hook that counts accepted messages and, when times is set,
+// records when each was accepted (the throughput benchmarks only count, as the
+// sender's own benchmarks have no hook).
 type counter struct {
 	n       atomic.Int64
 	target  atomic.Int64
 	reached chan struct{}
 
+	times    bool
 	mu       sync.Mutex
 	accepted map[string]time.Time
 }
 
-func newCounter() *counter {
-	return &counter{reached: make(chan struct{}, 1), accepted: make(map[string]time.Time)}
+func newCounter(times bool) *counter {
+	return &counter{reached: make(chan struct{}, 1), times: times, accepted: make(map[string]time.Time)}
 }
 
 func (c *counter) OnSendResult(_ context.Context, e sender.SendResult) {
 	if e.Err != nil {
 		return
 	}
-	now := time.Now()
-	c.mu.Lock()
-	c.accepted[e.MessageID] = now
-	c.mu.Unlock()
+	if c.times {
+		now := time.Now()
+		c.mu.Lock()
+		c.accepted[e.MessageID] = now
+		c.mu.Unlock()
+	}
 	if c.n.Add(1) == c.target.Load() {
 		c.reached <- struct{}{}
 	}
@@ -73,24 +111,33 @@ func (c *counter) expect(n int64) { c.target.Store(c.n.Load() + n) }
 // messages without a session (which the relay sends one after the other).
 var benchShapes = []struct {
 	name    string
-	key     string // the relay's order_key of message g, in SQL
+	key     string // the relay's order_key of message g of iteration $1, in SQL (a transaction's is its own)
 	session func(g int) *string
 }{
-	{"single", `'t:' || g`, func(int) *string { return nil }},
+	{"single", `'t:' || $1 || g`, func(int) *string { return nil }},
 	{"sessions", `'s:s' || g % 20`, func(g int) *string { return ptr("s" + strconv.Itoa(g%20)) }},
-	{"tx100", `'t:' || g / 100`, func(int) *string { return nil }},
+	{"tx100", `'t:' || $1 || g / 100`, func(int) *string { return nil }},
 }
 
 // BenchmarkRelay compares, on the same latency model (benchLatency, 1 KiB messages):
 //   - sequential: one SendMessage at a time, the baseline;
 //   - sender/<shape>: a pipelined, batching (and, with sessions, ordered) sender.Sender
-//     sending benchBurst messages at once;
-//   - relay/<shape>: a relay draining a backlog of benchBurst rows, from Run to the last
-//     acceptance, against the PostgreSQL at SBKIT_PG_DSN (the rows are inserted by one
-//     statement, as Add would have inserted them, to keep the setup short);
+//     given benchBurst messages at once (SendAll);
+//   - sender-paced/<shape>: the same sender given the same messages benchClaim at a
+//     time, benchPace apart (faster than it sends them), as a relay's claims give them;
+//   - relay/<shape>: a running relay, against the PostgreSQL at SBKIT_PG_DSN, draining a
+//     backlog of benchBurst rows committed at once (inserted by one statement, as Add
+//     would have inserted them, to keep the setup short; NOTIFY wakes the relay): from
+//     the commit to the last acceptance (msgs/s, as the sender's), and to the last row
+//     deleted (drained-msgs/s);
 //   - relay-latency: one row per transaction, committed while the relay idles (polling an
 //     hour apart, so NOTIFY wakes it): the time from Commit's return to the broker's
 //     acceptance, p50 and p99, beside the broker's round trip.
+//
+// The sender and the relay use the sender's default options (a window of 1,024
+// messages). Every throughput benchmark reports the broker's requests per burst
+// (batches/burst); with SBKIT_BENCH_CPU=1 the relay's also report the CPU time of this
+// process and of the local postgres processes per burst (Linux).
 func BenchmarkRelay(b *testing.B) {
 	ctx := context.Background()
 	b.Run("sequential", func(b *testing.B) {
@@ -107,63 +154,98 @@ func BenchmarkRelay(b *testing.B) {
 		reportRate(b, topic, int64(b.N))
 	})
 	for _, shape := range benchShapes {
-		b.Run("sender/"+shape.name, func(b *testing.B) {
-			ns, topic := benchTopic(b)
-			dst, err := ns.NewSender("bench", nil)
-			if err != nil {
-				b.Fatal(err)
+		for _, paced := range []bool{false, true} {
+			name := "sender/"
+			if paced {
+				name = "sender-paced/"
 			}
-			s, err := sender.New(dst, &sender.Options{Ordered: true})
-			if err != nil {
-				b.Fatal(err)
-			}
-			defer s.Close(ctx)
-			msgs := make([]*azservicebus.Message, benchBurst)
-			for b.Loop() {
-				for g := range msgs {
-					msgs[g] = &azservicebus.Message{Body: benchBody, SessionID: shape.session(g)}
-				}
-				if err := s.SendAll(ctx, msgs); err != nil {
+			b.Run(name+shape.name, func(b *testing.B) {
+				ns, topic := benchTopic(b)
+				dst, err := ns.NewSender("bench", nil)
+				if err != nil {
 					b.Fatal(err)
 				}
-			}
-			reportRate(b, topic, int64(b.N)*benchBurst)
-		})
+				s, err := sender.New(dst, &sender.Options{Ordered: true})
+				if err != nil {
+					b.Fatal(err)
+				}
+				defer s.Close(ctx)
+				msgs := make([]*azservicebus.Message, benchBurst)
+				for b.Loop() {
+					for g := range msgs {
+						msgs[g] = &azservicebus.Message{Body: benchBody, SessionID: shape.session(g)}
+					}
+					if !paced {
+						if err := s.SendAll(ctx, msgs); err != nil {
+							b.Fatal(err)
+						}
+						continue
+					}
+					if err := sendPaced(ctx, s, msgs); err != nil {
+						b.Fatal(err)
+					}
+				}
+				reportRate(b, topic, int64(b.N)*benchBurst)
+			})
+		}
 		b.Run("relay/"+shape.name, func(b *testing.B) {
 			e, topic := benchStore(b)
-			var failed results
+			marked := &markCounter{reached: make(chan struct{}, 1)}
+			r, c := benchRelay(b, e, &pgoutbox.RelayOptions{PollInterval: time.Hour, Hooks: []pgoutbox.Hook{marked}}, false)
+			done := make(chan error, 1)
+			go func() { done <- r.Run(ctx) }()
+			b.Cleanup(func() {
+				_ = r.Close(ctx)
+				<-done
+			})
+			e.listening()
 			insert := `INSERT INTO ` + e.ob.Table() + ` (destination, order_key, message_id, body, session_id)
 SELECT 'bench', ` + shape.key + `, $1 || g, $2, CASE WHEN $3 THEN 's' || g % 20 END FROM generate_series(0, $4 - 1) g`
+			var drained, cpuSelf, cpuPG time.Duration
 			for i := 0; b.Loop(); i++ {
 				b.StopTimer()
-				if _, err := e.pool.Exec(ctx, insert, strconv.Itoa(i)+"-", benchBody, shape.session(0) != nil, benchBurst); err != nil {
+				tx, err := e.pool.Begin(ctx)
+				if err == nil {
+					_, err = tx.Exec(ctx, insert, strconv.Itoa(i)+"-", benchBody, shape.session(0) != nil, benchBurst)
+				}
+				if err == nil {
+					_, err = tx.Exec(ctx, `SELECT pg_notify($1, '')`, e.ob.Channel())
+				}
+				if err != nil {
 					b.Fatal(err)
 				}
-				r, c := benchRelay(b, e, &pgoutbox.RelayOptions{DisableListen: true, Hooks: []pgoutbox.Hook{&failed}})
 				c.expect(benchBurst)
+				marked.expect(benchBurst)
+				// Timed from the commit's return, when the rows are visible (NOTIFY reaches
+				// the relay at the commit, so its claim may begin a moment earlier).
+				if err := tx.Commit(ctx); err != nil {
+					b.Fatal(err)
+				}
 				b.StartTimer()
-				done := make(chan error, 1)
-				go func() { done <- r.Run(ctx) }()
+				start := time.Now()
+				self0, pg0 := cpuNow()
 				<-c.reached
 				b.StopTimer()
-				if err := r.Close(ctx); err != nil {
-					b.Fatal(err)
-				}
-				if err := <-done; err != nil {
-					b.Fatal(err)
-				}
-				e.drained(r)
-				if st := r.Stats(); st.Sent != benchBurst {
-					b.Fatalf("relay %+v, want %d sent at once", st, benchBurst)
-				}
+				<-marked.reached
+				drained += time.Since(start)
+				self1, pg1 := cpuNow()
+				cpuSelf, cpuPG = cpuSelf+self1-self0, cpuPG+pg1-pg0
 				b.StartTimer()
 			}
 			reportRate(b, topic, int64(b.N)*benchBurst)
+			b.ReportMetric(float64(b.N)*benchBurst/drained.Seconds(), "drained-msgs/s")
+			if benchCPU {
+				b.ReportMetric(float64(cpuSelf.Milliseconds())/float64(b.N), "go-cpu-ms/burst")
+				b.ReportMetric(float64(cpuPG.Milliseconds())/float64(b.N), "pg-cpu-ms/burst")
+			}
+			if st := r.Stats(); st.Sent != int64(b.N)*benchBurst || st.Claimed != st.Sent {
+				b.Fatalf("relay %+v, want %d sent at once", st, b.N*benchBurst)
+			}
 		})
 	}
 	b.Run("relay-latency", func(b *testing.B) {
 		e, topic := benchStore(b)
-		r, c := benchRelay(b, e, &pgoutbox.RelayOptions{PollInterval: time.Hour})
+		r, c := benchRelay(b, e, &pgoutbox.RelayOptions{PollInterval: time.Hour}, true)
 		done := make(chan error, 1)
 		go func() { done <- r.Run(ctx) }()
 		b.Cleanup(func() {
@@ -209,10 +291,10 @@ func benchStore(b *testing.B) (*env, *sbtest.Topic) {
 }
 
 // benchRelay returns a relay (not running) over e with opts and a counter of the
-// messages it sent.
-func benchRelay(b *testing.B, e *env, opts *pgoutbox.RelayOptions) (*pgoutbox.Relay, *counter) {
+// messages it sent (and of when, with times).
+func benchRelay(b *testing.B, e *env, opts *pgoutbox.RelayOptions, times bool) (*pgoutbox.Relay, *counter) {
 	b.Helper()
-	c := newCounter()
+	c := newCounter(times)
 	o := *opts
 	o.Sender = &sender.Options{Hooks: []sender.Hook{c}}
 	r, err := pgoutbox.NewRelay(e.ob, e.destinations, &o)
@@ -227,7 +309,78 @@ func benchRelay(b *testing.B, e *env, opts *pgoutbox.RelayOptions) (*pgoutbox.Re
 func reportRate(b *testing.B, topic *sbtest.Topic, n int64) {
 	b.Helper()
 	b.ReportMetric(float64(n)/b.Elapsed().Seconds(), "msgs/s")
+	if batches := topic.Stats().Batches; batches > 0 {
+		b.ReportMetric(float64(batches)/float64(n)*benchBurst, "batches/burst")
+	}
 	if sent := topic.Stats().Sent; sent != n {
 		b.Fatalf("broker stored %d of %d messages", sent, n)
 	}
 }
+
+// sendPaced gives msgs to s benchClaim at a time, benchPace apart, from a goroutine of
+// its own (as a relay's claims do), and waits for every outcome.
+func sendPaced(ctx context.Context, s *sender.Sender, msgs []*azservicebus.Message) error {
+	chunks := make(chan []*azservicebus.Message, len(msgs)/benchClaim+1)
+	go func() {
+		defer close(chunks)
+		t := time.NewTicker(benchPace)
+		defer t.Stop()
+		for i := 0; i < len(msgs); i += benchClaim {
+			if i > 0 {
+				<-t.C
+			}
+			chunks <- msgs[i:min(i+benchClaim, len(msgs))]
+		}
+	}()
+	var results []*sender.Result
+	for chunk := range chunks {
+		for _, m := range chunk {
+			r, err := s.SendAsync(ctx, m)
+			if err != nil {
+				return err
+			}
+			results = append(results, r)
+		}
+	}
+	for _, r := range results {
+		if err := r.Wait(ctx); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// cpuNow returns the CPU time of this process and the summed CPU time of the postgres
+// processes alive now (read from /proc; zero elsewhere, or without SBKIT_BENCH_CPU).
+func cpuNow() (self, pg time.Duration) {
+	if !benchCPU {
+		return 0, 0
+	}
+	var ru syscall.Rusage
+	if err := syscall.Getrusage(syscall.RUSAGE_SELF, &ru); err == nil {
+		self = time.Duration(ru.Utime.Nano() + ru.Stime.Nano())
+	}
+	dirs, _ := filepath.Glob("/proc/[0-9]*")
+	for _, d := range dirs {
+		comm, err := os.ReadFile(d + "/comm")
+		if err != nil || strings.TrimSpace(string(comm)) != "postgres" {
+			continue
+		}
+		stat, err := os.ReadFile(d + "/stat")
+		if err != nil {
+			continue
+		}
+		// After the command's closing parenthesis: state is field 3, utime 14, stime 15.
+		f := strings.Fields(string(stat[bytes.LastIndexByte(stat, ')')+1:]))
+		if len(f) < 13 {
+			continue
+		}
+		utime, _ := strconv.ParseInt(f[11], 10, 64)
+		stime, _ := strconv.ParseInt(f[12], 10, 64)
+		pg += time.Duration(utime+stime) * time.Second / clockTicks
+	}
+	return self, pg
+}
+
+// clockTicks is Linux's USER_HZ, the unit of /proc/<pid>/stat's times.
+const clockTicks = 100

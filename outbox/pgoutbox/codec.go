@@ -300,19 +300,22 @@ type row struct {
 	decodeErr   error // the row cannot be made into a message: dead-lettered
 
 	// Set by the run that claimed the row.
-	claim     *claim
-	sender    *sender.Sender
-	ctx       context.Context         // bounds the send: the claim's, or its key's
-	cancelKey context.CancelCauseFunc // cancels the later rows of its order; nil when alone
-	chained   bool                    // sent with other rows of its transaction
+	claim    *claim
+	order    *order
+	blocked  bool // found by the claim, but an earlier row of its order is not the run's
+	stranded bool // locked by the claim, but an earlier row of its order could not be
+	sender   *sender.Sender
+	ctx      context.Context // bounds the send: the claim's, or its order's; nil: not sent
+	chained  bool            // sent with other rows of its transaction
 }
 
-// rowColumns are the columns a claim returns, in scan order.
-const rowColumns = `t.id, t.destination, t.order_key, t.attempts, t.message_id, t.body, t.content_type,
-t.correlation_id, t.subject, t.session_id, t.partition_key, t.reply_to, t.reply_to_session_id,
-t.to_address, t.time_to_live, t.scheduled_enqueue_time, t.application_properties`
+// rowColumns are the columns a claim returns after its blocked flag, in scan order.
+const rowColumns = `id, destination, order_key, attempts, message_id, body, content_type,
+correlation_id, subject, session_id, partition_key, reply_to, reply_to_session_id,
+to_address, time_to_live, scheduled_enqueue_time, application_properties`
 
-// scanRow reads one row of rowColumns.
+// scanRow reads one row of a claim: its blocked flag, then rowColumns. The message of a
+// blocked row is not decoded (its body and properties are not sent).
 func scanRow(rows pgx.Rows) (*row, error) {
 	r := &row{msg: &azservicebus.Message{}}
 	m := r.msg
@@ -321,11 +324,11 @@ func scanRow(rows pgx.Rows) (*row, error) {
 		ttl   *int64
 		props []byte
 	)
-	err := rows.Scan(&r.id, &r.destination, &r.orderKey, &r.attempts, &id, &m.Body, &m.ContentType,
+	err := rows.Scan(&r.blocked, &r.id, &r.destination, &r.orderKey, &r.attempts, &id, &m.Body, &m.ContentType,
 		&m.CorrelationID, &m.Subject, &m.SessionID, &m.PartitionKey, &m.ReplyTo, &m.ReplyToSessionID,
 		&m.To, &ttl, &m.ScheduledEnqueueTime, &props)
-	if err != nil {
-		return nil, err
+	if err != nil || r.blocked {
+		return r, err
 	}
 	m.MessageID = &id
 	if ttl != nil {

@@ -2,113 +2,79 @@ package pgoutbox
 
 import (
 	"context"
+	"strings"
 	"time"
 
-	"github.com/cenkalti/backoff/v4"
+	"github.com/jackc/pgx/v5"
 )
 
-// maxMark bounds the outcomes one mark transaction writes.
-const maxMark = 1000
-
-// finalMarkTimeout bounds the one attempt to mark outcomes after the run aborted.
+// finalMarkTimeout bounds the marks written after the run aborted.
 const finalMarkTimeout = time.Second
 
-// complete marks the run's outcomes in the database, many per transaction, until quit
-// is closed (after the last outcome).
-func (u *run) complete(quit <-chan struct{}) {
-	batch := make([]outcome, 0, maxMark)
-	for {
-		select {
-		case oc := <-u.outcomes:
-			batch = append(batch[:0], oc)
-		case <-quit:
-			return
-		}
-	more:
-		for len(batch) < maxMark {
-			select {
-			case oc := <-u.outcomes:
-				batch = append(batch, oc)
-			default:
-				break more
-			}
-		}
-		marked := u.markWithRetry(batch)
-		u.finish(batch, marked)
-		clear(batch)
+// mark writes a claim's outcomes in its transaction and commits it: sent rows are
+// deleted, dead-lettered ones moved, failed ones given their next attempt; released
+// rows are left as they were, and the commit frees them all. When the mark fails (the
+// connection broke, the server ended the transaction, the run aborted and the database
+// did not answer within finalMarkTimeout) the transaction ends without it: the rows are
+// back as they were, and a sent row is sent again with the same MessageID (dropped by
+// duplicate detection).
+func (u *run) mark(c *claim) {
+	err := u.r.writeMarks(u.markCtx, c.conn, c.outcomes)
+	if err != nil {
+		u.r.dbError(context.Background(), "mark", len(c.outcomes), 0, err)
 	}
+	u.conns.put(c.conn) // closes it unless the transaction ended
+	c.cancel()
+	u.settle(c)
+	u.finish(c, err == nil)
 }
 
-// markWithRetry writes batch's outcomes, retrying database errors with backoff until
-// they are written or the run aborts; after the abort it tries once more, briefly. It
-// reports whether the outcomes were written.
-func (u *run) markWithRetry(batch []outcome) bool {
-	var bo backoff.BackOff
-	for {
-		ctx, cancel := u.life, context.CancelFunc(func() {})
-		if u.aborted() {
-			ctx, cancel = context.WithTimeout(context.Background(), finalMarkTimeout)
-		}
-		err := u.mark(ctx, batch)
-		cancel()
-		if err == nil {
-			return true
-		}
-		if u.aborted() && ctx != u.life {
-			u.r.dbError(context.Background(), "mark", len(batch), 0, err)
-			return false
-		}
-		u.r.retryDB(u.life, &bo, "mark", len(batch), err) // after an abort: the last attempt
-	}
-}
-
-// mark writes batch's outcomes in one transaction.
-func (u *run) mark(ctx context.Context, batch []outcome) error {
-	r := u.r
+// writeMarks writes outcomes and commits, in one round trip.
+func (r *Relay) writeMarks(ctx context.Context, conn *pgx.Conn, outcomes []outcome) error {
 	var (
 		sent     []int64
 		deadIDs  []int64
 		deadErrs []string
-		relIDs   []int64
-		relInc   []int32
-		relDelay []int64
-		relErrs  []*string
+		retIDs   []int64
+		retDelay []int64
+		retErrs  []string
 	)
-	for _, oc := range batch {
+	for _, oc := range outcomes {
 		id := oc.row.id
 		switch oc.kind {
 		case outcomeSent:
 			sent = append(sent, id)
 		case outcomeDead:
-			deadIDs = append(deadIDs, id)
-			deadErrs = append(deadErrs, oc.err.Error())
+			deadIDs, deadErrs = append(deadIDs, id), append(deadErrs, errText(oc.err))
 		case outcomeRetry:
-			msg := oc.err.Error()
-			relIDs, relInc, relDelay, relErrs = append(relIDs, id), append(relInc, 1), append(relDelay, oc.delay.Microseconds()), append(relErrs, &msg)
-		case outcomeReleased:
-			relIDs, relInc, relDelay, relErrs = append(relIDs, id), append(relInc, 0), append(relDelay, 0), append(relErrs, nil)
+			retIDs, retDelay, retErrs = append(retIDs, id), append(retDelay, oc.delay.Microseconds()), append(retErrs, errText(oc.err))
 		}
 	}
-	b := r.batch()
+	b := &pgx.Batch{}
 	if len(sent) > 0 {
 		b.Queue(r.sentSQL, sent)
 	}
 	if len(deadIDs) > 0 {
-		b.Queue(r.deadSQL, deadIDs, deadErrs, r.o.Owner)
+		b.Queue(r.deadSQL, deadIDs, deadErrs)
 	}
-	if len(relIDs) > 0 {
-		b.Queue(r.releaseSQL, relIDs, relInc, relDelay, relErrs, r.o.Owner)
+	if len(retIDs) > 0 {
+		b.Queue(r.retrySQL, retIDs, retDelay, retErrs)
 	}
-	return r.ob.pool.SendBatch(ctx, b).Close()
+	b.Queue("COMMIT")
+	return conn.SendBatch(ctx, b).Close()
 }
 
-// finish accounts for a marked (or abandoned) batch: stats, hooks, the claims' and the
-// window's bookkeeping, and a wake-up for the claim loop, which may now claim the rows
-// that waited for these.
-func (u *run) finish(batch []outcome, marked bool) {
+// errText is err's message as PostgreSQL's text holds it (valid UTF-8, no NUL).
+func errText(err error) string {
+	return strings.ReplaceAll(strings.ToValidUTF8(err.Error(), "\uFFFD"), "\x00", "\uFFFD")
+}
+
+// finish accounts for a marked (or abandoned) claim: stats, hooks, the window, and a
+// wake-up for the claim loop, which may now claim the rows that waited for these.
+func (u *run) finish(c *claim, marked bool) {
 	r := u.r
-	var due time.Duration = -1 // the earliest retry of the batch
-	for _, oc := range batch {
+	var due time.Duration = -1 // the earliest retry of the claim
+	for _, oc := range c.outcomes {
 		rw := oc.row
 		e := RelayResult{ID: rw.id, Destination: rw.destination, Outcome: OutcomeSent, Attempts: rw.attempts, Err: oc.err}
 		if rw.msg != nil && rw.msg.MessageID != nil {
@@ -137,28 +103,35 @@ func (u *run) finish(batch []outcome, marked bool) {
 			e.Outcome = OutcomeReleased
 			r.stats.released.Add(1)
 		}
+		if !marked || oc.kind != outcomeSent {
+			u.rescan.Store(true) // it, or the rows after it, may be free now
+		}
 		if marked {
 			r.result(context.Background(), e)
 		}
-		rw.claim.done()
 	}
-	u.addInFlight(-len(batch))
-	r.stats.inFlight.Add(-int64(len(batch)))
+	r.stats.inFlight.Add(-int64(len(c.outcomes)))
+	u.giveBack(len(c.outcomes), true)
 	u.signal()
 	if due >= 0 {
 		u.wakeAfter(due)
 	}
 }
 
-// wakeAfter makes sure the claim loops wake within d (when a retry is due), however
-// long PollInterval is. Only the completer calls it.
+// wakeAfter makes sure the claim loop wakes within d (when a retry is due), however
+// long PollInterval is.
 func (u *run) wakeAfter(d time.Duration) {
+	u.retryMu.Lock()
+	defer u.retryMu.Unlock()
 	at := time.Now().Add(d)
 	if u.retryTimer != nil && !u.retryAt.After(at) && u.retryAt.After(time.Now()) {
 		return // an earlier wake-up is already set
 	}
 	if u.retryTimer == nil {
-		u.retryTimer = time.AfterFunc(d, u.signal)
+		u.retryTimer = time.AfterFunc(d, func() {
+			u.rescan.Store(true)
+			u.signal()
+		})
 	} else {
 		u.retryTimer.Reset(d)
 	}

@@ -3,6 +3,7 @@ package pgoutbox_test
 import (
 	"context"
 	"errors"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -54,109 +55,169 @@ func TestRollbackSendsNothing(t *testing.T) {
 	}
 }
 
-// TestCrashedRelayLeaseTakenOver: rows leased by a relay that died are taken over once
-// its lease has ended, not before.
-func TestCrashedRelayLeaseTakenOver(t *testing.T) {
-	e := newEnv(t)
-	q := e.queue("q", nil)
-	e.add("q", msg("expired", "1"))
-	e.add("q", msg("live", "2"))
-	e.add("q", msg("free", "3"))
-	ctx := context.Background()
-	if _, err := e.pool.Exec(ctx, `UPDATE `+e.ob.Table()+` SET lease_owner = 'crashed', lease_until = CASE message_id
-		WHEN 'expired' THEN now() - interval '1 second' ELSE now() + interval '1 hour' END WHERE message_id <> 'free'`); err != nil {
-		t.Fatal(err)
-	}
-	r, _ := e.relay(nil)
-	eventually(t, "the free and the expired rows", func() bool { return r.Stats().Sent == 2 })
-	// The relay's claims saw the live lease and left it: its row is still there.
-	var owner string
-	if err := e.pool.QueryRow(ctx, `SELECT lease_owner FROM `+e.ob.Table()+` WHERE message_id = 'live'`).Scan(&owner); err != nil || owner != "crashed" {
-		t.Fatalf("live row: owner %q, %v", owner, err)
-	}
-	if _, err := e.pool.Exec(ctx, `UPDATE `+e.ob.Table()+` SET lease_until = now() WHERE message_id = 'live'`); err != nil {
-		t.Fatal(err)
-	}
-	e.drained(r)
-	if q.ActiveCount() != 3 || q.Stats().DuplicatesDropped != 0 {
-		t.Fatalf("broker: %d messages, %+v", q.ActiveCount(), q.Stats())
-	}
-}
-
-// lockOnSend is a sender hook that, when the broker accepted the message with id, locks
-// that message's outbox row in a transaction of its own (before the relay's completer
-// learns the outcome), so the relay cannot delete it: the relay is then killed between
-// the send and the mark.
-type lockOnSend struct {
-	t      *testing.T
-	e      *env
-	id     string
-	locked chan pgx.Tx
-}
-
-func (h *lockOnSend) OnSendResult(ctx context.Context, ev sender.SendResult) {
-	if ev.Err != nil || ev.MessageID != h.id {
-		return
-	}
-	tx, err := h.e.pool.Begin(context.Background())
-	if err == nil {
-		_, err = tx.Exec(context.Background(), `SELECT 1 FROM `+h.e.ob.Table()+` WHERE message_id = $1 FOR UPDATE`, h.id)
+// claimBackend returns the process id of the database session in which relay r holds
+// an open claim (its connection idle in a transaction), or 0 when there is none.
+func (e *env) claimBackend(r *pgoutbox.Relay) int {
+	e.t.Helper()
+	var pid int
+	err := e.pool.QueryRow(context.Background(), `SELECT pid FROM pg_stat_activity
+		WHERE application_name = $1 AND state = 'idle in transaction'`, r.Owner()).Scan(&pid)
+	if errors.Is(err, pgx.ErrNoRows) {
+		return 0
 	}
 	if err != nil {
-		h.t.Error(err)
+		e.t.Fatal(err)
 	}
-	h.locked <- tx
+	return pid
 }
 
-// TestCrashAfterSendBeforeMark: the broker accepted the message, then the relay died
-// before deleting its row. Once the lease ends another relay sends it again with the
-// same MessageID; the broker's duplicate detection drops the copy: one message delivered.
-func TestCrashAfterSendBeforeMark(t *testing.T) {
+// terminate ends the database session pid, as the server does when the relay that
+// owns it dies, and waits until it is gone.
+func (e *env) terminate(pid int) {
+	e.t.Helper()
+	if _, err := e.pool.Exec(context.Background(), `SELECT pg_terminate_backend($1)`, pid); err != nil {
+		e.t.Fatal(err)
+	}
+	eventually(e.t, "the session to end", func() bool {
+		var n int
+		err := e.pool.QueryRow(context.Background(), `SELECT count(*) FROM pg_stat_activity WHERE pid = $1`, pid).Scan(&n)
+		return err == nil && n == 0
+	})
+}
+
+// TestCrashedRelayTakenOver: a relay that dies while it sends (its send hangs, then its
+// database session ends with it) gives its row up at once, long before its Lease: a
+// running relay sends it, once.
+func TestCrashedRelayTakenOver(t *testing.T) {
 	e := newEnv(t)
+	leakCheck(t)
 	q := e.queue("q", nil)
-	e.add("q", msg("m1", "once"))
-	hook := &lockOnSend{t: t, e: e, id: "m1", locked: make(chan pgx.Tx, 1)}
-	a, err := pgoutbox.NewRelay(e.ob, e.destinations, &pgoutbox.RelayOptions{Sender: &sender.Options{Hooks: []sender.Hook{hook}}})
+	q.InjectFault(sbtest.Fault{Op: sbtest.OpSend, Count: 1, Hang: true})
+	var hung atomic.Bool
+	a, err := pgoutbox.NewRelay(e.ob, e.destinations, &pgoutbox.RelayOptions{DisableListen: true, Lease: time.Hour,
+		Sender: &sender.Options{Hooks: []sender.Hook{startFunc(func() { hung.Store(true) })}}})
 	if err != nil {
 		t.Fatal(err)
 	}
 	ranA := make(chan error, 1)
 	go func() { ranA <- a.Run(context.Background()) }()
-	lockTx := <-hook.locked
-	ctx, cancel := context.WithTimeout(context.Background(), 200*time.Millisecond)
+	e.add("q", msg("m1", "once"))
+	eventually(t, "relay A to send", hung.Load)
+	pid := e.claimBackend(a)
+	if pid == 0 {
+		t.Fatal("relay A holds no claim")
+	}
+	b, _ := e.relay(nil)
+	time.Sleep(100 * time.Millisecond) // B polls every 50 ms
+	if st := b.Stats(); st.Claimed != 0 {
+		t.Fatalf("relay B claimed a row relay A holds: %+v", st)
+	}
+	e.terminate(pid) // relay A "dies": its session ends, and its claim with it
+	eventually(t, "relay B to send the row", func() bool { return b.Stats().Sent == 1 })
+	e.drained(b)
+	// Relay A's process ends: its hung send is cut, and the mark of its claim fails.
+	ctx, cancel := context.WithTimeout(context.Background(), 100*time.Millisecond)
 	defer cancel()
-	if err := a.Close(ctx); !errors.Is(err, context.DeadlineExceeded) { // the "crash": the mark never lands
+	if err := a.Close(ctx); !errors.Is(err, context.DeadlineExceeded) {
 		t.Fatalf("Close = %v, want the context's error", err)
 	}
 	if err := <-ranA; err != nil {
 		t.Fatal(err)
 	}
-	// The relay's last DELETE was cancelled when its context ended; wait until the
-	// database has processed the cancel request (sent on a connection of its own), as
-	// it would have ended the statement of a relay that died.
-	eventually(t, "the relay's DELETE to end", func() bool {
-		var n int
-		err := e.pool.QueryRow(context.Background(), `SELECT count(*) FROM pg_stat_activity
-			WHERE datname = current_database() AND wait_event_type = 'Lock' AND query LIKE 'DELETE FROM '||$1||'%'`, e.ob.Table()).Scan(&n)
-		return err == nil && n == 0
-	})
-	if err := lockTx.Rollback(context.Background()); err != nil {
+	if st := a.Stats(); st.Sent != 0 || st.Abandoned != 1 {
+		t.Fatalf("relay A %+v", st)
+	}
+	if q.ActiveCount() != 1 || q.Stats().DuplicatesDropped != 0 {
+		t.Fatalf("broker: %d messages, %+v", q.ActiveCount(), q.Stats())
+	}
+}
+
+// blockResult is a sender hook that blocks the result of the message with id until
+// release is closed: a relay stuck after the broker accepted the message.
+type blockResult struct {
+	id      string
+	blocked chan struct{}
+	release chan struct{}
+}
+
+func (h *blockResult) OnSendResult(_ context.Context, ev sender.SendResult) {
+	if ev.MessageID == h.id && ev.Err == nil {
+		close(h.blocked)
+		<-h.release
+	}
+}
+
+// TestStuckRelayTakenOverAfterLease: a relay that is alive but stuck (it sent the
+// message and never comes back to mark it) keeps its claim for a Lease, then
+// PostgreSQL ends the claim's transaction and another relay sends the row again; the
+// broker drops the copy. The stuck relay's late mark fails and changes nothing.
+func TestStuckRelayTakenOverAfterLease(t *testing.T) {
+	e := newEnv(t)
+	leakCheck(t)
+	q := e.queue("q", nil)
+	const lease = time.Second
+	hook := &blockResult{id: "m1", blocked: make(chan struct{}), release: make(chan struct{})}
+	a, err := pgoutbox.NewRelay(e.ob, e.destinations, &pgoutbox.RelayOptions{DisableListen: true, Lease: lease,
+		Sender: &sender.Options{Hooks: []sender.Hook{hook}}})
+	if err != nil {
 		t.Fatal(err)
 	}
-	if st := a.Stats(); st.Sent != 0 || st.Abandoned != 1 || q.ActiveCount() != 1 {
-		t.Fatalf("relay A %+v, broker holds %d", st, q.ActiveCount())
-	}
-	if n, _ := e.count(); n != 1 {
-		t.Fatalf("%d rows after the crash, want the unmarked one", n)
-	}
-	// A's lease runs out.
-	if _, err := e.pool.Exec(context.Background(), `UPDATE `+e.ob.Table()+` SET lease_until = now()`); err != nil {
-		t.Fatal(err)
-	}
+	ranA := make(chan error, 1)
+	go func() { ranA <- a.Run(context.Background()) }()
+	e.add("q", msg("m1", "once"))
+	<-hook.blocked
+	stuck := time.Now()
 	b, _ := e.relay(nil)
+	eventually(t, "relay B to send the row again", func() bool { return b.Stats().Sent == 1 })
+	if took := time.Since(stuck); took < lease/2 {
+		t.Fatalf("relay B took the row over %v after relay A got stuck, within half the lease (%v)", took, lease)
+	}
 	e.drained(b)
-	if st := b.Stats(); st.Sent != 1 {
-		t.Fatalf("relay B %+v", st)
+	close(hook.release)
+	if err := a.Close(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+	if err := <-ranA; err != nil {
+		t.Fatal(err)
+	}
+	if st := a.Stats(); st.Sent != 0 || st.Abandoned != 1 || st.DBErrors == 0 {
+		t.Fatalf("relay A %+v, want its mark abandoned", st)
+	}
+	if got, dups := q.ActiveCount(), q.Stats().DuplicatesDropped; got != 1 || dups != 1 {
+		t.Fatalf("broker holds %d messages and dropped %d duplicates; want 1 and 1", got, dups)
+	}
+}
+
+// killOnSend is a sender hook that, when the broker accepted the message with id,
+// ends the database session of the relay's claim (as a relay crash, or a broken
+// connection, would) before the relay learns the outcome.
+type killOnSend struct {
+	e     *env
+	r     *pgoutbox.Relay
+	id    string
+	fired atomic.Bool
+}
+
+func (h *killOnSend) OnSendResult(_ context.Context, ev sender.SendResult) {
+	if ev.Err == nil && ev.MessageID == h.id && h.fired.CompareAndSwap(false, true) {
+		h.e.terminate(h.e.claimBackend(h.r))
+	}
+}
+
+// TestCrashAfterSendBeforeMark: the broker accepted the message, then the claim's
+// transaction ended before the relay deleted the row (the relay died, or its connection
+// broke). The row is back at once; it is sent again with the same MessageID and the
+// broker's duplicate detection drops the copy: one message delivered.
+func TestCrashAfterSendBeforeMark(t *testing.T) {
+	e := newEnv(t)
+	q := e.queue("q", nil)
+	hook := &killOnSend{e: e, id: "m1"}
+	r, _ := e.relay(&pgoutbox.RelayOptions{Sender: &sender.Options{Hooks: []sender.Hook{hook}}})
+	hook.r = r
+	e.add("q", msg("m1", "once"))
+	e.drained(r)
+	if st := r.Stats(); st.Sent != 1 || st.Abandoned != 1 {
+		t.Fatalf("relay %+v, want one abandoned mark, then sent", st)
 	}
 	if got, dups := q.ActiveCount(), q.Stats().DuplicatesDropped; got != 1 || dups != 1 {
 		t.Fatalf("broker holds %d messages and dropped %d duplicates; want 1 and 1", got, dups)

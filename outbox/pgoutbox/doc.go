@@ -43,16 +43,16 @@
 //	    created_at             timestamptz NOT NULL DEFAULT now(),
 //	    attempts               integer NOT NULL DEFAULT 0,
 //	    not_before             timestamptz NOT NULL DEFAULT now(),  -- next attempt
-//	    lease_owner            text,             -- the relay holding the row
-//	    lease_until            timestamptz,
 //	    last_error             text
 //	);
 //	CREATE INDEX sbkit_outbox_order ON sbkit_outbox (destination, order_key, id);
+//	CREATE INDEX sbkit_outbox_retry ON sbkit_outbox (destination, order_key, id) WHERE attempts > 0;
 //	CREATE TABLE sbkit_outbox_dead (... the same message columns ...,
 //	    created_at, attempts, dead_lettered_at timestamptz, error text NOT NULL);
 //
-// Leases are read from the database's clock (now()), so relays with skewed clocks agree.
-// PostgreSQL 13 or later is required.
+// A relay holds the rows it sends locked in a transaction (see [Relay]), so a message
+// accepted at its first attempt costs its row an insert (Add) and a delete (the relay),
+// nothing more. PostgreSQL 13 or later is required.
 //
 // # Observation
 //

@@ -21,7 +21,8 @@ type RelayResultHook interface {
 }
 
 // RelayErrorHook is told every failed database call of the relay (claim, mark,
-// listen), before the relay retries it.
+// listen). A claim or a listen is retried after RelayErrorEvent.Retry; a mark is not
+// (its claim's rows are back in the outbox as they were; Retry is 0).
 type RelayErrorHook interface {
 	OnRelayError(ctx context.Context, e RelayErrorEvent)
 }
@@ -79,14 +80,17 @@ type RelayErrorEvent struct {
 
 // RelayStats is a snapshot of a Relay's counters (cumulative) and gauge (current).
 // Every claimed row ends in exactly one of Sent, Retried, DeadLettered and Released,
-// and is counted in InFlight meanwhile, unless a mark never reached the database (the
-// row then stays leased until its Lease ends, counted in Abandoned).
+// and is counted in InFlight meanwhile, unless its claim's mark failed (counted in
+// Abandoned: the claim's transaction ended without it, so the row is back in the outbox
+// as it was, and is sent again if it was sent).
 type RelayStats struct {
 	// Claims counts claim statements that took rows; Claimed the rows they took.
 	Claims, Claimed int64
 	// Sent, Retried, DeadLettered and Released count rows by outcome (see [Outcome]).
 	Sent, Retried, DeadLettered, Released int64
-	// Abandoned counts rows whose outcome could not be written when the relay stopped.
+	// Abandoned counts rows whose outcome could not be written: the mark of their claim
+	// failed (the connection broke, PostgreSQL ended the transaction after a Lease, or
+	// the relay stopped and the database did not answer within a second).
 	Abandoned int64
 	// DBErrors counts failed database calls (claim, mark, listen).
 	DBErrors int64

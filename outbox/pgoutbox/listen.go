@@ -2,7 +2,6 @@ package pgoutbox
 
 import (
 	"context"
-	"time"
 
 	"github.com/cenkalti/backoff/v4"
 	"github.com/jackc/pgx/v5"
@@ -28,15 +27,11 @@ func (u *run) listen(ctx context.Context) {
 // listenOnce connects, listens and forwards notifications until the connection fails
 // or ctx ends. It calls listening once LISTEN succeeded.
 func (u *run) listenOnce(ctx context.Context, listening func()) error {
-	conn, err := pgx.ConnectConfig(ctx, u.r.ob.pool.Config().ConnConfig)
+	conn, err := u.conns.dial(ctx)
 	if err != nil {
 		return err
 	}
-	defer func() {
-		cctx, cancel := context.WithTimeout(context.Background(), time.Second)
-		defer cancel()
-		_ = conn.Close(cctx)
-	}()
+	defer closeConn(conn)
 	if _, err := conn.Exec(ctx, "LISTEN "+pgx.Identifier{u.r.ob.channel}.Sanitize()); err != nil {
 		return err
 	}

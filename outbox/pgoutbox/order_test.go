@@ -2,6 +2,7 @@ package pgoutbox_test
 
 import (
 	"context"
+	"slices"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -149,4 +150,135 @@ func TestRelaysRacing(t *testing.T) {
 			sent, q.ActiveCount(), q.Stats().DuplicatesDropped, txs*per, txs*per)
 	}
 	checkOrder(t, q.Active())
+}
+
+// failOnce is a destination whose batch holding the message with id fails once, with a
+// transient error, without being stored.
+type failOnce struct {
+	*sbtest.Sender
+	id     string
+	failed atomic.Bool
+}
+
+// idBatch is a batch that knows the MessageIDs it holds.
+type idBatch struct {
+	sbkit.Batch
+	ids []string
+}
+
+func (b *idBatch) AddMessage(m *azservicebus.Message, o *azservicebus.AddMessageOptions) error {
+	if err := b.Batch.AddMessage(m, o); err != nil {
+		return err
+	}
+	b.ids = append(b.ids, *m.MessageID)
+	return nil
+}
+
+func (f *failOnce) NewBatch(ctx context.Context, o *azservicebus.MessageBatchOptions) (sbkit.Batch, error) {
+	b, err := f.Sender.NewBatch(ctx, o)
+	if err != nil {
+		return nil, err
+	}
+	return &idBatch{Batch: b}, nil
+}
+
+func (f *failOnce) SendBatch(ctx context.Context, b sbkit.Batch, o *azservicebus.SendMessageBatchOptions) error {
+	ib := b.(*idBatch)
+	if slices.Contains(ib.ids, f.id) && f.failed.CompareAndSwap(false, true) {
+		return sbtest.TransientError
+	}
+	return f.Sender.SendBatch(ctx, ib.Batch, o)
+}
+
+// TestSessionFailureAcrossClaims: a session spans many small claims, which the relay
+// makes while the earlier ones are in flight (a claim takes the rows after the relay's
+// own). When an early row fails, the session's rows of the later claims, already in the
+// sender or not yet dispatched, are not sent: they are released and sent after the
+// failed row's retry, so the broker stores the session in order.
+func TestSessionFailureAcrossClaims(t *testing.T) {
+	e := newEnv(t)
+	e.ns.SetLatency(sbtest.Latency{RoundTrip: 20 * time.Millisecond})
+	q := e.queue("q", nil)
+	const n = 40
+	var msgs []*azservicebus.Message
+	for i := range n {
+		msgs = append(msgs, &azservicebus.Message{MessageID: ptr(idOf("s", 0, i)), SessionID: ptr("S"),
+			ApplicationProperties: map[string]any{"tx": 0, "i": i}})
+	}
+	e.add("q", msgs...)
+	dest := func(name string) (sbkit.MessageSender, error) {
+		s, err := e.ns.NewSender(name, nil)
+		return &failOnce{Sender: s, id: idOf("s", 0, 2)}, err
+	}
+	r, err := pgoutbox.NewRelay(e.ob, dest, &pgoutbox.RelayOptions{ClaimBatch: 5, MaxOpenClaims: 8, PollInterval: 20 * time.Millisecond,
+		Retry: fastRetry, Sender: &sender.Options{Retry: noRetry, MaxBatchMessages: 2}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	runRelay(t, r)
+	e.drained(r)
+	st := r.Stats()
+	if st.Sent != n || st.Retried == 0 || q.ActiveCount() != n {
+		t.Fatalf("relay %+v, broker holds %d", st, q.ActiveCount())
+	}
+	if st.Released < 7 { // rows 3 and 4 of the first claim, and 5 to 9 of the second
+		t.Errorf("relay %+v: %d rows released, want the rows after the failed one in the two claims in flight (at least 7)", st, st.Released)
+	}
+	checkOrder(t, q.Active())
+}
+
+// TestContendedOrderLeftAlone: a session whose first row another relay holds is left
+// to it. The relay's claim found the rows after it, but does not keep them locked while
+// it sends its other rows (it rolls back to its savepoint and locks again only the rows
+// it sends); once the other relay is done, the session's rows go, in order.
+func TestContendedOrderLeftAlone(t *testing.T) {
+	e := newEnv(t)
+	q := e.queue("q", nil)
+	ctx := context.Background()
+	session := func(id string) *azservicebus.Message {
+		return &azservicebus.Message{MessageID: ptr(id), SessionID: ptr("S")}
+	}
+	e.add("q", session("s1"), session("s2"), session("s3"))
+	e.add("q", msg("t1", "x"))
+	other, err := e.pool.Begin(ctx) // another relay's claim of s1
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer other.Rollback(ctx)
+	if _, err := other.Exec(ctx, `SELECT 1 FROM `+e.ob.Table()+` WHERE message_id = 's1' FOR UPDATE`); err != nil {
+		t.Fatal(err)
+	}
+	hook := &blockResult{id: "t1", blocked: make(chan struct{}), release: make(chan struct{})}
+	r, _ := e.relay(&pgoutbox.RelayOptions{Sender: &sender.Options{Hooks: []sender.Hook{hook}}})
+	<-hook.blocked // the claim that sent t1 is open
+	tx, err := e.pool.Begin(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var n int
+	err = tx.QueryRow(ctx, `SELECT count(*) FROM (SELECT 1 FROM `+e.ob.Table()+` WHERE message_id IN ('s2', 's3') FOR UPDATE NOWAIT) x`).Scan(&n)
+	_ = tx.Rollback(ctx)
+	if err != nil || n != 2 {
+		t.Errorf("s2 and s3: %d unlocked, %v; want both free while the relay's claim is open", n, err)
+	}
+	close(hook.release)
+	time.Sleep(100 * time.Millisecond) // the relay polls every 50 ms: it leaves s2 and s3 alone
+	if got := q.ActiveCount(); got != 1 {
+		t.Fatalf("broker holds %d messages while s1 is held elsewhere, want t1 only", got)
+	}
+	// The other relay sent s1 and deleted it.
+	if _, err := other.Exec(ctx, `DELETE FROM `+e.ob.Table()+` WHERE message_id = 's1'`); err != nil {
+		t.Fatal(err)
+	}
+	if err := other.Commit(ctx); err != nil {
+		t.Fatal(err)
+	}
+	e.drained(r)
+	var ids []string
+	for _, m := range q.Active() { // in the order the broker stored them
+		ids = append(ids, m.MessageID)
+	}
+	if !slices.Equal(ids, []string{"t1", "s2", "s3"}) {
+		t.Fatalf("broker holds %v, want t1, s2, s3", ids)
+	}
 }

@@ -33,6 +33,7 @@ type Outbox struct {
 	table   string // quoted, schema-qualified
 	dead    string // quoted, schema-qualified dead-letter table
 	index   string // quoted name of the ordering index
+	retries string // quoted name of the index of the rows that wait for a retry
 	channel string // LISTEN/NOTIFY channel
 
 	insert, notify string
@@ -63,6 +64,7 @@ func New(pool *pgxpool.Pool, opts *Options) (*Outbox, error) {
 		table:   qualify(o.Table),
 		dead:    qualify(o.Table + "_dead"),
 		index:   pgx.Identifier{o.Table + "_order"}.Sanitize(),
+		retries: pgx.Identifier{o.Table + "_retry"}.Sanitize(),
 		channel: o.Table,
 	}
 	if o.Schema != "" {
@@ -89,7 +91,7 @@ const messageColumns = `message_id, body, content_type, correlation_id, subject,
 partition_key, reply_to, reply_to_session_id, to_address, time_to_live,
 scheduled_enqueue_time, application_properties`
 
-// CreateSchema creates the outbox table, its ordering index and the dead-letter table
+// CreateSchema creates the outbox table, its two indexes and the dead-letter table
 // unless they exist (the schema, when Options.Schema names one, must exist). It is
 // idempotent: safe to call at every start, from many processes at once. PostgreSQL 13
 // or later is required (pg_current_xact_id).
@@ -139,11 +141,12 @@ func (ob *Outbox) schemaSQL() []string {
 	created_at             timestamptz NOT NULL DEFAULT now(),
 	attempts               integer NOT NULL DEFAULT 0,
 	not_before             timestamptz NOT NULL DEFAULT now(),
-	lease_owner            text,
-	lease_until            timestamptz,
 	last_error             text
 )`,
 		`CREATE INDEX IF NOT EXISTS ` + ob.index + ` ON ` + ob.table + ` (destination, order_key, id)`,
+		// Only rows that failed at least once: a relay's claim probes it for every
+		// candidate (does an earlier row of its order wait for a retry?).
+		`CREATE INDEX IF NOT EXISTS ` + ob.retries + ` ON ` + ob.table + ` (destination, order_key, id) WHERE attempts > 0`,
 		`CREATE TABLE IF NOT EXISTS ` + ob.dead + ` (
 	id                     bigint PRIMARY KEY,
 	destination            text NOT NULL,

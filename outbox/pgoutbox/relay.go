@@ -31,7 +31,7 @@ var ErrRunning = errors.New("pgoutbox: relay already running")
 // errBlocked is the cause of a row not sent because an earlier row of its order failed.
 var errBlocked = errors.New("pgoutbox: an earlier message of the same order was not sent")
 
-// errLeaseEnding is the cause of a row not sent within half its claim's lease.
+// errLeaseEnding is the cause of a row not sent within half its claim's Lease.
 var errLeaseEnding = errors.New("pgoutbox: claim's lease ending")
 
 // errClosing is the cause of a row not sent because the relay was closing.
@@ -46,30 +46,43 @@ var dbRetry = retry.Policy{MaxRetries: retry.Unlimited, RetryDelay: 100 * time.M
 // dead-letter table. Make one with NewRelay, start it with Run, stop it with Close. Its
 // methods are safe for concurrent use.
 //
-// Many relays, in one process or many, may run on one outbox. A relay claims rows with
-// a lease (lease_owner, lease_until) in a statement that skips rows other relays are
-// claiming (FOR UPDATE SKIP LOCKED), so a row is sent by one relay at a time; a relay
-// that crashed leaves its rows leased until [RelayOptions.Lease] ends, then another
-// relay takes them over. Because a row is deleted only after the broker accepted its
-// message, a crash between the two makes another relay send it again with the same
-// MessageID: with duplicate detection on the destination (Service Bus's
-// requiresDuplicateDetection) the broker accepts it once.
+// Many relays, in one process or many, may run on one outbox. A relay claims rows in a
+// transaction of its own that locks them (FOR UPDATE SKIP LOCKED: a row another relay
+// holds is skipped) and keeps them locked while they are sent; once their outcomes are
+// known it deletes the sent rows (moves the refused ones, reschedules the failed ones)
+// in that transaction and commits. So a row is sent by one relay at a time, and deleted
+// only after the broker accepted its message. A relay that crashed gives its rows up at
+// once: its transactions end with its connections. A relay that is alive but stuck, or
+// cut off from the database without its connections being closed, gives them up after
+// [RelayOptions.Lease], when PostgreSQL ends a claim's transaction the relay stayed
+// silent on for so long; the relay stops sending a claim's rows at half the Lease, so
+// nothing of them is in flight by then. One case escapes this: when the connection of a
+// live relay's claim is closed under it (the database restarts or fails over, a proxy
+// or pooler in between restarts, an administrator terminates the session), its rows are
+// free at once, and another relay may send them while the requests of the first one
+// are still in flight (until it learns of the loss at its next use of the connection, at
+// most half a Lease later). The copies carry the same MessageID. Because a row is deleted
+// only after the broker accepted its message, a crash between the two makes a relay send
+// it again with the same MessageID too: with duplicate detection on the destination
+// (Service Bus's requiresDuplicateDetection) the broker accepts each message once.
 //
-// Order: a row is claimed only when every earlier row of its order is claimed with it
-// or gone (sent or dead-lettered). An order is a destination and a SessionID (or,
-// without one, a PartitionKey), or a destination and a transaction for messages with
-// neither. The rows of one order in a claim go through the ordered sender
-// ([sender.Options.Ordered], with the transaction as [sender.Options.OrderKey] for
-// messages without a key): batched together, one request at a time, in id order. When a
-// row fails, the later rows of its order are not sent, and are retried after it; a row
-// that is dead-lettered does not hold back the rows after it. The rows of an order are
-// in flight one claim at a time, so an order's rate is bounded by a claim's round trip
-// (claim, send, delete) per claim; many orders (sessions, transactions) share the
-// relay's window.
+// Order: a row is sent only after every earlier row of its order was sent (or
+// dead-lettered). An order is a destination and a SessionID (or, without one, a
+// PartitionKey), or a destination and a transaction for messages with neither. A claim
+// takes a row when its predecessor is in the same claim, or is one the relay holds in
+// an earlier claim of its own whose order has not failed: the relay claims the next rows
+// of a session or a transaction while the earlier ones are in flight, up to twice
+// [RelayOptions.ClaimBatch] rows per order. The rows of an order go through the ordered
+// sender ([sender.Options.Ordered], with the transaction as [sender.Options.OrderKey]
+// for messages without a key): batched together, one request at a time, in id order.
+// When a row fails, the later rows of its order (in every claim of the relay) are not
+// sent, and are retried after it; a row that is dead-lettered does not hold back the rows
+// after it. A row whose predecessor another relay holds is left to that relay.
 //
 // The relay wakes when Add's transaction commits (LISTEN/NOTIFY), when its own rows
-// finish, and every [RelayOptions.PollInterval]. See [RelayOptions] for retries and
-// dead-lettering.
+// finish, and every [RelayOptions.PollInterval]. It keeps database connections of its
+// own, outside the outbox's pool: one per open claim ([RelayOptions.MaxOpenClaims]) and
+// one for LISTEN. See [RelayOptions] for retries and dead-lettering.
 type Relay struct {
 	ob    *Outbox
 	dests Destinations
@@ -81,7 +94,7 @@ type Relay struct {
 	errorHooks  []RelayErrorHook
 	stats       relayCounters
 
-	claimSQL, sentSQL, deadSQL, releaseSQL string
+	beginSQL, claimSQL, relockSQL, sentSQL, deadSQL, retrySQL string
 
 	mu     sync.Mutex
 	cur    *run
@@ -119,7 +132,8 @@ func NewRelay(ob *Outbox, dests Destinations, opts *RelayOptions) (*Relay, error
 // Stats returns a snapshot of the relay's counters, across its runs.
 func (r *Relay) Stats() RelayStats { return r.stats.snapshot() }
 
-// Owner returns the relay's lease owner name ([RelayOptions.Owner]).
+// Owner returns the relay's name, the application_name of its connections
+// ([RelayOptions.Owner]).
 func (r *Relay) Owner() string { return r.o.Owner }
 
 // Run relays until ctx ends or Close is called. It claims rows, sends them and marks
@@ -128,9 +142,10 @@ func (r *Relay) Owner() string { return r.o.Owner }
 //
 // When ctx ends, Run stops claiming and lets the rows in flight finish for
 // [RelayOptions.ShutdownGrace] (Close's context when Close is called instead); then it
-// cancels the sends still running, releases their rows (so another relay may take them
-// at once; a row whose release cannot be written within a second stays leased until its
-// lease ends), closes its senders and returns. No goroutine of the run remains.
+// cancels the sends still running and ends their claims: the rows not sent are free for
+// another relay at once, and the sent ones are deleted if the database answers within a
+// second (otherwise they are sent again later, and dropped as duplicates). Then it
+// closes its senders and connections and returns. No goroutine of the run remains.
 //
 // Run returns nil after Close, ctx's cause when ctx ended, ErrClosed when called after
 // Close, or ErrRunning while another Run is active. It may be called again after it

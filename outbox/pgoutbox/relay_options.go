@@ -15,15 +15,15 @@ import (
 
 // Defaults of [RelayOptions].
 const (
-	DefaultLease               = 30 * time.Second
-	DefaultClaimBatch          = 500
-	DefaultMaxInFlight         = 2000
-	DefaultMaxConcurrentClaims = 2
-	DefaultPollInterval        = time.Second
-	DefaultShutdownGrace       = 5 * time.Second
-	DefaultMaxRetries          = 10
-	DefaultRetryDelay          = time.Second
-	DefaultMaxRetryDelay       = time.Minute
+	DefaultLease         = 30 * time.Second
+	DefaultClaimBatch    = 500
+	DefaultMaxInFlight   = 2000
+	DefaultMaxOpenClaims = 4
+	DefaultPollInterval  = time.Second
+	DefaultShutdownGrace = 5 * time.Second
+	DefaultMaxRetries    = 10
+	DefaultRetryDelay    = time.Second
+	DefaultMaxRetryDelay = time.Minute
 )
 
 // ErrInvalidOptions is wrapped by NewRelay's error for options it cannot use.
@@ -36,8 +36,9 @@ type RelayOptions struct {
 	// Sender configures the relay's senders, one [sender.Sender] per destination. Its
 	// Ordered is always on and its OrderKey is the relay's (the relay's ordering relies
 	// on both); its AttemptTimeout defaults to a quarter of Lease, so that no request
-	// outlives a claim. Hooks here see every destination's sends. Default: sender's
-	// defaults.
+	// outlives a claim. Its Linger does not delay the relay's rows: the relay hands a
+	// claim's rows over at once and then seals the open batches. Hooks here see every
+	// destination's sends. Default: sender's defaults.
 	Sender *sender.Options
 
 	// SenderHooks, when not nil, returns hooks for the sender of one destination, added
@@ -46,28 +47,38 @@ type RelayOptions struct {
 	// sends. Default: none.
 	SenderHooks func(destination string) []sender.Hook
 
-	// Owner names this relay in the lease_owner column. Default: "<hostname>:<pid>:<random>".
-	// Two running relays must never share an Owner.
+	// Owner names this relay: it is the application_name of the relay's connections, so
+	// that pg_stat_activity (and pg_locks through it) shows which relay holds which rows.
+	// Default: "<hostname>:<pid>:<random>".
 	Owner string
 
-	// Lease is how long a claim keeps other relays off its rows. A relay stops sending a
-	// claim's rows half a Lease after it made the claim (the rows not sent by then are
-	// released and retried), so another relay takes over only rows nobody sends any
-	// longer; a crashed relay's rows wait for the end of its Lease. Default DefaultLease
+	// Lease bounds a claim. A claim is a transaction that holds its rows' locks (FOR
+	// UPDATE) while they are sent, and deletes or updates them when their outcomes are
+	// known; other relays skip locked rows. The relay stops sending a claim's rows half a
+	// Lease after it made the claim (the rows not sent by then are retried), and
+	// PostgreSQL ends a claim's transaction on which the relay stayed silent for a whole
+	// Lease (idle_in_transaction_session_timeout, set for the claim's transaction), so a
+	// relay that is alive but stuck gives its rows up after a Lease, when nothing of
+	// them is in flight any more. A relay that crashed, or whose connection broke, gives
+	// them up at once (its transaction ends with its connection). Default DefaultLease
 	// (30 s).
 	Lease time.Duration
 
-	// ClaimBatch bounds the rows one claim statement takes. Default DefaultClaimBatch (500).
+	// ClaimBatch bounds the rows one claim takes. Twice ClaimBatch bounds the rows of one
+	// order (a session, a transaction) the relay holds at once, so that an order whose
+	// sends hang cannot take the whole window. Default DefaultClaimBatch (500).
 	ClaimBatch int
 
 	// MaxInFlight bounds the rows claimed by this relay and not yet marked (sending,
 	// waiting for their predecessors, or being marked). Default DefaultMaxInFlight (2000).
 	MaxInFlight int
 
-	// MaxConcurrentClaims is how many claim statements the relay runs at once, so that
-	// claiming the next rows overlaps with reading the previous ones. Default
-	// DefaultMaxConcurrentClaims (2).
-	MaxConcurrentClaims int
+	// MaxOpenClaims bounds the claims open at once. Each holds one database connection
+	// of the relay's own (made from the outbox pool's configuration, outside the pool, so
+	// that a relay never takes the application's connections) until its rows are
+	// marked; the relay claims the next rows, those after its own claimed rows included,
+	// while earlier claims are being sent. Default DefaultMaxOpenClaims (4).
+	MaxOpenClaims int
 
 	// PollInterval is how often the relay looks for rows when nothing woke it: the
 	// fallback when a notification is lost or LISTEN is disabled, and the pace at which
@@ -80,11 +91,11 @@ type RelayOptions struct {
 	// [Outbox.Channel].
 	DisableListen bool
 
-	// DisableAsyncCommit makes the relay's own writes (claims and marks) wait for their
-	// commit to reach disk. Default false: they commit with synchronous_commit off, since
-	// losing one in a database crash only makes a relay send a row again with the same
-	// MessageID, which duplicate detection drops. Add's transactions are the caller's and
-	// are not affected.
+	// DisableAsyncCommit makes the relay's own writes (the marks that end its claims)
+	// wait for their commit to reach disk. Default false: they commit with
+	// synchronous_commit off, since losing one in a database crash only makes a relay
+	// send a row again with the same MessageID, which duplicate detection drops. Add's
+	// transactions are the caller's and are not affected.
 	DisableAsyncCommit bool
 
 	// Retry describes the delays between attempts to send a row that failed (the
@@ -126,8 +137,8 @@ func (o *RelayOptions) withDefaults() (RelayOptions, error) {
 		bad = fmt.Sprintf("ClaimBatch %d", v.ClaimBatch)
 	case v.MaxInFlight < 0:
 		bad = fmt.Sprintf("MaxInFlight %d", v.MaxInFlight)
-	case v.MaxConcurrentClaims < 0:
-		bad = fmt.Sprintf("MaxConcurrentClaims %d", v.MaxConcurrentClaims)
+	case v.MaxOpenClaims < 0:
+		bad = fmt.Sprintf("MaxOpenClaims %d", v.MaxOpenClaims)
 	case v.PollInterval < 0:
 		bad = fmt.Sprintf("PollInterval %v", v.PollInterval)
 	case v.ShutdownGrace < 0:
@@ -145,8 +156,8 @@ func (o *RelayOptions) withDefaults() (RelayOptions, error) {
 	if v.MaxInFlight == 0 {
 		v.MaxInFlight = DefaultMaxInFlight
 	}
-	if v.MaxConcurrentClaims == 0 {
-		v.MaxConcurrentClaims = DefaultMaxConcurrentClaims
+	if v.MaxOpenClaims == 0 {
+		v.MaxOpenClaims = DefaultMaxOpenClaims
 	}
 	if v.PollInterval == 0 {
 		v.PollInterval = DefaultPollInterval

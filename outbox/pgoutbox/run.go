@@ -3,7 +3,6 @@ package pgoutbox
 import (
 	"context"
 	"slices"
-	"strings"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -13,8 +12,9 @@ import (
 	"github.com/sbkit/sbkit/sender"
 )
 
-// run is one Run of a Relay: its goroutines (MaxConcurrentClaims claim loops, the
-// listener and the completer), its senders and its rows in flight.
+// run is one Run of a Relay: its goroutines (the claim loop, the dispatcher, the
+// listener, and one per claim being marked), its connections, its senders, its orders
+// and its rows in flight.
 type run struct {
 	r *Relay
 
@@ -27,21 +27,39 @@ type run struct {
 	stopAfter func() bool   // stops the abort scheduled at the stop context's end
 	done      chan struct{} // closed when Run has returned
 
-	wake     chan struct{} // a claim may find rows
-	outcomes chan outcome  // rows whose outcome is known, to be marked
-	rows     sync.Map      // *azservicebus.Message -> *row, for the rows given to a sender
+	markCtx    context.Context // ends finalMarkTimeout after the run aborted: bounds the marks
+	markCancel context.CancelFunc
+	markTimer  *time.Timer // set when the run aborts
 
-	mu       sync.Mutex
-	inFlight int           // claimed rows not yet marked
-	cut      bool          // the grace ended with rows in flight
-	idle     chan struct{} // closed when inFlight drops to 0; nil when nobody waits
+	wake      chan struct{} // a claim may find rows
+	dispatchq chan *claim   // claims whose rows go to the senders, in claim order
+
+	// The claim loop's scan position: a claim starts after the rows the previous one
+	// found when that one was full, and from the first row when it was not, when rescan
+	// is set (rows behind the position may have become free), and every PollInterval.
+	after      int64
+	scannedAll time.Time
+	rescan     atomic.Bool
+	rows       sync.Map // *azservicebus.Message -> *row, for the rows given to a sender
+	conns      *conns
+
+	mu         sync.Mutex
+	inFlight   int           // claimed rows not yet marked
+	openClaims int           // claims not yet marked
+	cut        bool          // the grace ended with rows in flight
+	idle       chan struct{} // closed when inFlight drops to 0; nil when nobody waits
+
+	omu       sync.Mutex
+	orders    map[string]*order    // by destination + "\x00" + order key
+	contended map[string]time.Time // orders another relay holds, left alone until then
 
 	destMu sync.Mutex
 	dests  map[string]*dest
 
-	workers sync.WaitGroup // listener, completer
+	workers sync.WaitGroup // listener, marks
 
-	retryTimer *time.Timer // wakes the claim loops when a retry is due; the completer's
+	retryMu    sync.Mutex
+	retryTimer *time.Timer // wakes the claim loop when a retry is due
 	retryAt    time.Time
 }
 
@@ -52,10 +70,12 @@ type dest struct {
 }
 
 func newRun(r *Relay) *run {
-	u := &run{r: r, done: make(chan struct{}), wake: make(chan struct{}, r.o.MaxConcurrentClaims),
-		outcomes: make(chan outcome, r.o.MaxInFlight), dests: make(map[string]*dest)}
+	u := &run{r: r, done: make(chan struct{}), wake: make(chan struct{}, 1), dests: make(map[string]*dest),
+		dispatchq: make(chan *claim, r.o.MaxOpenClaims),
+		conns:     &conns{pool: r.ob.pool, owner: r.o.Owner}, orders: make(map[string]*order), contended: make(map[string]time.Time)}
 	u.stopCtx, u.stopNow = context.WithCancel(context.Background())
 	u.life, u.abort = context.WithCancelCause(context.Background())
+	u.markCtx, u.markCancel = context.WithCancel(context.Background())
 	return u
 }
 
@@ -66,15 +86,13 @@ func (u *run) stop(grace context.Context) {
 		u.stopAfter = context.AfterFunc(grace, func() {
 			u.mu.Lock()
 			u.cut = u.inFlight > 0
+			u.markTimer = time.AfterFunc(finalMarkTimeout, u.markCancel)
 			u.mu.Unlock()
 			u.abort(errClosing)
 		})
 		u.stopNow()
 	})
 }
-
-// aborted reports whether the run's sends are cancelled (grace over, or the run ended).
-func (u *run) aborted() bool { return u.life.Err() != nil }
 
 // cutShort reports whether the grace ended with rows in flight.
 func (u *run) cutShort() bool {
@@ -83,53 +101,62 @@ func (u *run) cutShort() bool {
 	return u.cut
 }
 
-// signal wakes the claim loops.
+// signal wakes the claim loop.
 func (u *run) signal() {
-	for range cap(u.wake) {
-		select {
-		case u.wake <- struct{}{}:
-		default:
-			return
-		}
+	select {
+	case u.wake <- struct{}{}:
+	default:
 	}
 }
 
-// serve runs the claim loops until ctx ends or stop, then shuts the run down.
+// serve runs the claim loop until ctx ends or stop, then shuts the run down.
 func (u *run) serve(ctx context.Context) {
 	listenCtx, stopListening := context.WithCancel(context.Background())
 	if !u.r.o.DisableListen {
 		u.workers.Go(func() { u.listen(listenCtx) })
 	}
-	quit := make(chan struct{})
-	u.workers.Go(func() { u.complete(quit) })
-
+	// The claim loop claims the next rows while the dispatcher waits for room in the
+	// senders' windows, so that rows are ready when room frees.
+	dispatched := make(chan struct{})
+	go func() {
+		defer close(dispatched)
+		for c := range u.dispatchq {
+			u.dispatch(c)
+		}
+	}()
 	claimCtx, stopClaims := context.WithCancel(ctx)
 	defer stopClaims()
 	stopWatch := context.AfterFunc(u.stopCtx, stopClaims)
 	defer stopWatch()
-	var claimers sync.WaitGroup
-	for range u.r.o.MaxConcurrentClaims {
-		claimers.Go(func() { u.claimLoop(claimCtx) })
-	}
-	claimers.Wait()
+	u.claimLoop(claimCtx)
+	close(u.dispatchq)
 
 	if ctx.Err() != nil {
 		grace, cancel := context.WithTimeout(context.Background(), u.r.o.ShutdownGrace)
 		defer cancel()
 		u.stop(grace)
 	}
+	<-dispatched // every claimed row is in a sender, or reported (the abort ends a wait for room)
 	u.waitIdle(u.life.Done())
 	for _, d := range u.dests {
 		_ = d.s.Close(u.life) // nothing in flight, or aborted: cancels the requests in flight
 	}
-	u.waitIdle(nil) // the outcomes of the sends the closes cut short
-	close(quit)
+	u.waitIdle(nil) // the marks of the sends the closes cut short
 	stopListening()
 	u.workers.Wait()
 	u.stopAfter()
-	if u.retryTimer != nil {
-		u.retryTimer.Stop() // the completer has returned
+	u.mu.Lock()
+	if u.markTimer != nil {
+		u.markTimer.Stop()
 	}
+	u.mu.Unlock()
+	u.markCancel()
+	u.retryMu.Lock()
+	if u.retryTimer != nil {
+		u.retryTimer.Stop()
+	}
+	u.retryMu.Unlock()
+	u.conns.closeIdle()
 	u.abort(errClosing) // releases the run's contexts
 	closeCtx, cancel := context.WithTimeout(context.Background(), time.Second)
 	defer cancel()
@@ -158,14 +185,32 @@ func (u *run) waitIdle(abort <-chan struct{}) {
 	}
 }
 
-// take reserves up to n rows of the in-flight window and returns how many it got; the
-// claim gives back what it did not use.
+// take reserves up to n rows of the in-flight window and a claim, and returns how many
+// rows it got (0: no room, or MaxOpenClaims claims open); the claim gives back what it
+// did not use.
 func (u *run) take(n int) int {
 	u.mu.Lock()
 	defer u.mu.Unlock()
+	if u.openClaims >= u.r.o.MaxOpenClaims {
+		return 0
+	}
 	got := max(0, min(n, u.r.o.MaxInFlight-u.inFlight))
-	u.inFlight += got
+	if got > 0 {
+		u.inFlight += got
+		u.openClaims++
+	}
 	return got
+}
+
+// giveBack returns what a claim reserved with take and did not use: rows, and the claim
+// itself when it took none.
+func (u *run) giveBack(rows int, claim bool) {
+	u.mu.Lock()
+	if claim {
+		u.openClaims--
+	}
+	u.mu.Unlock()
+	u.addInFlight(-rows)
 }
 
 // addInFlight adds n (negative: removes) rows to the window's count.
@@ -179,8 +224,9 @@ func (u *run) addInFlight(n int) {
 	u.mu.Unlock()
 }
 
-// claimLoop claims rows and hands them to the senders until ctx ends (Run's context
-// ended, or stop). MaxConcurrentClaims loops run at once.
+// claimLoop claims rows and hands them to the dispatcher until ctx ends (Run's context
+// ended, or stop). Claims are made one at a time; up to MaxOpenClaims are open while
+// their rows are sent.
 func (u *run) claimLoop(ctx context.Context) {
 	poll := time.NewTimer(0)
 	defer poll.Stop()
@@ -191,13 +237,15 @@ func (u *run) claimLoop(ctx context.Context) {
 			return
 		default:
 		}
-		n := u.take(u.r.o.ClaimBatch)
-		if n > 0 {
+		if n := u.take(u.r.o.ClaimBatch); n > 0 {
 			// The statement runs to its end when claiming stops (a cancelled query costs
-			// its connection, and pgxpool's Close waits for that one's cleanup); only
-			// an abort cancels it.
-			rows, c, err := u.claim(u.life, n)
-			u.addInFlight(len(rows) - n)
+			// its connection); only an abort cancels it.
+			c, more, err := u.claim(n)
+			got := 0
+			if c != nil {
+				got = len(c.rows)
+			}
+			u.giveBack(n-got, c == nil)
 			if err != nil {
 				if ctx.Err() != nil {
 					return
@@ -208,10 +256,10 @@ func (u *run) claimLoop(ctx context.Context) {
 				continue
 			}
 			errBackoff = nil
-			if len(rows) > 0 {
-				u.dispatch(c, rows)
+			if c != nil {
+				u.dispatchq <- c // never blocks: it holds MaxOpenClaims claims
 			}
-			if len(rows) == n {
+			if more {
 				continue // there may be more
 			}
 		}
@@ -225,42 +273,24 @@ func (u *run) claimLoop(ctx context.Context) {
 	}
 }
 
-// claim is one claim statement's rows: their sends end when half the lease is over.
-type claim struct {
-	ctx    context.Context
-	cancel context.CancelFunc
-	left   atomic.Int64 // rows without a marked outcome
-}
-
-// done records that one more of the claim's rows is marked.
-func (c *claim) done() {
-	if c.left.Add(-1) == 0 {
-		c.cancel()
-	}
-}
-
-// dispatch hands a claim's rows to the senders, in id order. The rows of one order (a
-// session, a partition key, or the rows of one transaction that have neither) share a
-// context that a failure of any of them cancels, synchronously in the sender's result
-// hook, so that the ordered sender drops the rest of the order instead of letting it
-// overtake the failed row. Several rows of one transaction get the transaction as their
-// sender OrderKey (batched together, one request at a time, in order); a transaction's
-// single row gets none and batches with any other.
-func (u *run) dispatch(c *claim, rows []*row) {
-	count := make(map[string]int, len(rows))
-	for _, rw := range rows {
-		count[rw.destination+"\x00"+rw.orderKey]++
-	}
-	type keyState struct {
-		ctx    context.Context
-		cancel context.CancelCauseFunc
-	}
-	keys := make(map[string]keyState)
+// dispatch hands a claim's rows to the senders, in id order, with the contexts join
+// chose: the rows of an order that may have later rows in flight (a session, a partition
+// key, a transaction's rows sent together) share a context per claim that a failure of
+// any row of the order cancels, synchronously in the sender's result hook, so that the
+// ordered sender drops the later rows instead of letting them overtake the failed one.
+// Several rows of one transaction get the transaction as their sender OrderKey (batched
+// together, one request at a time, in order); a transaction's single row gets none and
+// batches with any other.
+func (u *run) dispatch(c *claim) {
 	destErrs := make(map[string]error) // Destinations is asked once per claim
-	for _, rw := range rows {
-		rw.claim = c
-		if rw.decodeErr != nil {
+	used := make(map[*sender.Sender]bool)
+	for _, rw := range c.rows {
+		switch {
+		case rw.decodeErr != nil:
 			u.report(rw, u.r.classify(rw, rw.decodeErr))
+			continue
+		case rw.ctx == nil:
+			u.report(rw, outcome{kind: outcomeReleased, err: errBlocked})
 			continue
 		}
 		d, err := (*dest)(nil), destErrs[rw.destination]
@@ -273,20 +303,24 @@ func (u *run) dispatch(c *claim, rows []*row) {
 			continue
 		}
 		rw.sender = d.s
-		rw.ctx = c.ctx
-		if key := rw.destination + "\x00" + rw.orderKey; count[key] > 1 {
-			k, ok := keys[key]
-			if !ok {
-				k.ctx, k.cancel = context.WithCancelCause(c.ctx) // ends with the claim at the latest
-				keys[key] = k
-			}
-			rw.ctx, rw.cancelKey = k.ctx, k.cancel
-			rw.chained = strings.HasPrefix(rw.orderKey, "t:")
-		}
 		u.rows.Store(rw.msg, rw)
 		_, _ = rw.sender.SendAsync(rw.ctx, rw.msg) // the result hook reports the outcome, accepted or not
+		used[d.s] = true
+	}
+	// The claim's rows are all in the senders, and the next claim's come later than a
+	// Linger would wait for: the open batches go now. Flush with an ended context seals
+	// them and returns at once.
+	for s := range used {
+		_ = s.Flush(ended)
 	}
 }
+
+// ended is a context that has ended.
+var ended = func() context.Context {
+	ctx, cancel := context.WithCancel(context.Background())
+	cancel()
+	return ctx
+}()
 
 // orderKey is the relay senders' [sender.Options.OrderKey]: a transaction's order key
 // for a row sent with others of its transaction, none otherwise.
@@ -330,25 +364,25 @@ func (u *run) dest(name string) (*dest, error) {
 // resultHook learns every outcome of the run's senders.
 type resultHook struct{ u *run }
 
-// OnSendResult classifies the outcome of a row's send and queues it for marking. A
-// failure that will be retried cancels the later rows of the row's key, synchronously,
-// before the ordered sender sends the key's next request.
+// OnSendResult classifies the outcome of a row's send and records it.
 func (h resultHook) OnSendResult(_ context.Context, e sender.SendResult) {
 	v, ok := h.u.rows.LoadAndDelete(e.Message)
 	if !ok {
 		return
 	}
 	rw := v.(*row)
-	oc := h.u.r.classify(rw, e.Err)
-	if oc.kind != outcomeSent && oc.kind != outcomeDead && rw.cancelKey != nil {
-		rw.cancelKey(errBlocked)
-	}
-	h.u.report(rw, oc)
+	h.u.report(rw, h.u.r.classify(rw, e.Err))
 }
 
-// report records rw's outcome and queues it for the completer. The queue holds
-// MaxInFlight outcomes, one per row in flight, so this never blocks.
+// report records rw's outcome. A row that will be sent again stops the later rows of
+// its order first, synchronously, before the ordered sender sends the order's next
+// request. The claim's last outcome starts its mark.
 func (u *run) report(rw *row, oc outcome) {
+	if oc.kind == outcomeRetry || oc.kind == outcomeReleased {
+		u.fail(rw)
+	}
 	oc.row = rw
-	u.outcomes <- oc
+	if rw.claim.add(oc) {
+		u.workers.Go(func() { u.mark(rw.claim) })
+	}
 }
