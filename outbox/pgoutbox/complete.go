@@ -94,7 +94,7 @@ func (u *run) finish(c *claim, marked bool) {
 		case oc.kind == outcomeRetry:
 			e.Attempts++
 			e.Outcome, e.Retry = OutcomeRetry, oc.delay
-			r.stats.retried.Add(1)
+			r.stats.sendRetries.Add(1)
 			if due < 0 || oc.delay < due {
 				due = oc.delay
 			}

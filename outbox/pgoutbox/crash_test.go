@@ -22,7 +22,7 @@ func TestCrashAfterCommitBeforeSend(t *testing.T) {
 	e.add("q", msg("c", "3"))
 	r, _ := e.relay(nil)
 	e.drained(r)
-	if got := q.ActiveCount(); got != 3 {
+	if got := q.Counts().Active; got != 3 {
 		t.Fatalf("%d messages at the broker, want 3", got)
 	}
 	if st := r.Stats(); st.Sent != 3 || st.Claimed != 3 || q.Stats().DuplicatesDropped != 0 {
@@ -48,7 +48,7 @@ func TestRollbackSendsNothing(t *testing.T) {
 		t.Fatal(err)
 	}
 	e.add("q", msg("real", "sent"))
-	eventually(t, "the committed message", func() bool { return q.ActiveCount() == 1 })
+	eventually(t, "the committed message", func() bool { return q.Counts().Active == 1 })
 	e.drained()
 	if got := q.Active(); len(got) != 1 || got[0].MessageID != "real" {
 		t.Fatalf("broker holds %d messages, want only %q", len(got), "real")
@@ -127,8 +127,8 @@ func TestCrashedRelayTakenOver(t *testing.T) {
 	if st := a.Stats(); st.Sent != 0 || st.Abandoned != 1 {
 		t.Fatalf("relay A %+v", st)
 	}
-	if q.ActiveCount() != 1 || q.Stats().DuplicatesDropped != 0 {
-		t.Fatalf("broker: %d messages, %+v", q.ActiveCount(), q.Stats())
+	if active, st := q.Counts().Active, q.Stats(); active != 1 || st.DuplicatesDropped != 0 {
+		t.Fatalf("broker: %d messages, %+v", active, st)
 	}
 }
 
@@ -183,7 +183,7 @@ func TestStuckRelayTakenOverAfterLease(t *testing.T) {
 	if st := a.Stats(); st.Sent != 0 || st.Abandoned != 1 || st.DBErrors == 0 {
 		t.Fatalf("relay A %+v, want its mark abandoned", st)
 	}
-	if got, dups := q.ActiveCount(), q.Stats().DuplicatesDropped; got != 1 || dups != 1 {
+	if got, dups := q.Counts().Active, q.Stats().DuplicatesDropped; got != 1 || dups != 1 {
 		t.Fatalf("broker holds %d messages and dropped %d duplicates; want 1 and 1", got, dups)
 	}
 }
@@ -219,7 +219,7 @@ func TestCrashAfterSendBeforeMark(t *testing.T) {
 	if st := r.Stats(); st.Sent != 1 || st.Abandoned != 1 {
 		t.Fatalf("relay %+v, want one abandoned mark, then sent", st)
 	}
-	if got, dups := q.ActiveCount(), q.Stats().DuplicatesDropped; got != 1 || dups != 1 {
+	if got, dups := q.Counts().Active, q.Stats().DuplicatesDropped; got != 1 || dups != 1 {
 		t.Fatalf("broker holds %d messages and dropped %d duplicates; want 1 and 1", got, dups)
 	}
 }
@@ -234,10 +234,10 @@ func TestReplyLost(t *testing.T) {
 	e.add("q", msg("m1", "once"))
 	r, _ := e.relay(&pgoutbox.RelayOptions{Sender: &sender.Options{Retry: noRetry}, Retry: fastRetry})
 	e.drained(r)
-	if got, dups := q.ActiveCount(), q.Stats().DuplicatesDropped; got != 1 || dups != 1 {
+	if got, dups := q.Counts().Active, q.Stats().DuplicatesDropped; got != 1 || dups != 1 {
 		t.Fatalf("broker holds %d messages and dropped %d duplicates; want 1 and 1", got, dups)
 	}
-	if st := r.Stats(); st.Retried != 1 || st.Sent != 1 {
+	if st := r.Stats(); st.SendRetries != 1 || st.Sent != 1 {
 		t.Fatalf("relay %+v, want one retry then sent", st)
 	}
 }

@@ -155,8 +155,9 @@ func TestBrokerOutage(t *testing.T) {
 			(SELECT 1 FROM `+e.ob.Table()+` e WHERE e.order_key = t.order_key AND e.id < t.id)`).Scan(&n)
 		return err == nil && n == 5
 	})
-	if rows, dead := e.count(); rows != 20 || dead != 0 || q.ActiveCount() != 0 {
-		t.Fatalf("during the outage: %d rows, %d dead, %d at the broker", rows, dead, q.ActiveCount())
+	rows, dead := e.count()
+	if active := q.Counts().Active; rows != 20 || dead != 0 || active != 0 {
+		t.Fatalf("during the outage: %d rows, %d dead, %d at the broker", rows, dead, active)
 	}
 	q.ClearFaults()
 	e.drained(r)
@@ -199,7 +200,7 @@ func TestCorruptRowDeadLettered(t *testing.T) {
 	e.relay(nil)
 	e.drained()
 	d := e.dead()["bad"]
-	if !strings.Contains(d.err, "complex128") || d.attempts != 1 || q.ActiveCount() != 1 {
-		t.Fatalf("dead row %+v, broker holds %d", d, q.ActiveCount())
+	if active := q.Counts().Active; !strings.Contains(d.err, "complex128") || d.attempts != 1 || active != 1 {
+		t.Fatalf("dead row %+v, broker holds %d", d, active)
 	}
 }

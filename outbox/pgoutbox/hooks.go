@@ -8,11 +8,25 @@ import (
 )
 
 // Hook is an observer of a [Relay]: a value implementing any of [RelayResultHook] and
-// [RelayErrorHook]. Hooks run synchronously on the relay's goroutines, possibly
-// concurrently, and must be fast; a panic in a hook is recovered and logged. To observe
-// the sends themselves (spans, retries, batches), use sender hooks
-// ([RelayOptions.Sender], [RelayOptions.SenderHooks]).
+// [RelayErrorHook]. [NewRelay] refuses a value that implements neither (an error
+// wrapping [ErrInvalidOptions]), so that a misspelt method is not silently ignored.
+// Hooks run synchronously on the relay's goroutines, possibly concurrently, and must be
+// fast; a panic in a hook is recovered and logged. To observe the sends themselves
+// (spans, retries, batches), use sender hooks ([RelayOptions.Sender],
+// [RelayOptions.SenderHooks]).
 type Hook any
+
+// hookNames are the interfaces a [Hook] may implement, for errors.
+const hookNames = "RelayResultHook, RelayErrorHook"
+
+// isHook reports whether x implements one of the interfaces of hookNames.
+func isHook(x any) bool {
+	switch x.(type) {
+	case RelayResultHook, RelayErrorHook:
+		return true
+	}
+	return false
+}
 
 // RelayResultHook is told what became of every row the relay claimed, once the outcome
 // is written to the database.
@@ -20,12 +34,24 @@ type RelayResultHook interface {
 	OnRelayResult(ctx context.Context, e RelayResult)
 }
 
+// RelayResultHookFunc adapts a function to a [RelayResultHook].
+type RelayResultHookFunc func(ctx context.Context, e RelayResult)
+
+// OnRelayResult calls f.
+func (f RelayResultHookFunc) OnRelayResult(ctx context.Context, e RelayResult) { f(ctx, e) }
+
 // RelayErrorHook is told every failed database call of the relay (claim, mark,
-// listen). A claim or a listen is retried after RelayErrorEvent.Retry; a mark is not
-// (its claim's rows are back in the outbox as they were; Retry is 0).
+// listen), as a [*RelayError]. A claim or a listen is retried after its Retry; a mark
+// is not (its claim's rows are back in the outbox as they were; Retry is 0).
 type RelayErrorHook interface {
-	OnRelayError(ctx context.Context, e RelayErrorEvent)
+	OnRelayError(ctx context.Context, err *RelayError)
 }
+
+// RelayErrorHookFunc adapts a function to a [RelayErrorHook].
+type RelayErrorHookFunc func(ctx context.Context, err *RelayError)
+
+// OnRelayError calls f.
+func (f RelayErrorHookFunc) OnRelayError(ctx context.Context, err *RelayError) { f(ctx, err) }
 
 // Outcome is what a relay did with a claimed row.
 type Outcome int
@@ -70,24 +96,44 @@ type RelayResult struct {
 	Err         error         // the send's error; nil when sent
 }
 
-// RelayErrorEvent is the event of RelayErrorHook.
-type RelayErrorEvent struct {
+// RelayError is a failed database call of the relay, as a [RelayErrorHook] receives it.
+// It wraps the database's error.
+type RelayError struct {
 	Op    string        // "claim", "mark" or "listen"
 	Rows  int           // rows the failed call was about (0 for claim and listen)
-	Retry time.Duration // the wait before the relay tries again
+	Retry time.Duration // the wait before the relay tries again; 0 for a mark, which is not retried
 	Err   error         // the database's error
 }
 
+// Error names the call, its rows and the wait before the retry, then the database's
+// error.
+func (e *RelayError) Error() string {
+	s := "pgoutbox: relay " + e.Op + " failed"
+	if e.Rows > 0 {
+		s += fmt.Sprintf(" (%d rows)", e.Rows)
+	}
+	if e.Retry > 0 {
+		s += fmt.Sprintf(", retrying in %v", e.Retry)
+	}
+	return s + ": " + fmt.Sprint(e.Err)
+}
+
+// Unwrap returns the database's error.
+func (e *RelayError) Unwrap() error { return e.Err }
+
 // RelayStats is a snapshot of a Relay's counters (cumulative) and gauge (current).
-// Every claimed row ends in exactly one of Sent, Retried, DeadLettered and Released,
+// Every claimed row ends in exactly one of Sent, SendRetries, DeadLettered and Released,
 // and is counted in InFlight meanwhile, unless its claim's mark failed (counted in
 // Abandoned: the claim's transaction ended without it, so the row is back in the outbox
 // as it was, and is sent again if it was sent).
 type RelayStats struct {
 	// Claims counts claim statements that took rows; Claimed the rows they took.
 	Claims, Claimed int64
-	// Sent, Retried, DeadLettered and Released count rows by outcome (see [Outcome]).
-	Sent, Retried, DeadLettered, Released int64
+	// Sent, DeadLettered and Released count rows by outcome (see [Outcome]).
+	Sent, DeadLettered, Released int64
+	// SendRetries counts rows whose send failed and waits for its next attempt
+	// ([OutcomeRetry]).
+	SendRetries int64
 	// Abandoned counts rows whose outcome could not be written: the mark of their claim
 	// failed (the connection broke, PostgreSQL ended the transaction after a Lease, or
 	// the relay stopped and the database did not answer within a second).
@@ -101,12 +147,12 @@ type RelayStats struct {
 }
 
 type relayCounters struct {
-	claims, claimed, sent, retried, dead, released, abandoned, dbErrors, wakeups, inFlight atomic.Int64
+	claims, claimed, sent, sendRetries, dead, released, abandoned, dbErrors, wakeups, inFlight atomic.Int64
 }
 
 func (c *relayCounters) snapshot() RelayStats {
 	return RelayStats{
-		Claims: c.claims.Load(), Claimed: c.claimed.Load(), Sent: c.sent.Load(), Retried: c.retried.Load(),
+		Claims: c.claims.Load(), Claimed: c.claimed.Load(), Sent: c.sent.Load(), SendRetries: c.sendRetries.Load(),
 		DeadLettered: c.dead.Load(), Released: c.released.Load(), Abandoned: c.abandoned.Load(),
 		DBErrors: c.dbErrors.Load(), Wakeups: c.wakeups.Load(), InFlight: c.inFlight.Load(),
 	}

@@ -51,8 +51,8 @@ func TestOrder(t *testing.T) {
 	}
 	runRelay(t, r)
 	e.drained(r)
-	if st := r.Stats(); st.Sent != 200 || st.Retried == 0 || q.ActiveCount() != 200 {
-		t.Fatalf("relay %+v, broker holds %d", st, q.ActiveCount())
+	if st, active := r.Stats(), q.Counts().Active; st.Sent != 200 || st.SendRetries == 0 || active != 200 {
+		t.Fatalf("relay %+v, broker holds %d", st, active)
 	}
 	checkOrder(t, q.Active())
 }
@@ -145,9 +145,9 @@ func TestRelaysRacing(t *testing.T) {
 		sent += st.Sent
 		t.Logf("relay %d: %+v", i, st)
 	}
-	if sent != txs*per || q.ActiveCount() != txs*per || q.Stats().DuplicatesDropped != 0 {
+	if active, dups := q.Counts().Active, q.Stats().DuplicatesDropped; sent != txs*per || active != txs*per || dups != 0 {
 		t.Fatalf("relays sent %d, broker holds %d and dropped %d duplicates; want %d, %d, 0",
-			sent, q.ActiveCount(), q.Stats().DuplicatesDropped, txs*per, txs*per)
+			sent, active, dups, txs*per, txs*per)
 	}
 	checkOrder(t, q.Active())
 }
@@ -218,8 +218,8 @@ func TestSessionFailureAcrossClaims(t *testing.T) {
 	runRelay(t, r)
 	e.drained(r)
 	st := r.Stats()
-	if st.Sent != n || st.Retried == 0 || q.ActiveCount() != n {
-		t.Fatalf("relay %+v, broker holds %d", st, q.ActiveCount())
+	if active := q.Counts().Active; st.Sent != n || st.SendRetries == 0 || active != n {
+		t.Fatalf("relay %+v, broker holds %d", st, active)
 	}
 	if st.Released < 7 { // rows 3 and 4 of the first claim, and 5 to 9 of the second
 		t.Errorf("relay %+v: %d rows released, want the rows after the failed one in the two claims in flight (at least 7)", st, st.Released)
@@ -263,7 +263,7 @@ func TestContendedOrderLeftAlone(t *testing.T) {
 	}
 	close(hook.release)
 	time.Sleep(100 * time.Millisecond) // the relay polls every 50 ms: it leaves s2 and s3 alone
-	if got := q.ActiveCount(); got != 1 {
+	if got := q.Counts().Active; got != 1 {
 		t.Fatalf("broker holds %d messages while s1 is held elsewhere, want t1 only", got)
 	}
 	// The other relay sent s1 and deleted it.

@@ -2,13 +2,16 @@ package pgoutbox
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"strings"
 
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgxpool"
-	"github.com/sbkit/sbkit"
 )
+
+// ErrNilPool is returned by New for a nil pool.
+var ErrNilPool = errors.New("pgoutbox: nil pool")
 
 // DefaultTable is the table Options.Table defaults to; its dead-letter table is
 // DefaultTable + "_dead".
@@ -40,11 +43,11 @@ type Outbox struct {
 }
 
 // New returns an Outbox whose tables live in pool's database. nil options mean
-// defaults. It returns an error wrapping [sbkit.ErrNilHandler] for a nil pool. It does
-// not create the tables: call CreateSchema (or run its SQL in your migrations).
+// defaults. It returns [ErrNilPool] for a nil pool. It does not create the tables: call
+// CreateSchema (or run its SQL in your migrations).
 func New(pool *pgxpool.Pool, opts *Options) (*Outbox, error) {
 	if pool == nil {
-		return nil, fmt.Errorf("pgoutbox: New: nil pool: %w", sbkit.ErrNilHandler)
+		return nil, ErrNilPool
 	}
 	var o Options
 	if opts != nil {

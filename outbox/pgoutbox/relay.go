@@ -22,6 +22,12 @@ import (
 // destination's rows (an [*azservicebus.Error] with CodeNotFound dead-letters them).
 type Destinations func(destination string) (sbkit.MessageSender, error)
 
+// ErrNilOutbox is returned by NewRelay for a nil outbox.
+var ErrNilOutbox = errors.New("pgoutbox: nil outbox")
+
+// ErrNilDestinations is returned by NewRelay for nil Destinations.
+var ErrNilDestinations = errors.New("pgoutbox: nil destinations")
+
 // ErrClosed is returned by Run after Close.
 var ErrClosed = errors.New("pgoutbox: relay closed")
 
@@ -102,15 +108,16 @@ type Relay struct {
 }
 
 // NewRelay returns a relay for ob's rows that sends through dests. nil options mean
-// defaults. It returns an error wrapping [sbkit.ErrNilHandler] for a nil ob or dests, and
-// one wrapping ErrInvalidOptions for invalid options (Sender's included). NewRelay starts
-// no goroutine and makes no connection.
+// defaults. It returns [ErrNilOutbox] for a nil ob, [ErrNilDestinations] for a nil
+// dests, and an error wrapping [ErrInvalidOptions] for options it cannot use (Sender's
+// included) or a hook that implements none of the relay's hook interfaces. NewRelay
+// starts no goroutine and makes no connection.
 func NewRelay(ob *Outbox, dests Destinations, opts *RelayOptions) (*Relay, error) {
 	switch {
 	case ob == nil:
-		return nil, fmt.Errorf("pgoutbox: NewRelay: nil outbox: %w", sbkit.ErrNilHandler)
+		return nil, ErrNilOutbox
 	case dests == nil:
-		return nil, fmt.Errorf("pgoutbox: NewRelay: nil destinations: %w", sbkit.ErrNilHandler)
+		return nil, ErrNilDestinations
 	}
 	o, err := opts.withDefaults()
 	if err != nil {
@@ -204,7 +211,7 @@ func (r *Relay) Close(ctx context.Context) error {
 func (r *Relay) dbError(ctx context.Context, op string, rows int, wait time.Duration, err error) {
 	r.stats.dbErrors.Add(1)
 	r.o.Logger.WarnContext(ctx, "pgoutbox: database call failed", "op", op, "rows", rows, "retryIn", wait, "err", err)
-	e := RelayErrorEvent{Op: op, Rows: rows, Retry: wait, Err: err}
+	e := &RelayError{Op: op, Rows: rows, Retry: wait, Err: err}
 	ihooks.Call(ctx, r.o.Logger, "pgoutbox", "RelayErrorHook", r.errorHooks, func(h RelayErrorHook) { h.OnRelayError(ctx, e) })
 }
 

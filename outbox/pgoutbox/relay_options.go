@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"github.com/sbkit/sbkit"
+	ihooks "github.com/sbkit/sbkit/internal/hooks"
 	"github.com/sbkit/sbkit/internal/retry"
 	"github.com/sbkit/sbkit/sender"
 )
@@ -112,8 +113,8 @@ type RelayOptions struct {
 	// (see Run). Default DefaultShutdownGrace (5 s).
 	ShutdownGrace time.Duration
 
-	// Hooks observe the relay; each may implement any of [RelayResultHook] and
-	// [RelayErrorHook]. Default: none.
+	// Hooks observe the relay; each implements any of [RelayResultHook] and
+	// [RelayErrorHook] (one that implements neither, or nil, is an error). Default: none.
 	Hooks []Hook
 
 	// Logger receives database errors, retries and dead-letterings (ids, never
@@ -146,6 +147,9 @@ func (o *RelayOptions) withDefaults() (RelayOptions, error) {
 	}
 	if bad != "" {
 		return v, fmt.Errorf("%w: negative %s", ErrInvalidOptions, bad)
+	}
+	if err := ihooks.Check(v.Hooks, isHook, hookNames); err != nil {
+		return v, fmt.Errorf("%w: %w", ErrInvalidOptions, err)
 	}
 	if v.Lease == 0 {
 		v.Lease = DefaultLease

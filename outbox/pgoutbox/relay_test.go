@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"slices"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"testing"
@@ -11,6 +12,7 @@ import (
 
 	"github.com/Azure/azure-sdk-for-go/sdk/messaging/azservicebus"
 	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgconn"
 	"github.com/jackc/pgx/v5/pgxpool"
 	"github.com/sbkit/sbkit"
 	"github.com/sbkit/sbkit/outbox/pgoutbox"
@@ -38,7 +40,7 @@ func TestNotifyWakesRelay(t *testing.T) {
 	e.listening()
 	for i := range 3 {
 		e.add("q", msg(idOf("n", i, 0), "x"))
-		eventually(t, "the message", func() bool { return q.ActiveCount() == i+1 })
+		eventually(t, "the message", func() bool { return q.Counts().Active == i+1 })
 	}
 	if st := r.Stats(); st.Wakeups < 3 {
 		t.Fatalf("stats %+v, want a wakeup per commit", st)
@@ -52,7 +54,7 @@ func TestPollingWithoutListen(t *testing.T) {
 	q := e.queue("q", nil)
 	r, _ := e.relay(&pgoutbox.RelayOptions{DisableListen: true, PollInterval: 10 * time.Millisecond})
 	e.add("q", msg("p", "x"))
-	eventually(t, "the message", func() bool { return q.ActiveCount() == 1 })
+	eventually(t, "the message", func() bool { return q.Counts().Active == 1 })
 	var n int
 	if err := e.pool.QueryRow(context.Background(), `SELECT count(*) FROM pg_stat_activity WHERE query LIKE 'LISTEN %'
 		AND datname = current_database() AND query LIKE '%'||$1||'%'`, e.ob.Channel()).Scan(&n); err != nil || n != 0 {
@@ -81,7 +83,7 @@ func TestLifecycle(t *testing.T) {
 		t.Fatalf("second Run = %v, want ErrRunning", err)
 	}
 	e.add("q", msg("a", "x"))
-	eventually(t, "the message", func() bool { return q.ActiveCount() == 1 })
+	eventually(t, "the message", func() bool { return q.Counts().Active == 1 })
 	cancel()
 	if err := <-done; !errors.Is(err, context.Canceled) {
 		t.Fatalf("Run = %v, want context.Canceled", err)
@@ -143,8 +145,8 @@ func TestCloseCutsShort(t *testing.T) {
 	}
 	e.relay(nil)
 	e.drained()
-	if q.ActiveCount() != 1 {
-		t.Fatalf("broker holds %d", q.ActiveCount())
+	if active := q.Counts().Active; active != 1 {
+		t.Fatalf("broker holds %d", active)
 	}
 }
 
@@ -156,17 +158,8 @@ func (f startFunc) OnSendStart(ctx context.Context, _ sender.SendStart) context.
 	return ctx
 }
 
-// errorHook counts a relay's database errors by operation.
-type errorHook struct{ claims atomic.Int64 }
-
-func (h *errorHook) OnRelayError(_ context.Context, e pgoutbox.RelayErrorEvent) {
-	if e.Op == "claim" && e.Err != nil && e.Retry > 0 {
-		h.claims.Add(1)
-	}
-}
-
-// TestDatabaseDown: claims that fail are reported and retried; the relay still closes
-// promptly.
+// TestDatabaseDown: claims that fail are reported (a *RelayError wrapping the
+// database's error) and retried; the relay still closes promptly.
 func TestDatabaseDown(t *testing.T) {
 	postgres.Require(t)
 	pool, err := pgxpool.New(context.Background(), "postgres://postgres@127.0.0.1:1/postgres?connect_timeout=1")
@@ -179,15 +172,26 @@ func TestDatabaseDown(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	var h errorHook
+	var claims atomic.Int64
+	var first atomic.Pointer[pgoutbox.RelayError]
+	h := pgoutbox.RelayErrorHookFunc(func(_ context.Context, err *pgoutbox.RelayError) {
+		var pgErr *pgconn.ConnectError
+		if err.Op == "claim" && errors.As(err, &pgErr) && err.Retry > 0 {
+			first.CompareAndSwap(nil, err)
+			claims.Add(1)
+		}
+	})
 	r, err := pgoutbox.NewRelay(ob, func(string) (sbkit.MessageSender, error) { return nil, errors.New("unused") },
-		&pgoutbox.RelayOptions{Hooks: []pgoutbox.Hook{&h}})
+		&pgoutbox.RelayOptions{Hooks: []pgoutbox.Hook{h}})
 	if err != nil {
 		t.Fatal(err)
 	}
 	done := make(chan error, 1)
 	go func() { done <- r.Run(context.Background()) }()
-	eventually(t, "two failed claims", func() bool { return h.claims.Load() >= 2 })
+	eventually(t, "two failed claims", func() bool { return claims.Load() >= 2 })
+	if msg := first.Load().Error(); !strings.HasPrefix(msg, "pgoutbox: relay claim failed, retrying in ") {
+		t.Errorf("RelayError.Error() = %q", msg)
+	}
 	if err := r.Close(context.Background()); err != nil {
 		t.Fatal(err)
 	}
@@ -199,23 +203,34 @@ func TestDatabaseDown(t *testing.T) {
 	}
 }
 
-// TestNewRelayErrors: nil dependencies and invalid options fail at construction.
+// misspelt has OnRelayErrors instead of OnRelayError: it implements no hook interface.
+type misspelt struct{}
+
+func (misspelt) OnRelayErrors(context.Context, *pgoutbox.RelayError) {}
+
+// TestNewRelayErrors: nil dependencies are their sentinels; invalid options, and hooks
+// of no hook interface, fail at construction.
 func TestNewRelayErrors(t *testing.T) {
 	e := newEnv(t)
-	if _, err := pgoutbox.NewRelay(nil, e.destinations, nil); !errors.Is(err, sbkit.ErrNilHandler) {
+	if _, err := pgoutbox.NewRelay(nil, e.destinations, nil); err != pgoutbox.ErrNilOutbox {
 		t.Fatalf("nil outbox: %v", err)
 	}
-	if _, err := pgoutbox.NewRelay(e.ob, nil, nil); !errors.Is(err, sbkit.ErrNilHandler) {
+	if _, err := pgoutbox.NewRelay(e.ob, nil, nil); err != pgoutbox.ErrNilDestinations {
 		t.Fatalf("nil destinations: %v", err)
 	}
-	if _, err := pgoutbox.New(nil, nil); !errors.Is(err, sbkit.ErrNilHandler) {
+	if _, err := pgoutbox.New(nil, nil); err != pgoutbox.ErrNilPool {
 		t.Fatalf("nil pool: %v", err)
 	}
-	for _, o := range []pgoutbox.RelayOptions{{Lease: -1}, {ClaimBatch: -1}, {MaxInFlight: -1}, {PollInterval: -1},
-		{ShutdownGrace: -1}, {Sender: &sender.Options{MaxInFlightMessages: -1}}} {
+	for _, o := range []pgoutbox.RelayOptions{{Lease: -1}, {ClaimBatch: -1}, {MaxInFlight: -1}, {MaxOpenClaims: -1},
+		{PollInterval: -1}, {ShutdownGrace: -1}, {Sender: &sender.Options{MaxInFlightMessages: -1}},
+		{Hooks: []pgoutbox.Hook{misspelt{}}}, {Hooks: []pgoutbox.Hook{nil}}} {
 		if _, err := pgoutbox.NewRelay(e.ob, e.destinations, &o); !errors.Is(err, pgoutbox.ErrInvalidOptions) {
 			t.Errorf("NewRelay(%+v) = %v, want ErrInvalidOptions", o, err)
 		}
+	}
+	if _, err := pgoutbox.NewRelay(e.ob, e.destinations, &pgoutbox.RelayOptions{
+		Hooks: []pgoutbox.Hook{pgoutbox.RelayResultHookFunc(func(context.Context, pgoutbox.RelayResult) {})}}); err != nil {
+		t.Errorf("NewRelay(a RelayResultHookFunc) = %v", err)
 	}
 }
 
@@ -278,7 +293,7 @@ func TestRelayDoesNotWaitForLinger(t *testing.T) {
 	e.add("q", msg("single", "x"))
 	e.add("q", &azservicebus.Message{MessageID: ptr("session"), SessionID: &s}, msg("tx-0", "x"), msg("tx-1", "x"))
 	e.drained(r)
-	if got := q.ActiveCount(); got != 4 {
+	if got := q.Counts().Active; got != 4 {
 		t.Fatalf("broker holds %d messages, want 4", got)
 	}
 }

@@ -58,7 +58,7 @@ func TestRoundTripEveryField(t *testing.T) {
 	sparse := &azservicebus.Message{MessageID: ptr("sparse")} // nil fields stay nil
 	e.add("shipping", want, sparse)
 	e.relay(nil)
-	eventually(t, "two messages at the broker", func() bool { return q.ScheduledCount()+q.ActiveCount() == 2 })
+	eventually(t, "two messages at the broker", func() bool { c := q.Counts(); return c.Scheduled+c.Active == 2 })
 
 	got := q.Scheduled()
 	if len(got) != 1 {
