@@ -30,9 +30,10 @@ const (
 // ErrInvalidOptions is wrapped by NewRelay's error for options it cannot use.
 var ErrInvalidOptions = errors.New("pgoutbox: invalid options")
 
-// RelayOptions configures a [Relay]. nil options, and zero fields, mean the defaults;
-// negative durations and sizes are errors wrapping [ErrInvalidOptions], except in Retry,
-// which follows [sbkit.RetryOptions].
+// RelayOptions configures a [Relay]. nil options, and zero fields, mean the defaults.
+// A negative value means no limit where no limit makes sense (ShutdownGrace), and is an
+// error wrapping [ErrInvalidOptions] where it does not; each field says which. Retry
+// follows [sbkit.RetryOptions].
 type RelayOptions struct {
 	// Sender configures the relay's senders, one [sender.Sender] per destination. Its
 	// Ordered is always on and its OrderKey is the relay's (the relay's ordering relies
@@ -62,28 +63,32 @@ type RelayOptions struct {
 	// relay that is alive but stuck gives its rows up after a Lease, when nothing of
 	// them is in flight any more. A relay that crashed, or whose connection broke, gives
 	// them up at once (its transaction ends with its connection). Default DefaultLease
-	// (30 s).
+	// (30 s); negative is an error (a stuck relay must give its rows up).
 	Lease time.Duration
 
 	// ClaimBatch bounds the rows one claim takes. Twice ClaimBatch bounds the rows of one
 	// order (a session, a transaction) the relay holds at once, so that an order whose
-	// sends hang cannot take the whole window. Default DefaultClaimBatch (500).
+	// sends hang cannot take the whole window. Default DefaultClaimBatch (500); negative
+	// is an error (a claim's rows are held in memory and locked in the database).
 	ClaimBatch int
 
 	// MaxInFlight bounds the rows claimed by this relay and not yet marked (sending,
-	// waiting for their predecessors, or being marked). Default DefaultMaxInFlight (2000).
+	// waiting for their predecessors, or being marked). Default DefaultMaxInFlight (2000);
+	// negative is an error (the rows in flight are held in memory).
 	MaxInFlight int
 
 	// MaxOpenClaims bounds the claims open at once. Each holds one database connection
 	// of the relay's own (made from the outbox pool's configuration, outside the pool, so
 	// that a relay never takes the application's connections) until its rows are
 	// marked; the relay claims the next rows, those after its own claimed rows included,
-	// while earlier claims are being sent. Default DefaultMaxOpenClaims (4).
+	// while earlier claims are being sent. Default DefaultMaxOpenClaims (4); negative is
+	// an error (each claim holds a connection).
 	MaxOpenClaims int
 
 	// PollInterval is how often the relay looks for rows when nothing woke it: the
 	// fallback when a notification is lost or LISTEN is disabled, and the pace at which
-	// rows waiting for a retry are found. Default DefaultPollInterval (1 s).
+	// rows waiting for a retry are found. Default DefaultPollInterval (1 s); negative is
+	// an error (without polling, a lost notification or a due retry could wait forever).
 	PollInterval time.Duration
 
 	// DisableListen turns LISTEN off (for a connection pooler in transaction mode, where
@@ -110,7 +115,10 @@ type RelayOptions struct {
 	Retry sbkit.RetryOptions
 
 	// ShutdownGrace is how long the rows in flight may finish after Run's context ends
-	// (see Run). Default DefaultShutdownGrace (5 s).
+	// (see Run). Default DefaultShutdownGrace (5 s); negative waits for them without
+	// limit: their sends end within half a Lease anyway (see Lease), and their marks
+	// when the database answers. [Relay.Close] keeps explicit control: its context is
+	// the grace then.
 	ShutdownGrace time.Duration
 
 	// Hooks observe the relay; each implements any of [RelayResultHook] and
@@ -142,8 +150,6 @@ func (o *RelayOptions) withDefaults() (RelayOptions, error) {
 		bad = fmt.Sprintf("MaxOpenClaims %d", v.MaxOpenClaims)
 	case v.PollInterval < 0:
 		bad = fmt.Sprintf("PollInterval %v", v.PollInterval)
-	case v.ShutdownGrace < 0:
-		bad = fmt.Sprintf("ShutdownGrace %v", v.ShutdownGrace)
 	}
 	if bad != "" {
 		return v, fmt.Errorf("%w: negative %s", ErrInvalidOptions, bad)

@@ -209,7 +209,8 @@ type misspelt struct{}
 func (misspelt) OnRelayErrors(context.Context, *pgoutbox.RelayError) {}
 
 // TestNewRelayErrors: nil dependencies are their sentinels; invalid options, and hooks
-// of no hook interface, fail at construction.
+// of no hook interface, fail at construction; the negative values that mean no limit
+// are accepted.
 func TestNewRelayErrors(t *testing.T) {
 	e := newEnv(t)
 	if _, err := pgoutbox.NewRelay(nil, e.destinations, nil); err != pgoutbox.ErrNilOutbox {
@@ -222,15 +223,47 @@ func TestNewRelayErrors(t *testing.T) {
 		t.Fatalf("nil pool: %v", err)
 	}
 	for _, o := range []pgoutbox.RelayOptions{{Lease: -1}, {ClaimBatch: -1}, {MaxInFlight: -1}, {MaxOpenClaims: -1},
-		{PollInterval: -1}, {ShutdownGrace: -1}, {Sender: &sender.Options{MaxInFlightMessages: -1}},
+		{PollInterval: -1}, {Sender: &sender.Options{MaxInFlightMessages: -1}},
 		{Hooks: []pgoutbox.Hook{misspelt{}}}, {Hooks: []pgoutbox.Hook{nil}}} {
 		if _, err := pgoutbox.NewRelay(e.ob, e.destinations, &o); !errors.Is(err, pgoutbox.ErrInvalidOptions) {
 			t.Errorf("NewRelay(%+v) = %v, want ErrInvalidOptions", o, err)
 		}
 	}
-	if _, err := pgoutbox.NewRelay(e.ob, e.destinations, &pgoutbox.RelayOptions{
+	if _, err := pgoutbox.NewRelay(e.ob, e.destinations, &pgoutbox.RelayOptions{ShutdownGrace: -1,
 		Hooks: []pgoutbox.Hook{pgoutbox.RelayResultHookFunc(func(context.Context, pgoutbox.RelayResult) {})}}); err != nil {
-		t.Errorf("NewRelay(a RelayResultHookFunc) = %v", err)
+		t.Errorf("NewRelay(ShutdownGrace -1, a RelayResultHookFunc) = %v", err)
+	}
+}
+
+// TestShutdownGraceNegative: with a negative ShutdownGrace, the end of Run's context
+// lets a send in flight finish, however long it takes (here: one attempt that hangs
+// until the sender's AttemptTimeout, then its retry), instead of cutting it short.
+func TestShutdownGraceNegative(t *testing.T) {
+	e := newEnv(t)
+	leakCheck(t)
+	q := e.queue("q", nil)
+	q.InjectFault(sbtest.Fault{Op: sbtest.OpSend, Count: 1, Hang: true})
+	var hung atomic.Bool
+	r, err := pgoutbox.NewRelay(e.ob, e.destinations, &pgoutbox.RelayOptions{ShutdownGrace: -1,
+		Sender: &sender.Options{AttemptTimeout: 300 * time.Millisecond, Hooks: []sender.Hook{startFunc(func() { hung.Store(true) })}}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan error, 1)
+	go func() { done <- r.Run(ctx) }()
+	e.add("q", msg("g", "x"))
+	eventually(t, "the send to start", hung.Load)
+	cancel()
+	if err := <-done; !errors.Is(err, context.Canceled) {
+		t.Fatalf("Run = %v, want context.Canceled", err)
+	}
+	if st := r.Stats(); st.Sent != 1 || st.Released != 0 || st.InFlight != 0 {
+		t.Fatalf("stats %+v, want the row sent", st)
+	}
+	n, _ := e.count()
+	if active := q.Counts().Active; n != 0 || active != 1 {
+		t.Fatalf("%d rows left, broker holds %d; want 0 and 1", n, active)
 	}
 }
 

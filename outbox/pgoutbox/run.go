@@ -132,7 +132,10 @@ func (u *run) serve(ctx context.Context) {
 	close(u.dispatchq)
 
 	if ctx.Err() != nil {
-		grace, cancel := context.WithTimeout(context.Background(), u.r.o.ShutdownGrace)
+		grace, cancel := context.Background(), context.CancelFunc(func() {}) // negative: no limit
+		if u.r.o.ShutdownGrace >= 0 {
+			grace, cancel = context.WithTimeout(grace, u.r.o.ShutdownGrace)
+		}
 		defer cancel()
 		u.stop(grace)
 	}
