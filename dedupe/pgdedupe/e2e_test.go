@@ -135,7 +135,7 @@ func TestCompleteFailsWorkCommittedOnce(t *testing.T) {
 	if work, marks := e.rows("job-42"); e.runs.Load() != 1 || work != 1 || marks != 1 {
 		t.Fatalf("handler ran %d times, %d work rows, %d marks; want 1, 1, 1", e.runs.Load(), work, marks)
 	}
-	if st := f.Stats(); st.Committed != 1 || st.Duplicates != 1 || e.queue.Stats().Completed != 1 {
+	if st := f.Stats(); st.Committed != 1 || st.DuplicatesSkipped != 1 || e.queue.Stats().Completed != 1 {
 		t.Fatalf("filter %+v, queue %+v", st, e.queue.Stats())
 	}
 }
@@ -177,7 +177,7 @@ func TestCrashAfterCommit(t *testing.T) {
 	if work, marks := e.rows("job-7"); e.runs.Load() != 1 || work != 1 || marks != 1 {
 		t.Fatalf("handler ran %d times, %d work rows, %d marks; want 1, 1, 1", e.runs.Load(), work, marks)
 	}
-	if st := fb.Stats(); st.Duplicates != 1 {
+	if st := fb.Stats(); st.DuplicatesSkipped != 1 {
 		t.Fatalf("second worker %+v, want one duplicate", st)
 	}
 }
@@ -243,7 +243,7 @@ func TestConcurrentDuplicates(t *testing.T) {
 		t.Fatal(err)
 	}
 	a, b := fa.Stats(), fb.Stats()
-	if rows != n || distinct != n || marks != n || a.Committed+b.Committed != n || a.Duplicates+b.Duplicates != n {
+	if rows != n || distinct != n || marks != n || a.Committed+b.Committed != n || a.DuplicatesSkipped+b.DuplicatesSkipped != n {
 		t.Fatalf("%d rows (%d distinct), %d marks, stats A %+v B %+v; want %d of each", rows, distinct, marks, a, b, n)
 	}
 	if a.Committed == 0 || b.Committed == 0 {

@@ -145,13 +145,13 @@ func (e *TxError) Unwrap() error { return e.Err }
 
 // TxStats is a snapshot of a TxFilter's counters.
 type TxStats struct {
-	Checked     int64 // deliveries with a key
-	Committed   int64 // handler succeeded, work and mark committed
-	Duplicates  int64 // skipped: the key was done
-	RolledBack  int64 // handler returned an error
-	TxRetries   int64 // transactions retried (database unreachable, serialization failure)
-	Failed      int64 // deliveries abandoned for a database error
-	Unprotected int64 // deliveries without a key, run without a mark
+	Checked           int64 // deliveries with a key
+	Committed         int64 // handler succeeded, work and mark committed
+	DuplicatesSkipped int64 // skipped: the key was done
+	RolledBack        int64 // handler returned an error
+	TxRetries         int64 // transactions retried (database unreachable, serialization failure)
+	Failed            int64 // deliveries abandoned for a database error
+	Unprotected       int64 // deliveries without a key, run without a mark
 }
 
 // TxFilter runs a handler inside a PostgreSQL transaction and writes the message's
@@ -281,7 +281,7 @@ func (f *TxFilter) Wrap(next sbkit.Handler) (sbkit.Handler, error) {
 // Stats returns a snapshot of the filter's counters.
 func (f *TxFilter) Stats() TxStats {
 	return TxStats{
-		Checked: f.checked.Load(), Committed: f.committed.Load(), Duplicates: f.duplicates.Load(),
+		Checked: f.checked.Load(), Committed: f.committed.Load(), DuplicatesSkipped: f.duplicates.Load(),
 		RolledBack: f.rolledBack.Load(), TxRetries: f.retried.Load(), Failed: f.failed.Load(),
 		Unprotected: f.unprotected.Load(),
 	}

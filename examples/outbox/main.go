@@ -161,7 +161,7 @@ func run(ctx context.Context, args []string, stdout io.Writer, getenv func(strin
 	}
 	st, rs := txf.Stats(), relay.Stats()
 	fmt.Fprintf(stdout, "outbox: %d deliveries: handled %d, skipped as duplicates %d; shipments written this run %d; follow-ups sent %d\n",
-		handled.Load()+st.Duplicates, handled.Load(), st.Duplicates, shipments, rs.Sent)
+		handled.Load()+st.DuplicatesSkipped, handled.Load(), st.DuplicatesSkipped, shipments, rs.Sent)
 	if shipped != nil {
 		fmt.Fprintf(stdout, "outbox: queue %q holds %d follow-ups, duplicates dropped by the broker %d\n",
 			*shippedName, shipped.Counts().Active, shipped.Stats().DuplicatesDropped)

@@ -74,7 +74,7 @@ func TestWorkerFollowUpExactlyOnce(t *testing.T) {
 
 	eventually(t, "the order to be completed", func() bool { return orders.Stats().Completed == 1 })
 	e.drained(r)
-	if st := txf.Stats(); runs != 1 || st.Committed != 1 || st.Duplicates != 1 {
+	if st := txf.Stats(); runs != 1 || st.Committed != 1 || st.DuplicatesSkipped != 1 {
 		t.Fatalf("handler ran %d times, filter %+v; want 1 run, 1 commit, 1 duplicate skipped", runs, st)
 	}
 	var n int
