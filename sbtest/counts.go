@@ -121,19 +121,3 @@ func (e *Entity) nextDueLocked() (time.Time, bool) {
 	}
 	return due, ok
 }
-
-// ActiveCount is Counts().Active. Call Counts once to read several counts from one
-// snapshot.
-func (e *Entity) ActiveCount() int { return e.Counts().Active }
-
-// LockedCount is Counts().Locked.
-func (e *Entity) LockedCount() int { return e.Counts().Locked }
-
-// ScheduledCount is Counts().Scheduled.
-func (e *Entity) ScheduledCount() int { return e.Counts().Scheduled }
-
-// DeferredCount is Counts().Deferred.
-func (e *Entity) DeferredCount() int { return e.Counts().Deferred }
-
-// DeadLetterCount is Counts().DeadLetter.
-func (e *Entity) DeadLetterCount() int { return e.Counts().DeadLetter }
