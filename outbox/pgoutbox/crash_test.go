@@ -92,10 +92,9 @@ func TestCrashedRelayTakenOver(t *testing.T) {
 	e := newEnv(t)
 	leakCheck(t)
 	q := e.queue("q", nil)
-	q.InjectFault(sbtest.Fault{Op: sbtest.OpSend, Count: 1, Hang: true})
 	var hung atomic.Bool
 	a, err := pgoutbox.NewRelay(e.ob, e.destinations, &pgoutbox.RelayOptions{DisableListen: true, Lease: time.Hour,
-		Sender: &sender.Options{Hooks: []sender.Hook{startFunc(func() { hung.Store(true) })}}})
+		Sender: hangOnce(q, &hung)})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -114,10 +114,8 @@ func TestCloseCutsShort(t *testing.T) {
 	e := newEnv(t)
 	leakCheck(t)
 	q := e.queue("q", nil)
-	q.InjectFault(sbtest.Fault{Op: sbtest.OpSend, Count: 1, Hang: true})
 	var hung atomic.Bool
-	a, err := pgoutbox.NewRelay(e.ob, e.destinations, &pgoutbox.RelayOptions{Sender: &sender.Options{
-		Hooks: []sender.Hook{startFunc(func() { hung.Store(true) })}}})
+	a, err := pgoutbox.NewRelay(e.ob, e.destinations, &pgoutbox.RelayOptions{Sender: hangOnce(q, &hung)})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -148,6 +146,13 @@ func TestCloseCutsShort(t *testing.T) {
 	if active := q.Counts().Active; active != 1 {
 		t.Fatalf("broker holds %d", active)
 	}
+}
+
+// hangOnce makes the next send to q hang until its context ends, and returns sender
+// options whose hook sets hung when a send starts.
+func hangOnce(q *sbtest.Entity, hung *atomic.Bool) *sender.Options {
+	q.InjectFault(sbtest.Fault{Op: sbtest.OpSend, Count: 1, Hang: true})
+	return &sender.Options{Hooks: []sender.Hook{startFunc(func() { hung.Store(true) })}}
 }
 
 // startFunc is a sender.SendStartHook that calls f.
@@ -242,10 +247,10 @@ func TestShutdownGraceNegative(t *testing.T) {
 	e := newEnv(t)
 	leakCheck(t)
 	q := e.queue("q", nil)
-	q.InjectFault(sbtest.Fault{Op: sbtest.OpSend, Count: 1, Hang: true})
 	var hung atomic.Bool
-	r, err := pgoutbox.NewRelay(e.ob, e.destinations, &pgoutbox.RelayOptions{ShutdownGrace: -1,
-		Sender: &sender.Options{AttemptTimeout: 300 * time.Millisecond, Hooks: []sender.Hook{startFunc(func() { hung.Store(true) })}}})
+	so := hangOnce(q, &hung)
+	so.AttemptTimeout = 300 * time.Millisecond
+	r, err := pgoutbox.NewRelay(e.ob, e.destinations, &pgoutbox.RelayOptions{ShutdownGrace: -1, Sender: so})
 	if err != nil {
 		t.Fatal(err)
 	}
