@@ -110,7 +110,7 @@ type RelayError struct {
 func (e *RelayError) Error() string {
 	s := "pgoutbox: relay " + e.Op + " failed"
 	if e.Rows > 0 {
-		s += fmt.Sprintf(" (%d rows)", e.Rows)
+		s += fmt.Sprintf(" (%d row(s))", e.Rows)
 	}
 	if e.Retry > 0 {
 		s += fmt.Sprintf(", retrying in %v", e.Retry)
@@ -131,7 +131,7 @@ type RelayStats struct {
 	Claims, Claimed int64
 	// Sent, DeadLettered and Released count rows by outcome (see [Outcome]).
 	Sent, DeadLettered, Released int64
-	// SendRetries counts rows whose send failed and waits for its next attempt
+	// SendRetries counts rows whose send failed and that wait for their next attempt
 	// ([OutcomeRetry]).
 	SendRetries int64
 	// Abandoned counts rows whose outcome could not be written: the mark of their claim
