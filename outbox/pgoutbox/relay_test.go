@@ -208,6 +208,23 @@ func TestDatabaseDown(t *testing.T) {
 	}
 }
 
+// TestRelayErrorText: a RelayError names the call, its rows and the wait, and unwraps
+// to the database's error.
+func TestRelayErrorText(t *testing.T) {
+	dbErr := errors.New("connection reset")
+	for _, tt := range []struct {
+		err  *pgoutbox.RelayError
+		want string
+	}{
+		{&pgoutbox.RelayError{Op: "mark", Rows: 3, Err: dbErr}, "pgoutbox: relay mark failed (3 row(s)): connection reset"},
+		{&pgoutbox.RelayError{Op: "listen", Retry: time.Second, Err: dbErr}, "pgoutbox: relay listen failed, retrying in 1s: connection reset"},
+	} {
+		if got := tt.err.Error(); got != tt.want || !errors.Is(tt.err, dbErr) {
+			t.Errorf("Error() = %q (errors.Is %v), want %q", got, errors.Is(tt.err, dbErr), tt.want)
+		}
+	}
+}
+
 // misspelt has OnRelayErrors instead of OnRelayError: it implements no hook interface.
 type misspelt struct{}
 
