@@ -79,21 +79,8 @@ func (s *Server) AdminHTTPURL() string {
 	return "http://" + s.endpoint(s.admin.plain.Addr())
 }
 
-// handlePlain serves a connection of the plain-HTTP listener: the first byte tells a
-// TLS handshake (served as on the AMQP port) from an HTTP request; either counts as a
-// handshake until then, and against MaxConnections after.
+// handlePlain serves a connection of the plain-HTTP listener: a TLS handshake is served as
+// on the AMQP port, anything else as HTTP, which counts against MaxConnections.
 func (a *adminServer) handlePlain(nc net.Conn, hs *handshake) {
-	s := a.srv
-	defer s.wg.Done()
-	defer s.endHandshake(hs)
-	deadline := time.Now().Add(s.limits.handshakeTimeout)
-	pc, isTLS := peekFirst(nc, deadline)
-	switch {
-	case pc == nil:
-		_ = nc.Close()
-	case isTLS:
-		s.serveTLS(pc, deadline, hs)
-	default:
-		a.admit(pc, hs)
-	}
+	a.srv.serveByFirstByte(nc, hs, func(c net.Conn, _ time.Time, hs *handshake) { a.admit(c, hs) })
 }

@@ -350,10 +350,15 @@ func (s *Server) acceptLoop(ln net.Listener, handle func(net.Conn, *handshake)) 
 	}
 }
 
-// handle serves a new connection: the first byte tells TLS (AMQP or the administration
-// API inside, serveTLS) from plain AMQP; the handshake of either must end by
-// HandshakeTimeout, and counts against MaxHandshakes until then.
-func (s *Server) handle(nc net.Conn, hs *handshake) {
+// handle serves a new connection of the AMQP port: TLS (AMQP or the administration API
+// inside), or plain AMQP.
+func (s *Server) handle(nc net.Conn, hs *handshake) { s.serveByFirstByte(nc, hs, s.serveConn) }
+
+// serveByFirstByte serves a new connection: its first byte tells a TLS handshake (AMQP or
+// the administration API inside, serveTLS) from what the listener serves in the clear
+// (plain). The handshake of either must end by HandshakeTimeout, and counts against
+// MaxHandshakes until then.
+func (s *Server) serveByFirstByte(nc net.Conn, hs *handshake, plain func(net.Conn, time.Time, *handshake)) {
 	defer s.wg.Done()
 	defer s.endHandshake(hs)
 	deadline := time.Now().Add(s.limits.handshakeTimeout)
@@ -364,7 +369,7 @@ func (s *Server) handle(nc net.Conn, hs *handshake) {
 	case isTLS:
 		s.serveTLS(pc, deadline, hs)
 	default:
-		s.serveConn(pc, deadline, hs)
+		plain(pc, deadline, hs)
 	}
 }
 
