@@ -20,27 +20,31 @@ import (
 // With the adaptive prefetch the settlements under way get places on top of the
 // prefetch: here MaxConcurrency 2, a prefetch of at most its initial 2 (without latency
 // the measured receive round trip makes it 0), and the 3 settlements SettleConcurrency
-// lets start. A place was once freed when the
-// settlement was queued: with MaxConcurrency 1, DisablePrefetch and a Complete that
-// hangs, 17 messages ended up locked.
+// lets start. With the defaults (adaptive prefetch, SettleConcurrency every place) the
+// settlements in flight grow with the places, and the places stop at the adaptive
+// ceiling: MaxConcurrency + 64 × MaxConcurrency, whatever the broker leaves unanswered.
+// A place was once freed when the settlement was queued: with MaxConcurrency 1,
+// DisablePrefetch and a Complete that hangs, 17 messages ended up locked.
 func TestSlowSettlementsHoldPlaces(t *testing.T) {
 	tests := []struct {
 		name  string
 		opts  receiver.Options
 		fail  bool // the handler fails: AbandonDelay holds, then abandons
 		bound int
+		exact bool // the processor fills its bound: peak == bound
 	}{
-		{"DisablePrefetch", receiver.Options{MaxConcurrency: 1, DisablePrefetch: true}, false, 1},
-		{"PrefetchCount", receiver.Options{MaxConcurrency: 2, PrefetchCount: 3}, false, 5},
-		{"adaptive", receiver.Options{MaxConcurrency: 2, SettleConcurrency: 3}, false, 7},
+		{"DisablePrefetch", receiver.Options{MaxConcurrency: 1, DisablePrefetch: true}, false, 1, true},
+		{"PrefetchCount", receiver.Options{MaxConcurrency: 2, PrefetchCount: 3}, false, 5, true},
+		{"adaptive", receiver.Options{MaxConcurrency: 2, SettleConcurrency: 3}, false, 7, false},
+		{"adaptive, default SettleConcurrency", receiver.Options{MaxConcurrency: 2}, false, 2 + 64*2, true},
 		{"AbandonDelay", receiver.Options{MaxConcurrency: 2, DisablePrefetch: true,
-			AbandonDelay: func(*azservicebus.ReceivedMessage, error) time.Duration { return time.Second }}, true, 2},
+			AbandonDelay: func(*azservicebus.ReceivedMessage, error) time.Duration { return time.Second }}, true, 2, true},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
 			synctest.Test(t, func(t *testing.T) {
 				e := newEnv(t, &sbtest.EntityOptions{LockDuration: time.Minute})
-				e.send(t, 60)
+				e.send(t, tt.bound+60) // more than the processor may hold
 				op := sbtest.OpComplete
 				if tt.fail {
 					op = sbtest.OpAbandon
@@ -64,6 +68,9 @@ func TestSlowSettlementsHoldPlaces(t *testing.T) {
 				}
 				if peak > tt.bound {
 					t.Errorf("%d messages locked at the broker at once, bound %d", peak, tt.bound)
+				}
+				if tt.exact && peak < tt.bound {
+					t.Errorf("at most %d messages locked at the broker at once: the processor did not fill its bound %d", peak, tt.bound)
 				}
 				if n := p.Stats().Received; n > int64(tt.bound) {
 					t.Errorf("received %d messages, bound %d", n, tt.bound)
