@@ -131,7 +131,10 @@ func (s *sessionSource) room(n int) (ask int, wait <-chan struct{}, busy bool) {
 // session lock, so the next receive would pass it by; the session is given up instead,
 // which hands it back, before the session's later messages and without a delivery
 // counted, to the next receiver that accepts the session.
-// Source: Service Bus docs, "Message sessions" (the session lock is an umbrella for the message locks; closing a session does not count its unsettled messages' deliveries).
+// Source: Service Bus docs, "Message sessions"
+// (https://learn.microsoft.com/azure/service-bus-messaging/message-sessions): the session
+// lock is an umbrella for the message locks, and closing a session does not count its
+// unsettled messages' deliveries.
 func (s *sessionSource) ended(m *azservicebus.ReceivedMessage, err error) {
 	s.mu.Lock()
 	if err != nil {
