@@ -12,7 +12,10 @@
 #                         as dockerd --bridge=none): the emulator listens on 127.0.0.1
 #                         at those ports itself
 #   IMAGE                 the tag to build (default sbemulator:local)
-# There is no Python conformance in this repository yet; when there is, it runs here too.
+# Only the JavaScript conformance runs against the container: the Python ones
+# (../conformance/conformance.py and probe.py) start an emulator binary of their own (on
+# port 5671 for the Python SDK, with -fault flags), and ../conformance/run.sh skips them
+# when SERVICEBUS_CONNECTION_STRING names a running emulator.
 set -euo pipefail
 here=$(cd "$(dirname "$0")" && pwd)
 root=$(cd "$here/../../.." && pwd)
