@@ -93,7 +93,7 @@ func parseFlags(args []string, output io.Writer) (*config, error) {
 	fs.DurationVar(&cfg.handler, "handler", 5*time.Millisecond, "processor mode: time each handler takes")
 	fs.BoolVar(&cfg.wire, "wire", false, "in-memory broker: serve it with sbtest.NewServer and use the real azservicebus client")
 	fs.StringVar(&cfg.csvPath, "csv", "", "also write the table as CSV to this `file`")
-	fs.StringVar(&cfg.svgPath, "svg", "", "also write an SVG chart of throughput against window to this `file`")
+	fs.StringVar(&cfg.svgPath, "svg", "", "also write SVG charts to this `file`: pipelined sends' throughput against the window, the processor's throughput and p50 against the round trip")
 	fs.DurationVar(&cfg.progress, "progress", 200*time.Millisecond, "refresh interval of the progress line (shown only on a terminal)")
 	if err := fs.Parse(args); err != nil {
 		return nil, err

@@ -153,10 +153,11 @@ func TestRelaysRacing(t *testing.T) {
 }
 
 // failOnce is a destination whose batch holding the message with id fails once, with a
-// transient error, without being stored.
+// transient error, without being stored; before, when set, runs first.
 type failOnce struct {
 	*sbtest.Sender
 	id     string
+	before func()
 	failed atomic.Bool
 }
 
@@ -185,6 +186,9 @@ func (f *failOnce) NewBatch(ctx context.Context, o *azservicebus.MessageBatchOpt
 func (f *failOnce) SendBatch(ctx context.Context, b sbkit.Batch, o *azservicebus.SendMessageBatchOptions) error {
 	ib := b.(*idBatch)
 	if slices.Contains(ib.ids, f.id) && f.failed.CompareAndSwap(false, true) {
+		if f.before != nil {
+			f.before()
+		}
 		return sbtest.TransientError
 	}
 	return f.Sender.SendBatch(ctx, ib.Batch, o)
@@ -206,9 +210,18 @@ func TestSessionFailureAcrossClaims(t *testing.T) {
 			ApplicationProperties: map[string]any{"tx": 0, "i": i}})
 	}
 	e.add("q", msgs...)
+	// The failure waits for the relay's second claim, so that it finds rows of two claims
+	// in flight: on a busy machine a claim can take longer than the first request's round
+	// trip, and the failure then found only the first claim's rows (2 released, not 7).
+	var r *pgoutbox.Relay
+	secondClaim := func() {
+		for deadline := time.Now().Add(10 * time.Second); r.Stats().Claims < 2 && time.Now().Before(deadline); {
+			time.Sleep(time.Millisecond)
+		}
+	}
 	dest := func(name string) (sbkit.MessageSender, error) {
 		s, err := e.ns.NewSender(name, nil)
-		return &failOnce{Sender: s, id: idOf("s", 0, 2)}, err
+		return &failOnce{Sender: s, id: idOf("s", 0, 2), before: secondClaim}, err
 	}
 	r, err := pgoutbox.NewRelay(e.ob, dest, &pgoutbox.RelayOptions{ClaimBatch: 5, MaxOpenClaims: 8, PollInterval: 20 * time.Millisecond,
 		Retry: fastRetry, Sender: &sender.Options{Retry: noRetry, MaxBatchMessages: 2}})
