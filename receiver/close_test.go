@@ -86,6 +86,66 @@ func TestCloseFromHandler(t *testing.T) {
 	})
 }
 
+// TestCloseKeepsDeadlineWhileHandlersRun: Close returns by its context's deadline even
+// when a handler does not: one that ignores its cancelled context, or one that called
+// Close itself with a context of its own (which cuts it like any other handler). Their
+// messages are abandoned at the cut; Run returns once the handler does.
+func TestCloseKeepsDeadlineWhileHandlersRun(t *testing.T) {
+	for _, fromHandler := range []bool{false, true} {
+		name := "a handler ignores its context"
+		if fromHandler {
+			name = "a handler calls Close with another context"
+		}
+		t.Run(name, func(t *testing.T) {
+			synctest.Test(t, func(t *testing.T) {
+				e := newEnv(t, nil)
+				e.send(t, 1)
+				var p *receiver.Processor
+				closed := make(chan error, 1)
+				var handlerReturned time.Time
+				closeIn2s := func() {
+					ctx, cancel := context.WithTimeout(context.Background(), 2*time.Second)
+					defer cancel()
+					closed <- p.Close(ctx)
+				}
+				p = newProcessor(t, e.r, func(ctx context.Context, m *azservicebus.ReceivedMessage) error {
+					if fromHandler {
+						closeIn2s()
+					}
+					time.Sleep(10 * time.Second)
+					handlerReturned = time.Now()
+					return nil
+				}, &receiver.Options{DisablePrefetch: true})
+				wait := start(t, p, context.Background())
+				synctest.Wait()
+				begin := time.Now()
+				if !fromHandler {
+					go closeIn2s()
+				}
+				if err := <-closed; !errors.Is(err, context.DeadlineExceeded) {
+					t.Errorf("Close = %v, want DeadlineExceeded", err)
+				}
+				if took := time.Since(begin); took > 2*time.Second+200*time.Millisecond {
+					t.Errorf("Close took %v with a 2 s deadline", took)
+				}
+				if err := wait(); err != nil {
+					t.Errorf("Run = %v", err)
+				}
+				if !time.Now().Equal(handlerReturned) {
+					t.Errorf("Run returned %v after the handler, want when it did", time.Since(handlerReturned))
+				}
+				s := p.Stats()
+				if s.Received != 1 || s.Abandoned != 1 || s.Completed != 0 {
+					t.Errorf("stats %+v, want the message abandoned at the cut", s)
+				}
+				if c := e.q.Counts(); c.Locked != 0 || c.Active != 1 {
+					t.Errorf("locked %d, active %d, want the message back in the queue", c.Locked, c.Active)
+				}
+			})
+		})
+	}
+}
+
 // TestShutdownGrace: a shutdown started by the end of Run's context, or by a handler
 // calling Close with its own context, gives running handlers ShutdownGrace to finish
 // and completes their messages; a handler still running at its end is cancelled and its

@@ -99,17 +99,19 @@ func (p *Processor) Run(ctx context.Context) error {
 //
 // A ctx without deadline that ends does all of this at once; a ctx that never ends
 // ([context.Background]) waits for every handler, and bounds each settlement only by
-// [Options.SettleTimeout]. Close waits for Run to return, so a handler that ignores its
-// cancelled context delays Close.
+// [Options.SettleTimeout]. Close waits for Run to return, but no longer than a moment
+// (100 ms) past ctx's end: a handler that ignores its cancelled context keeps Run
+// running after Close returned, and Run returns when that handler does.
 //
 // Called from a handler with the handler's context (or one derived from it), Close
 // starts the shutdown and returns nil at once without waiting (it would wait for its own
 // caller): the handler should then return; Run returns when the shutdown is over. That
 // shutdown lasts until ctx's deadline, or for [Options.ShutdownGrace] when ctx has none,
 // as when Run's context ends; the handler's return, which ends its context, does not cut
-// it short. A handler must pass its own context: Close tells its caller by it (Go gives
-// goroutines no identity to tell them by), and given another one it waits for Run, which
-// waits for the handler that called it: forever. Hooks must not call Close.
+// it short. Close tells its caller by that context (Go gives goroutines no identity to
+// tell them by): called from a handler with another context, Close treats the handler
+// like any other, cutting it and abandoning its message, and returns by ctx's deadline
+// (never, when ctx cannot end). Hooks must not call Close.
 //
 // Close returns ctx.Err() ([context.DeadlineExceeded] when called early) when handlers had
 // to be cancelled or settlements given up, nil otherwise. Close is safe to call twice and
@@ -149,7 +151,9 @@ func (p *Processor) shut(ctx context.Context) (r *run, wait func() error) {
 	}
 	r.stop(ctx, nil)
 	return r, func() error {
-		<-r.done
+		if !awaitRun(ctx, r.done) {
+			return ctx.Err()
+		}
 		if r.cancelledHandlers.Load() || r.leftLocked.Load() > 0 {
 			if err := ctx.Err(); err != nil {
 				return err

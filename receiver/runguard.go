@@ -1,6 +1,10 @@
 package receiver
 
-import "sync"
+import (
+	"context"
+	"sync"
+	"time"
+)
 
 // runGuard is the Run/Close bookkeeping of Processor and SessionProcessor: one Run at a
 // time, none after Close. The zero value is ready; it is safe for concurrent use.
@@ -49,4 +53,28 @@ func (g *runGuard[R]) current() *R {
 	g.mu.Lock()
 	defer g.mu.Unlock()
 	return g.cur
+}
+
+// closeSlack is how long Close waits for Run after Close's context ended: long enough for
+// the settlements given up at that moment to be counted. A handler that ignores its
+// cancelled context (or waits in Close itself, called with another context) keeps Run
+// going longer; Close does not wait for it.
+const closeSlack = 100 * time.Millisecond
+
+// awaitRun waits until done is closed, or until closeSlack after ctx ended, and reports
+// whether done was closed (Run returned).
+func awaitRun(ctx context.Context, done <-chan struct{}) bool {
+	select {
+	case <-done:
+		return true
+	case <-ctx.Done():
+	}
+	t := time.NewTimer(closeSlack)
+	defer t.Stop()
+	select {
+	case <-done:
+		return true
+	case <-t.C:
+		return false
+	}
 }

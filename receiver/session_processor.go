@@ -111,8 +111,10 @@ func (p *SessionProcessor) Run(ctx context.Context) error {
 // context (or one derived from it), Close starts the shutdown and returns nil at once (it
 // would wait for its own caller), as [Processor.Close] does: the handler should then
 // return; Run returns when the shutdown is over, which ctx's deadline bounds, or else
-// ShutdownGrace. A handler must pass its own context: given another one, Close waits for
-// Run, which waits for the handler that called it: forever. Hooks must not call Close.
+// ShutdownGrace. Given another context, Close treats the calling handler like any other
+// and returns by that context's deadline, as it does while a handler ignores its
+// cancelled context (Run returns later, when the handler does): see [Processor.Close].
+// Hooks must not call Close.
 // It returns ctx.Err() ([context.DeadlineExceeded] when called early) when
 // handlers had to be cancelled or settlements given up, nil otherwise. Safe to call
 // twice and before Run.
@@ -128,7 +130,9 @@ func (p *SessionProcessor) Close(ctx context.Context) error {
 		return nil
 	}
 	r.stop(ctx, nil)
-	<-r.done
+	if !awaitRun(ctx, r.done) {
+		return ctx.Err()
+	}
 	if r.cancels.Load() {
 		if err := ctx.Err(); err != nil {
 			return err
