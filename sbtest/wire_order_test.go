@@ -280,12 +280,17 @@ func TestServerSettlesBeforeDetach(t *testing.T) {
 						t.Fatal(err)
 					}
 				}
-				opts := &goamqp.ReceiverOptions{Credit: n, SettlementMode: goamqp.ReceiverSettleModeFirst.Ptr()}
+				// Manual credit, n once: go-amqp would otherwise top the credit up as messages
+				// are settled, and released ones would be delivered (and locked) again.
+				opts := &goamqp.ReceiverOptions{Credit: -1, SettlementMode: goamqp.ReceiverSettleModeFirst.Ptr()}
 				if session {
 					opts.Filters = []goamqp.LinkFilter{goamqp.NewLinkFilter(string(sessionFilterName), 0x00000137000000C, "s")}
 				}
 				rcv, err := sess.NewReceiver(ctx, "q", opts)
 				if err != nil {
+					t.Fatal(err)
+				}
+				if err := rcv.IssueCredit(n); err != nil {
 					t.Fatal(err)
 				}
 				for range n {
