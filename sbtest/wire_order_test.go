@@ -223,6 +223,20 @@ func TestServerStoresInArrivalOrder(t *testing.T) {
 // given back, not left locked until their locks expire.
 func TestServerSettlesBeforeDetach(t *testing.T) {
 	t.Parallel()
+	testSettlesBefore(t, "detach")
+}
+
+// TestServerSettlesBeforeClose: the same when the client closes its connection instead
+// (Proton's accept then close; AMQP 1.0 part 2.4.3, closing a connection): the
+// settlements before the close frame take effect, none is dropped with the connection.
+func TestServerSettlesBeforeClose(t *testing.T) {
+	t.Parallel()
+	testSettlesBefore(t, "close")
+}
+
+// testSettlesBefore receives n messages pre-settled, settles each with one outcome, then
+// ends with a detach or a close, and checks that every settlement took effect.
+func testSettlesBefore(t *testing.T, end string) {
 	const n = 10
 	type outcome struct {
 		name   string
@@ -265,7 +279,7 @@ func TestServerSettlesBeforeDetach(t *testing.T) {
 				t.Parallel()
 				srv := orderedWire(t, map[string]*EntityOptions{"q": {RequiresSession: session}})
 				q, _ := srv.Namespace().Entity("q")
-				_, sess := amqpSession(t, srv)
+				conn, sess := amqpSession(t, srv)
 				ctx := wireCtx(t)
 				snd, err := sess.NewSender(ctx, "q", nil)
 				if err != nil {
@@ -280,12 +294,17 @@ func TestServerSettlesBeforeDetach(t *testing.T) {
 						t.Fatal(err)
 					}
 				}
-				opts := &goamqp.ReceiverOptions{Credit: n, SettlementMode: goamqp.ReceiverSettleModeFirst.Ptr()}
+				// Manual credit, n once: go-amqp would otherwise top the credit up as messages
+				// are settled, and released ones would be delivered (and locked) again.
+				opts := &goamqp.ReceiverOptions{Credit: -1, SettlementMode: goamqp.ReceiverSettleModeFirst.Ptr()}
 				if session {
 					opts.Filters = []goamqp.LinkFilter{goamqp.NewLinkFilter(string(sessionFilterName), 0x00000137000000C, "s")}
 				}
 				rcv, err := sess.NewReceiver(ctx, "q", opts)
 				if err != nil {
+					t.Fatal(err)
+				}
+				if err := rcv.IssueCredit(n); err != nil {
 					t.Fatal(err)
 				}
 				for range n {
@@ -297,12 +316,20 @@ func TestServerSettlesBeforeDetach(t *testing.T) {
 						t.Fatal(err)
 					}
 				}
-				if err := rcv.Close(ctx); err != nil {
-					t.Fatal(err)
+				if end == "detach" {
+					if err := rcv.Close(ctx); err != nil {
+						t.Fatal(err)
+					}
+				} else {
+					if err := conn.Close(); err != nil {
+						t.Fatal(err)
+					}
+					connsGone(t, srv) // go-amqp's Close does not wait for the server's answer
 				}
-				// The server answered the detach: every settlement before it took effect.
+				// The server answered the detach, or finished the connection after the close:
+				// every settlement before either took effect.
 				if got := q.Counts().Locked; got != 0 {
-					t.Fatalf("%d messages still locked after the detach", got)
+					t.Fatalf("%d messages still locked after the %s", got, end)
 				}
 				oc.check(t, q)
 			})
