@@ -107,8 +107,9 @@ func TestScheduledMessageNumberedAtActivation(t *testing.T) {
 	}
 }
 
-// Seed 003: a message without its own TTL shows the maximum TTL to peek until it is
-// received (the entity's TTL is applied on the receive path); one with a TTL shows it.
+// "Message expiration (Time to Live)": a message without its own TTL shows the maximum
+// TTL to peek until it is received (the entity's TTL is applied on the receive path); one
+// with a TTL shows it.
 func TestPeekOfMessageWithoutTTL(t *testing.T) {
 	ctx := context.Background()
 	f := newFixture(t, &EntityOptions{DefaultTTL: time.Hour})
