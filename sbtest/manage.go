@@ -27,6 +27,7 @@ func (ns *Namespace) DeleteQueue(name string) error {
 		return fmt.Errorf("%w: queue %q", ErrNotFound, name)
 	}
 	delete(ns.entities, e.path)
+	ns.forgetLocked(e.path)
 	e.life.end()
 	return nil
 }
@@ -42,9 +43,11 @@ func (ns *Namespace) DeleteTopic(name string) error {
 		return fmt.Errorf("%w: topic %q", ErrNotFound, name)
 	}
 	delete(ns.topics, t.name)
+	ns.forgetLocked(t.name)
 	t.life.end()
 	for _, s := range t.Subscriptions() {
 		delete(ns.entities, s.path)
+		ns.forgetLocked(s.path)
 		s.life.end()
 	}
 	return nil
@@ -66,6 +69,7 @@ func (t *Topic) DeleteSubscription(name string) error {
 	sub := t.subs[i]
 	t.subs = slices.Delete(t.subs, i, i+1)
 	delete(t.ns.entities, path)
+	t.ns.forgetLocked(path)
 	sub.life.end()
 	return nil
 }

@@ -8,6 +8,7 @@ import (
 	"strings"
 	"sync"
 	"testing"
+	"unicode"
 )
 
 // NamespaceOptions configures a Namespace. The zero value (and nil) means defaults.
@@ -54,6 +55,7 @@ type Namespace struct {
 	mu       sync.Mutex
 	entities map[string]*Entity // queues and subscriptions by path
 	topics   map[string]*Topic
+	folded   map[string]string // the paths of entities and topics by foldKey
 
 	fwd    forwardQueue // messages on their way to an auto-forwarding target (forward.go)
 	status sync.Map     // *Entity or *Topic -> EntityStatus (status.go); absent means Active
@@ -102,6 +104,7 @@ func newNamespace(opts *NamespaceOptions) (*Namespace, error) {
 		maxForwardCopies: o.MaxForwardCopies,
 		entities:         make(map[string]*Entity),
 		topics:           make(map[string]*Topic),
+		folded:           make(map[string]string),
 	}
 	ns.SetLatency(o.Latency)
 	if err := ns.declare(o.Queues, o.Topics); err != nil {
@@ -168,6 +171,7 @@ func (ns *Namespace) NewQueue(name string, opts *EntityOptions) (*Entity, error)
 	}
 	e := newEntity(ns, name, nil, o, o.DefaultTTL)
 	ns.entities[name] = e
+	ns.folded[foldKey(name)] = name
 	return e, nil
 }
 
@@ -189,6 +193,7 @@ func (ns *Namespace) NewTopic(name string, opts *EntityOptions) (*Topic, error) 
 	t := &Topic{ns: ns, name: name, opts: o}
 	t.dup.window = o.DuplicateDetectionWindow
 	ns.topics[name] = t
+	ns.folded[foldKey(name)] = name
 	return t, nil
 }
 
@@ -213,23 +218,37 @@ func (ns *Namespace) Topic(name string) (*Topic, bool) {
 // path names: path itself, or the one equal to it when letter case is ignored, as the
 // service ignores it ("Naming rules and restrictions for Azure resources": resource
 // names are case-insensitive). A name that differs from an existing one only in case is
-// ErrExists, so at most one matches. A miss costs one pass over the entities. Called
-// with ns.mu held.
+// ErrExists, so at most one matches. A lookup is a map access whatever the number of
+// entities (ns.folded). Called with ns.mu held.
 func (ns *Namespace) keyLocked(path string) string {
 	if ns.entities[path] != nil || ns.topics[path] != nil {
 		return path
 	}
-	for p := range ns.entities {
-		if strings.EqualFold(p, path) {
-			return p
-		}
-	}
-	for p := range ns.topics {
-		if strings.EqualFold(p, path) {
-			return p
-		}
+	if p, ok := ns.folded[foldKey(path)]; ok {
+		return p
 	}
 	return path
+}
+
+// foldKey is the same for two paths exactly when strings.EqualFold says they are equal:
+// each rune is replaced by the smallest rune of its Unicode simple case-folding orbit.
+func foldKey(path string) string {
+	var b strings.Builder
+	b.Grow(len(path))
+	for _, r := range path {
+		m := r
+		for f := unicode.SimpleFold(r); f != r; f = unicode.SimpleFold(f) {
+			m = min(m, f)
+		}
+		b.WriteRune(m)
+	}
+	return b.String()
+}
+
+// forgetLocked removes path, a queue's, topic's or subscription's, from ns.folded.
+// Called with ns.mu held.
+func (ns *Namespace) forgetLocked(path string) {
+	delete(ns.folded, foldKey(path))
 }
 
 // existsLocked reports whether path names a queue, topic or subscription in any letter

@@ -130,6 +130,53 @@ func TestEntityNamesIgnoreCase(t *testing.T) {
 	}
 }
 
+// A lookup in any letter case costs the same however many entities the namespace holds:
+// creating one is a lookup that misses, and the admin API lets a client create the
+// service's 10,000 queues and topics per namespace ("Service Bus quotas"), so a walk over
+// every name per lookup made creating them quadratic (10,000 queues took 11 s) and every
+// miss (a link to a missing address, a GET of a missing queue) cost 10,000 comparisons
+// under the namespace's lock. A name deleted in one case is free in every case.
+func TestEntityLookupCostIsFlat(t *testing.T) {
+	missLookups := func(ns *Namespace) time.Duration {
+		start := time.Now()
+		for i := range 2000 {
+			if _, ok := ns.Entity(fmt.Sprint("Missing-", i)); ok {
+				t.Fatal("found a missing entity")
+			}
+		}
+		return time.Since(start)
+	}
+	small := NewNamespace(&NamespaceOptions{Queues: map[string]*EntityOptions{"q": nil}})
+	big := NewNamespace(nil)
+	for i := range 10_000 {
+		if _, err := big.NewQueue(fmt.Sprint("Queue-", i), nil); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if e, ok := big.Entity("QUEUE-9999"); !ok || e.Name() != "Queue-9999" {
+		t.Fatalf("Entity(QUEUE-9999) = %v, %v", e, ok)
+	}
+	// Best of three against noise from other processes; a walk costs about 1,000 times more.
+	best := func(ns *Namespace) time.Duration {
+		return min(missLookups(ns), missLookups(ns), missLookups(ns))
+	}
+	if s, b := best(small), best(big); b > 50*s+10*time.Millisecond {
+		t.Fatalf("2,000 lookups that miss took %v among 10,000 queues, %v among one", b, s)
+	}
+	if err := big.DeleteQueue("queue-7"); err != nil {
+		t.Fatal(err)
+	}
+	if _, ok := big.Entity("Queue-7"); ok {
+		t.Fatal("a deleted queue is found")
+	}
+	if _, err := big.NewTopic("QUEUE-7", nil); err != nil {
+		t.Fatalf("the name of a deleted queue in another case: %v", err)
+	}
+	if tp, ok := big.Topic("queue-7"); !ok || tp.Name() != "QUEUE-7" {
+		t.Fatalf("Topic(queue-7) = %v, %v", tp, ok)
+	}
+}
+
 // NamespaceOptions declares queues and topics with their subscriptions and options.
 func TestNamespaceOptionsEntities(t *testing.T) {
 	ns := NewTestNamespace(t, &NamespaceOptions{

@@ -256,7 +256,7 @@ func TestCancelScheduledCancelsActionCopies(t *testing.T) {
 	}
 }
 
-// hostileFilter is a 997-character filter that, on a message whose property p holds 4 KiB
+// hostileFilter is a 989-character filter that, on a message whose property p holds 4 KiB
 // of "a", builds a 1 MiB string and matches it against a LIKE pattern that backtracks at
 // every position: about 500 million steps.
 func hostileFilter() string {

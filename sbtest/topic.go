@@ -69,6 +69,7 @@ func (t *Topic) NewSubscription(name string, opts *EntityOptions) (*Entity, erro
 	e.rules.rules = rules   // before the subscription is visible: sends route by these from the start
 	e.accessed = time.Now() // as the service reports a new subscription (SDK live test TestAdminClient_ListSubscriptionRuntimeProperties)
 	t.ns.entities[path] = e
+	t.ns.folded[foldKey(path)] = path
 	t.subs = append(t.subs, e)
 	return e, nil
 }

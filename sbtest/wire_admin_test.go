@@ -98,6 +98,15 @@ func TestAdminQueueRoundTrip(t *testing.T) {
 		t.Fatalf("RequiresSession change: %v", err)
 	}
 	got.RequiresSession = to.Ptr(false)
+	// Itself in another letter case is itself: names are case-insensitive ("Naming rules
+	// and restrictions for Azure resources").
+	got.ForwardTo = to.Ptr("Q")
+	_, err = ac.UpdateQueue(ctx, "q", got.QueueProperties, nil)
+	wantStatus(t, "forward to itself as Q", err, http.StatusBadRequest)
+	if o := e.Options(); o.ForwardTo != "" {
+		t.Fatalf("a refused update forwards to %q", o.ForwardTo)
+	}
+	got.ForwardTo = nil
 	_, err = ac.UpdateQueue(ctx, "missing", got.QueueProperties, nil)
 	wantStatus(t, "update missing", err, http.StatusNotFound)
 	_, err = ac.CreateQueue(ctx, "q", nil)

@@ -201,13 +201,14 @@ func checkKept(userMetadata *string, rules *[]atom.AuthorizationRule) error {
 }
 
 // forwardTarget checks a ForwardTo value: the name (or sb://host/name URI) of an
-// existing queue or topic other than self.
+// existing queue or topic other than self, in any letter case ("Naming rules and
+// restrictions for Azure resources": names are case-insensitive).
 func (a *Handler) forwardTarget(field string, v *string, self string) error {
 	if v == nil || *v == "" {
 		return nil
 	}
 	name := forwardName(*v)
-	if name == self {
+	if strings.EqualFold(name, self) {
 		return bad("The %s property cannot point to the entity itself ('%s').", field, *v)
 	}
 	if _, ok := a.model.Topic(name); ok {
