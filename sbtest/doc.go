@@ -146,9 +146,9 @@ package sbtest
 // (the AMQP 1.0 codec), internal/atom (the administration API's documents),
 // internal/sqlfilter (rules), and internal/admin serves the administration API.
 //
-// The seam: model files refer to nothing of the server. The server uses the model
-// through its exported API and the unexported methods seam.go lists (settling by lock
-// token, the pieces of a send request, the contexts that end when an entity is
-// deleted, the model's errors). internal/admin cannot reach the model's internals at
-// all: it defines the Model it needs, and wire_admin.go adapts a Namespace to it with
-// exported methods only.
+// The seam: model files refer to nothing of the server (seam_test.go checks it). The
+// server uses the model through its exported API and the unexported methods seam.go
+// lists (settling by lock token, the pieces of a send request, the contexts that end
+// when an entity is deleted, the model's errors). internal/admin cannot reach the
+// model's internals at all: it defines the Model it needs, and wire_admin.go adapts a
+// Namespace to it with exported methods only.
