@@ -8,12 +8,18 @@
 #
 #   /usr/bin/python3 conformance.py /path/to/sbemulator
 #
+# SBEMULATOR_COMMAND, when set, is the command that starts the emulator instead (a prefix
+# the flags are appended to, split as a shell would), such as the image's
+# "docker run --rm --network host -v DIR:DIR IMAGE" (../docker/run.sh): DIR must hold
+# Config.json and the temporary directory the certificate is written to, at the same paths.
+#
 # Each step runs against its own entity of Config.json. The last line is
 # "N passed, M failed"; the exit code is 1 when a step failed.
 import datetime
 import logging
 import os
 import random
+import shlex
 import signal
 import subprocess
 import sys
@@ -40,8 +46,8 @@ FAULTS = [
 class Emulator:
     """The sbemulator process, on port 5671 of a loopback address of its own."""
 
-    def __init__(self, binary):
-        self.binary = binary
+    def __init__(self, command):
+        self.command = command
         self.cert = os.path.join(tempfile.gettempdir(), "sbemulator-cert-%d.pem" % os.getpid())
         self.proc = None
         self.stderr = []
@@ -52,13 +58,13 @@ class Emulator:
         last = ""
         for _ in range(5):
             host = "127.%d.%d.%d" % (random.randint(1, 254), random.randint(1, 254), random.randint(1, 254))
-            args = [self.binary, "-addr", host + ":5671", "-config", os.path.join(HERE, "Config.json"),
-                    "-cert", self.cert]
+            args = self.command + ["-addr", host + ":5671", "-config", os.path.join(HERE, "Config.json"),
+                                   "-cert", self.cert]
             for f in FAULTS:
                 args += ["-fault", f]
             self.proc = subprocess.Popen(args, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
             threading.Thread(target=self._drain, daemon=True).start()
-            line = self._first_line(10)
+            line = self._first_line(30)  # a container may take a while to start
             if line:
                 return line
             self.proc.wait(5)
@@ -572,10 +578,11 @@ class Run:
 
 
 def main():
-    if len(sys.argv) != 2:
-        print("usage: python3 conformance.py /path/to/sbemulator", file=sys.stderr)
+    command = shlex.split(os.environ.get("SBEMULATOR_COMMAND", ""))
+    if not command and len(sys.argv) != 2:
+        print("usage: python3 conformance.py /path/to/sbemulator, or SBEMULATOR_COMMAND set", file=sys.stderr)
         return 2
-    emu = Emulator(sys.argv[1])
+    emu = Emulator(command or [sys.argv[1]])
     started = time.monotonic()
     conn = emu.start()
     print("emulator started in %d ms: %s" % ((time.monotonic() - started) * 1000, conn), flush=True)
