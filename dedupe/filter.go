@@ -231,12 +231,8 @@ func (f *Filter) acquire(ctx context.Context, m *azservicebus.ReceivedMessage, k
 			held = true
 			f.c.held.Add(1)
 		}
-		t := time.NewTimer(wait)
-		select {
-		case <-ctx.Done():
-			t.Stop()
+		if !retry.Wait(ctx, wait) {
 			return 0, start, context.Cause(ctx)
-		case <-t.C:
 		}
 	}
 }

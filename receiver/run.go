@@ -11,6 +11,7 @@ import (
 	"github.com/cenkalti/backoff/v4"
 
 	"github.com/sbkit/sbkit"
+	"github.com/sbkit/sbkit/internal/retry"
 	"github.com/sbkit/sbkit/internal/workpool"
 	"github.com/sbkit/sbkit/locks"
 )
@@ -200,11 +201,7 @@ func (r *run) receiveLoop() error {
 		if wait == backoff.Stop {
 			return err
 		}
-		t := time.NewTimer(wait)
-		select {
-		case <-t.C:
-		case <-r.recvCtx.Done():
-			t.Stop()
+		if !retry.Wait(r.recvCtx, wait) {
 			return nil
 		}
 	}

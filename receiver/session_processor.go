@@ -15,6 +15,7 @@ import (
 	"github.com/cenkalti/backoff/v4"
 
 	"github.com/sbkit/sbkit"
+	"github.com/sbkit/sbkit/internal/retry"
 	"github.com/sbkit/sbkit/locks"
 )
 
@@ -339,7 +340,7 @@ func (r *sessionRun) slot() {
 				r.fail(err)
 				return
 			}
-			if !sleepCtx(r.acceptCtx, wait) {
+			if !retry.Wait(r.acceptCtx, wait) {
 				return
 			}
 			continue
@@ -384,18 +385,6 @@ func (r *sessionRun) accept() (sbkit.SessionReceiver, string, error) {
 func isAcceptTimeout(err error) bool {
 	var sbErr *azservicebus.Error
 	return errors.As(err, &sbErr) && sbErr.Code == azservicebus.CodeTimeout
-}
-
-// sleepCtx waits d; false when ctx ended first.
-func sleepCtx(ctx context.Context, d time.Duration) bool {
-	t := time.NewTimer(d)
-	defer t.Stop()
-	select {
-	case <-t.C:
-		return true
-	case <-ctx.Done():
-		return false
-	}
 }
 
 // process runs one session's Processor until the session is released, then releases

@@ -10,6 +10,7 @@ import (
 	"github.com/cenkalti/backoff/v4"
 
 	"github.com/sbkit/sbkit"
+	"github.com/sbkit/sbkit/internal/retry"
 	"github.com/sbkit/sbkit/locks"
 )
 
@@ -84,14 +85,11 @@ func (r *run) settle(ctx context.Context, job settleJob) error {
 		if wait == backoff.Stop {
 			break
 		}
-		t := time.NewTimer(wait)
-		select {
-		case <-t.C:
-		case <-ctx.Done():
-			t.Stop()
+		if !retry.Wait(ctx, wait) {
 			err = fmt.Errorf("%w (last error: %w)", ctx.Err(), err)
+			break
 		}
-		if ctx.Err() != nil {
+		if ctx.Err() != nil { // ended as the wait did
 			break
 		}
 	}

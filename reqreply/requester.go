@@ -191,14 +191,8 @@ func (r *Requester) complete(ctx context.Context, sr sbkit.SessionReceiver, m *a
 			}
 			wait = bo.NextBackOff()
 		}
-		if wait != backoff.Stop {
-			t := time.NewTimer(wait)
-			select {
-			case <-t.C:
-				continue
-			case <-cctx.Done():
-				t.Stop()
-			}
+		if wait != backoff.Stop && retry.Wait(cctx, wait) {
+			continue
 		}
 		err = fmt.Errorf("%w: session %s, message %s: %w", ErrReplyNotCompleted, session, m.MessageID, err)
 		r.log.Warn("reply returned but not completed", "session", session, "messageID", m.MessageID, "err", err)

@@ -11,6 +11,7 @@ import (
 	"github.com/cenkalti/backoff/v4"
 	"github.com/sbkit/sbkit"
 	ihooks "github.com/sbkit/sbkit/internal/hooks"
+	"github.com/sbkit/sbkit/internal/retry"
 )
 
 // sendGroup sends a sealed group: as batches when batching is on, else one by one.
@@ -193,14 +194,10 @@ func (s *Sender) backoff(ctx context.Context, bo backoff.BackOff, rs []*Result, 
 			ihooks.Call(r.ctx, s.log, "sender", "SendRetryHook", s.hooks.retry, func(h SendRetryHook) { h.OnSendRetry(r.ctx, e) })
 		}
 	}
-	t := time.NewTimer(wait)
-	defer t.Stop()
-	select {
-	case <-t.C:
-		return nil
-	case <-ctx.Done():
+	if !retry.Wait(ctx, wait) {
 		return s.stopCause(ctx, ctx.Err(), err)
 	}
+	return nil
 }
 
 // groupContext returns a context that ends when Close gives up or when the context of

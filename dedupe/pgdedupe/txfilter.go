@@ -329,14 +329,10 @@ func (f *TxFilter) handle(ctx context.Context, m *azservicebus.ReceivedMessage, 
 		}
 		f.retried.Add(1)
 		f.o.Logger.WarnContext(ctx, "pgdedupe: transaction failed, retrying", "key", key, "op", op, "attempt", attempt, "retryIn", wait, "err", err)
-		t := time.NewTimer(wait)
-		select {
-		case <-ctx.Done():
+		if !retry.Wait(ctx, wait) {
 			// No transaction can begin on an ended context: fail with the error that
 			// was being retried.
-			t.Stop()
 			return f.fail(ctx, m, key, attempt, start, f.ended(ctx, key, err))
-		case <-t.C:
 		}
 	}
 }

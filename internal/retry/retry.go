@@ -3,6 +3,7 @@
 package retry
 
 import (
+	"context"
 	"math"
 	"time"
 
@@ -89,4 +90,16 @@ func (c capped) NextBackOff() time.Duration {
 		return d
 	}
 	return min(d, c.max)
+}
+
+// Wait waits d before a retry and reports true, or reports false as soon as ctx ends.
+func Wait(ctx context.Context, d time.Duration) bool {
+	t := time.NewTimer(d)
+	defer t.Stop()
+	select {
+	case <-t.C:
+		return true
+	case <-ctx.Done():
+		return false
+	}
 }

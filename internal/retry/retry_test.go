@@ -1,7 +1,9 @@
 package retry
 
 import (
+	"context"
 	"testing"
+	"testing/synctest"
 	"time"
 
 	"github.com/cenkalti/backoff/v4"
@@ -81,4 +83,21 @@ func TestBackOffNeverExceedsMaxRetryDelay(t *testing.T) {
 			}
 		}
 	}
+}
+
+// TestWait: Wait reports true after the whole delay, and false as soon as its context
+// ends.
+func TestWait(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		start := time.Now()
+		if !Wait(context.Background(), time.Second) || time.Since(start) != time.Second {
+			t.Errorf("Wait(1s) returned after %v, want true after 1s", time.Since(start))
+		}
+		ctx, cancel := context.WithTimeout(context.Background(), 100*time.Millisecond)
+		defer cancel()
+		start = time.Now()
+		if Wait(ctx, time.Hour) || time.Since(start) != 100*time.Millisecond {
+			t.Errorf("Wait(1h) with a 100 ms context returned after %v, want false at 100 ms", time.Since(start))
+		}
+	})
 }

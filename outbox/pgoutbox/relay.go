@@ -224,14 +224,7 @@ func (r *Relay) retryDB(ctx context.Context, bo *backoff.BackOff, op string, row
 	}
 	wait := (*bo).NextBackOff()
 	r.dbError(ctx, op, rows, wait, err)
-	t := time.NewTimer(wait)
-	defer t.Stop()
-	select {
-	case <-t.C:
-		return true
-	case <-ctx.Done():
-		return false
-	}
+	return retry.Wait(ctx, wait)
 }
 
 // result reports a row's outcome.
