@@ -4,83 +4,24 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"os"
-	"strconv"
 	"sync"
 	"sync/atomic"
 	"testing"
 	"time"
 
-	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgxpool"
 	"github.com/sbkit/sbkit/dedupe"
 	"github.com/sbkit/sbkit/dedupe/pgdedupe"
+	"github.com/sbkit/sbkit/dedupe/pgdedupe/pgtest"
 	"github.com/sbkit/sbkit/dedupe/storetest"
 )
 
-// pgDSN is where the tests find PostgreSQL: env SBKIT_PG_DSN, default
-// postgres://postgres@127.0.0.1:5432/postgres.
-func pgDSN() string {
-	if d := os.Getenv("SBKIT_PG_DSN"); d != "" {
-		return d
-	}
-	return "postgres://postgres@127.0.0.1:5432/postgres"
-}
+var seq atomic.Int64 // makes names unique within the process
 
-var (
-	runID = strconv.FormatInt(time.Now().UnixNano(), 36)
-	seq   atomic.Int64
-)
-
-// postgres is the test database: postgres.Require(t) skips a test without it,
-// or fails it when env CI=true.
-var postgres = &storetest.External{
-	What: fmt.Sprintf("PostgreSQL at %s (env SBKIT_PG_DSN)", pgDSN()),
-	Ping: func() error {
-		ctx, cancel := context.WithTimeout(context.Background(), 3*time.Second)
-		defer cancel()
-		c, err := pgx.Connect(ctx, pgDSN())
-		if err == nil {
-			err = c.Ping(ctx)
-			_ = c.Close(ctx)
-		}
-		return err
-	},
-}
-
-// newPool returns a pool whose connections use a schema of their own (created now,
-// dropped when t ends), so that tests and runs never share a table.
+// newPool returns a pool whose connections use a schema of their own (pgtest.NewPool).
 func newPool(t testing.TB) *pgxpool.Pool {
 	t.Helper()
-	postgres.Require(t)
-	ctx := context.Background()
-	schema := fmt.Sprintf("sbkit_test_%s_%d", runID, seq.Add(1))
-	admin, err := pgx.Connect(ctx, pgDSN())
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer admin.Close(ctx)
-	if _, err := admin.Exec(ctx, "CREATE SCHEMA "+pgx.Identifier{schema}.Sanitize()); err != nil {
-		t.Fatal(err)
-	}
-	cfg, err := pgxpool.ParseConfig(pgDSN())
-	if err != nil {
-		t.Fatal(err)
-	}
-	cfg.ConnConfig.RuntimeParams["search_path"] = schema
-	pool, err := pgxpool.NewWithConfig(ctx, cfg)
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() {
-		pool.Close()
-		c, err := pgx.Connect(ctx, pgDSN())
-		if err != nil {
-			return
-		}
-		defer c.Close(ctx)
-		_, _ = c.Exec(ctx, "DROP SCHEMA "+pgx.Identifier{schema}.Sanitize()+" CASCADE")
-	})
+	pool, _ := pgtest.NewPool(t)
 	return pool
 }
 

@@ -12,6 +12,7 @@ import (
 	"github.com/jackc/pgx/v5/pgxpool"
 	"github.com/sbkit/sbkit"
 	"github.com/sbkit/sbkit/dedupe/pgdedupe"
+	"github.com/sbkit/sbkit/dedupe/pgdedupe/pgtest"
 )
 
 // errorHook records a TxFilter's database errors; it panics once to show that a
@@ -93,7 +94,7 @@ func unreachableStore(t *testing.T) *pgdedupe.Store {
 // TestDatabaseDown: with the database unreachable the filter retries a bounded number of
 // times, holding the delivery, then fails closed with a *TxError: the handler never runs.
 func TestDatabaseDown(t *testing.T) {
-	postgres.Require(t)
+	pgtest.Require(t)
 	s := unreachableStore(t)
 	f, err := pgdedupe.NewTxFilter(s, &pgdedupe.TxOptions{Retry: sbkit.RetryOptions{MaxRetries: 2, RetryDelay: -1}})
 	if err != nil {
@@ -118,7 +119,7 @@ func TestDatabaseDown(t *testing.T) {
 // retry, the result wraps the context's cause and still names the database error that
 // was being retried; no further transaction is begun.
 func TestContextEndsWhileHeld(t *testing.T) {
-	postgres.Require(t)
+	pgtest.Require(t)
 	s := unreachableStore(t)
 	var hook errorHook
 	var results []pgdedupe.TxResult

@@ -4,56 +4,32 @@ import (
 	"bytes"
 	"context"
 	"fmt"
-	"os"
 	"strings"
 	"testing"
 	"time"
 
 	"github.com/jackc/pgx/v5"
-	"github.com/sbkit/sbkit/dedupe/storetest"
+	"github.com/sbkit/sbkit/dedupe/pgdedupe/pgtest"
 	"github.com/sbkit/sbkit/examples/internal/leaktest"
 )
-
-const dsn = "postgres://postgres@127.0.0.1:5432/postgres"
 
 // env is the test's environment: the default broker (in memory) and SBKIT_PG_DSN.
 func env(key string) string {
 	if key == DSNEnv {
-		return pgDSN()
+		return pgtest.DSN()
 	}
 	return ""
-}
-
-func pgDSN() string {
-	if d := strings.TrimSpace(os.Getenv(DSNEnv)); d != "" {
-		return d
-	}
-	return dsn
-}
-
-var postgres = &storetest.External{
-	What: fmt.Sprintf("PostgreSQL at %s (env %s)", pgDSN(), DSNEnv),
-	Ping: func() error {
-		ctx, cancel := context.WithTimeout(context.Background(), 3*time.Second)
-		defer cancel()
-		c, err := pgx.Connect(ctx, pgDSN())
-		if err == nil {
-			err = c.Ping(ctx)
-			_ = c.Close(ctx)
-		}
-		return err
-	},
 }
 
 // TestOutboxExample runs the example in memory: every order is shipped once although one
 // Complete fails after its commit, and every follow-up reaches the broker once.
 func TestOutboxExample(t *testing.T) {
-	postgres.Require(t)
+	pgtest.Require(t)
 	leaktest.Check(t)
 	schema := fmt.Sprintf("sbkit_example_test_%d", time.Now().UnixNano())
 	t.Cleanup(func() {
 		ctx := context.Background()
-		if c, err := pgx.Connect(ctx, pgDSN()); err == nil {
+		if c, err := pgx.Connect(ctx, pgtest.DSN()); err == nil {
 			_, _ = c.Exec(ctx, "DROP SCHEMA "+pgx.Identifier{schema}.Sanitize()+" CASCADE")
 			_ = c.Close(ctx)
 		}

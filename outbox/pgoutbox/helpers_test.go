@@ -3,13 +3,10 @@ package pgoutbox_test
 import (
 	"context"
 	"fmt"
-	"os"
 	"runtime"
 	"sort"
-	"strconv"
 	"strings"
 	"sync"
-	"sync/atomic"
 	"testing"
 	"time"
 
@@ -17,79 +14,11 @@ import (
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgxpool"
 	"github.com/sbkit/sbkit"
-	"github.com/sbkit/sbkit/dedupe/storetest"
+	"github.com/sbkit/sbkit/dedupe/pgdedupe/pgtest"
 	"github.com/sbkit/sbkit/outbox/pgoutbox"
 	"github.com/sbkit/sbkit/sbtest"
 	"github.com/sbkit/sbkit/sender"
 )
-
-// pgDSN is where the tests find PostgreSQL: env SBKIT_PG_DSN, default
-// postgres://postgres@127.0.0.1:5432/postgres.
-func pgDSN() string {
-	if d := os.Getenv("SBKIT_PG_DSN"); d != "" {
-		return d
-	}
-	return "postgres://postgres@127.0.0.1:5432/postgres"
-}
-
-var (
-	runID = strconv.FormatInt(time.Now().UnixNano(), 36)
-	seq   atomic.Int64
-)
-
-// postgres is the test database: postgres.Require(t) skips a test without it, or fails
-// it when env CI=true.
-var postgres = &storetest.External{
-	What: fmt.Sprintf("PostgreSQL at %s (env SBKIT_PG_DSN)", pgDSN()),
-	Ping: func() error {
-		ctx, cancel := context.WithTimeout(context.Background(), 3*time.Second)
-		defer cancel()
-		c, err := pgx.Connect(ctx, pgDSN())
-		if err == nil {
-			err = c.Ping(ctx)
-			_ = c.Close(ctx)
-		}
-		return err
-	},
-}
-
-// newPool returns a pool whose connections use a schema of their own (created now,
-// dropped when t ends), so that tests and runs never share a table, and the schema.
-func newPool(t testing.TB) (*pgxpool.Pool, string) {
-	t.Helper()
-	postgres.Require(t)
-	ctx := context.Background()
-	schema := fmt.Sprintf("sbkit_outbox_test_%s_%d", runID, seq.Add(1))
-	admin, err := pgx.Connect(ctx, pgDSN())
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer admin.Close(ctx)
-	if _, err := admin.Exec(ctx, "CREATE SCHEMA "+pgx.Identifier{schema}.Sanitize()); err != nil {
-		t.Fatal(err)
-	}
-	cfg, err := pgxpool.ParseConfig(pgDSN())
-	if err != nil {
-		t.Fatal(err)
-	}
-	cfg.ConnConfig.RuntimeParams["search_path"] = schema
-	pool, err := pgxpool.NewWithConfig(ctx, cfg)
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() {
-		// Not waited for: after a test that cancelled a query on purpose (a relay cut
-		// short), pgx drains that connection for up to 15 s before Close returns.
-		go pool.Close()
-		c, err := pgx.Connect(ctx, pgDSN())
-		if err != nil {
-			return
-		}
-		defer c.Close(ctx)
-		_, _ = c.Exec(ctx, "DROP SCHEMA "+pgx.Identifier{schema}.Sanitize()+" CASCADE")
-	})
-	return pool, schema
-}
 
 // env is a database with an outbox (in a schema of its own) and an sbtest namespace
 // whose queues detect duplicates.
@@ -102,7 +31,7 @@ type env struct {
 
 func newEnv(t testing.TB) *env {
 	t.Helper()
-	pool, schema := newPool(t)
+	pool, schema := pgtest.NewPool(t)
 	// The schema named, so that the notification channel is the test's own too.
 	ob, err := pgoutbox.New(pool, &pgoutbox.Options{Schema: schema})
 	if err != nil {

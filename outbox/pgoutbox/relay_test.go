@@ -15,6 +15,7 @@ import (
 	"github.com/jackc/pgx/v5/pgconn"
 	"github.com/jackc/pgx/v5/pgxpool"
 	"github.com/sbkit/sbkit"
+	"github.com/sbkit/sbkit/dedupe/pgdedupe/pgtest"
 	"github.com/sbkit/sbkit/outbox/pgoutbox"
 	"github.com/sbkit/sbkit/sbtest"
 	"github.com/sbkit/sbkit/sender"
@@ -166,7 +167,7 @@ func (f startFunc) OnSendStart(ctx context.Context, _ sender.SendStart) context.
 // TestDatabaseDown: claims that fail are reported (a *RelayError wrapping the
 // database's error) and retried; the relay still closes promptly.
 func TestDatabaseDown(t *testing.T) {
-	postgres.Require(t)
+	pgtest.Require(t)
 	pool, err := pgxpool.New(context.Background(), "postgres://postgres@127.0.0.1:1/postgres?connect_timeout=1")
 	if err != nil {
 		t.Fatal(err)
