@@ -9,6 +9,7 @@ import (
 
 	"github.com/Azure/azure-sdk-for-go/sdk/messaging/azservicebus"
 
+	"github.com/sbkit/sbkit"
 	"github.com/sbkit/sbkit/receiver"
 	"github.com/sbkit/sbkit/sbtest"
 )
@@ -91,6 +92,37 @@ func TestCloseFromHandler(t *testing.T) {
 // Close itself with a context of its own (which cuts it like any other handler). Their
 // messages are abandoned at the cut; Run returns once the handler does.
 func TestCloseKeepsDeadlineWhileHandlersRun(t *testing.T) {
+	testHandlerOutlastsClose(t, func(t *testing.T, h sbkit.Handler) outlasted {
+		e := newEnv(t, nil)
+		e.send(t, 1)
+		p := newProcessor(t, e.r, h, &receiver.Options{DisablePrefetch: true})
+		return outlasted{
+			close: p.Close,
+			run:   func() func() error { return start(t, p, context.Background()) },
+			stats: p.Stats,
+			after: func(t *testing.T) {
+				if c := e.q.Counts(); c.Locked != 0 || c.Active != 1 {
+					t.Errorf("locked %d, active %d, want the message back in the queue", c.Locked, c.Active)
+				}
+			},
+		}
+	})
+}
+
+// outlasted is a processor under testHandlerOutlastsClose, with one message to handle.
+type outlasted struct {
+	close func(context.Context) error
+	run   func() (wait func() error) // starts Run
+	stats func() receiver.Stats
+	after func(t *testing.T) // further checks once Run returned
+}
+
+// testHandlerOutlastsClose runs, for each way a handler can outlast Close (ignoring its
+// cancelled context; calling Close with a context of its own), a processor that build
+// makes with a handler that does so for 10 s, and a Close with a 2 s deadline. Close
+// must return DeadlineExceeded by its deadline (and a moment), Run nil when the handler
+// returns, and the message must have been abandoned at the cut.
+func testHandlerOutlastsClose(t *testing.T, build func(t *testing.T, h sbkit.Handler) outlasted) {
 	for _, fromHandler := range []bool{false, true} {
 		name := "a handler ignores its context"
 		if fromHandler {
@@ -98,25 +130,23 @@ func TestCloseKeepsDeadlineWhileHandlersRun(t *testing.T) {
 		}
 		t.Run(name, func(t *testing.T) {
 			synctest.Test(t, func(t *testing.T) {
-				e := newEnv(t, nil)
-				e.send(t, 1)
-				var p *receiver.Processor
+				var p outlasted
 				closed := make(chan error, 1)
 				var handlerReturned time.Time
 				closeIn2s := func() {
 					ctx, cancel := context.WithTimeout(context.Background(), 2*time.Second)
 					defer cancel()
-					closed <- p.Close(ctx)
+					closed <- p.close(ctx)
 				}
-				p = newProcessor(t, e.r, func(ctx context.Context, m *azservicebus.ReceivedMessage) error {
+				p = build(t, func(ctx context.Context, m *azservicebus.ReceivedMessage) error {
 					if fromHandler {
 						closeIn2s()
 					}
 					time.Sleep(10 * time.Second)
 					handlerReturned = time.Now()
 					return nil
-				}, &receiver.Options{DisablePrefetch: true})
-				wait := start(t, p, context.Background())
+				})
+				wait := p.run()
 				synctest.Wait()
 				begin := time.Now()
 				if !fromHandler {
@@ -134,13 +164,10 @@ func TestCloseKeepsDeadlineWhileHandlersRun(t *testing.T) {
 				if !time.Now().Equal(handlerReturned) {
 					t.Errorf("Run returned %v after the handler, want when it did", time.Since(handlerReturned))
 				}
-				s := p.Stats()
-				if s.Received != 1 || s.Abandoned != 1 || s.Completed != 0 {
+				if s := p.stats(); s.Received != 1 || s.Abandoned != 1 || s.Completed != 0 {
 					t.Errorf("stats %+v, want the message abandoned at the cut", s)
 				}
-				if c := e.q.Counts(); c.Locked != 0 || c.Active != 1 {
-					t.Errorf("locked %d, active %d, want the message back in the queue", c.Locked, c.Active)
-				}
+				p.after(t)
 			})
 		})
 	}
