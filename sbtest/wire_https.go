@@ -22,6 +22,7 @@ import (
 	"github.com/Azure/azure-sdk-for-go/sdk/azcore"
 	"github.com/Azure/azure-sdk-for-go/sdk/messaging/azservicebus/admin"
 	adminapi "github.com/sbkit/sbkit/sbtest/internal/admin"
+	"github.com/sbkit/sbkit/sbtest/internal/explorer"
 )
 
 // TLS shares the AMQP port: the SDKs speak AMQP over TLS (without the emulator flag) and
@@ -70,7 +71,8 @@ func newAdminServer(s *Server, plain net.Listener) (*adminServer, error) {
 	// its answer within the write timeout; an idle keep-alive connection is closed after
 	// AdminIdleTimeout (net/http keeps it forever without IdleTimeout and ReadTimeout).
 	a.http = &http.Server{
-		Handler:           a.api,
+		Handler:           withExplorer(a.api, explorer.New(explorerModel{adminModel{s.ns}})),
+		ConnContext:       markPlain,
 		ReadHeaderTimeout: s.limits.handshakeTimeout,
 		ReadTimeout:       s.limits.writeTimeout,
 		WriteTimeout:      s.limits.writeTimeout,

@@ -1,0 +1,319 @@
+package explorer
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"maps"
+	"net/http"
+	"slices"
+	"strconv"
+	"time"
+
+	"github.com/Azure/azure-sdk-for-go/sdk/messaging/azservicebus"
+)
+
+// Bounds of an action: it stops after actionTimeout (a re-drive or purge of a long
+// queue then reports what it did, and can be run again), waits idleWait for a message
+// before it concludes that none is available, receives in batches of receiveBatch,
+// and settles what it still holds within settleTimeout after it stops.
+const (
+	actionTimeout = 20 * time.Second
+	idleWait      = 250 * time.Millisecond
+	receiveBatch  = 250
+	settleTimeout = 10 * time.Second
+)
+
+// actionContext bounds an action of r.
+func actionContext(r *http.Request) (context.Context, context.CancelFunc) {
+	return context.WithTimeout(r.Context(), actionTimeout)
+}
+
+// settleContext is the context of the settlements an action owes once it stops: it
+// outlives the action's own deadline, so that no lock the action took is left to
+// expire.
+func settleContext(ctx context.Context) (context.Context, context.CancelFunc) {
+	return context.WithTimeout(context.WithoutCancel(ctx), settleTimeout)
+}
+
+// receiveAvailable receives up to max messages that are available now: it returns
+// none, without an error, when none comes within idleWait (what is left is locked by
+// other receivers, deferred, scheduled, or gone).
+func receiveAvailable(ctx context.Context, r Receiver, max int) ([]*azservicebus.ReceivedMessage, error) {
+	wait, cancel := context.WithTimeout(ctx, idleWait)
+	defer cancel()
+	ms, err := r.ReceiveMessages(wait, max, nil)
+	if err != nil && ctx.Err() == nil && errors.Is(err, context.DeadlineExceeded) {
+		return nil, nil
+	}
+	return ms, err
+}
+
+// closeQuietly closes c within the settle timeout; an explorer action has reported its
+// outcome by then, and the model's receivers and senders cannot fail to close.
+func closeQuietly(ctx context.Context, c interface{ Close(context.Context) error }) {
+	cctx, cancel := settleContext(ctx)
+	defer cancel()
+	_ = c.Close(cctx)
+}
+
+// send serves POST send: {path, body, contentType, properties, sessionId,
+// scheduledEnqueueTime, ...} (sendJSON) sends Count copies (default 1) to the queue or
+// topic at path, or schedules them.
+func (h *Handler) send(r *http.Request) (any, error) {
+	var req sendJSON
+	if err := readJSON(r, &req); err != nil {
+		return nil, err
+	}
+	e, err := h.lookup(req.Path)
+	if err != nil {
+		return nil, err
+	}
+	if e.kind == "subscription" {
+		return nil, badRequest("messages are sent to a queue or a topic, not to a subscription: send to topic " + strconv.Quote(e.topic))
+	}
+	n := req.Count
+	if n == 0 {
+		n = 1
+	}
+	if n < 0 || n > maxSendCount {
+		return nil, badRequest(fmt.Sprintf("count must be in [1, %d]", maxSendCount))
+	}
+	msg, at, err := req.message()
+	if err != nil {
+		return nil, err
+	}
+	ctx, cancel := actionContext(r)
+	defer cancel()
+	s, err := h.model.NewSender(e.path)
+	if err != nil {
+		return nil, err
+	}
+	defer closeQuietly(ctx, s)
+	msgs := make([]*azservicebus.Message, n)
+	for i := range msgs {
+		c := *msg
+		c.ApplicationProperties = maps.Clone(msg.ApplicationProperties)
+		msgs[i] = &c
+	}
+	out := struct {
+		Sent            int     `json:"sent"`
+		SequenceNumbers []int64 `json:"sequenceNumbers,omitempty"`
+	}{}
+	if !at.IsZero() {
+		seqs, err := s.ScheduleMessages(ctx, msgs, at, nil)
+		if err != nil {
+			return nil, err
+		}
+		out.Sent, out.SequenceNumbers = len(seqs), seqs
+		return out, nil
+	}
+	for _, m := range msgs {
+		if err := s.SendMessage(ctx, m, nil); err != nil {
+			if out.Sent == 0 {
+				return nil, err
+			}
+			return nil, fmt.Errorf("sent %d of %d, then: %w", out.Sent, n, err)
+		}
+		out.Sent++
+	}
+	return out, nil
+}
+
+// selectJSON picks messages of an entity's main or dead-letter queue: those with the
+// given sequence numbers, or All of them.
+type selectJSON struct {
+	Path            string  `json:"path"`
+	Queue           string  `json:"queue"`
+	SequenceNumbers []int64 `json:"sequenceNumbers"`
+	All             bool    `json:"all"`
+}
+
+// failureJSON is a message an action could not handle, and why.
+type failureJSON struct {
+	SequenceNumber int64  `json:"sequenceNumber"`
+	Error          string `json:"error"`
+}
+
+// redriveJSON is what a re-drive did: Redriven dead letters were copied to Target and
+// then completed; Failed ones stay in the dead-letter queue (except where the error
+// says the copy was stored); PassedOver messages were received and abandoned to reach
+// the selected ones (their delivery count went up by one); NotFound selected numbers
+// were not available (locked by another receiver, or gone).
+type redriveJSON struct {
+	Target     string        `json:"target"`
+	Redriven   int           `json:"redriven"`
+	Failed     []failureJSON `json:"failed"`
+	PassedOver int           `json:"passedOver"`
+	NotFound   []int64       `json:"notFound"`
+	Stopped    string        `json:"stopped,omitempty"`
+}
+
+// deadLetterProperties are the application properties the service adds to a
+// dead-lettered message (the SDK reads DeadLetterReason and DeadLetterErrorDescription
+// from them, message.go of azservicebus); a re-driven copy goes without them.
+var deadLetterProperties = []string{"DeadLetterReason", "DeadLetterErrorDescription"}
+
+// redriveCopy is the message a re-drive sends for the dead letter m: its body, its
+// MessageID and every system and application property a sender sets, without the
+// dead-letter properties; the broker assigns a new sequence number, enqueued time and
+// delivery count.
+func redriveCopy(m *azservicebus.ReceivedMessage) *azservicebus.Message {
+	props := maps.Clone(m.ApplicationProperties)
+	for _, k := range deadLetterProperties {
+		delete(props, k)
+	}
+	if len(props) == 0 {
+		props = nil
+	}
+	id := m.MessageID
+	return &azservicebus.Message{
+		ApplicationProperties: props,
+		Body:                  m.Body,
+		ContentType:           m.ContentType,
+		CorrelationID:         m.CorrelationID,
+		MessageID:             &id,
+		PartitionKey:          m.PartitionKey,
+		ReplyTo:               m.ReplyTo,
+		ReplyToSessionID:      m.ReplyToSessionID,
+		SessionID:             m.SessionID,
+		Subject:               m.Subject,
+		TimeToLive:            m.TimeToLive,
+		To:                    m.To,
+	}
+}
+
+// redrive serves POST redrive: {path, sequenceNumbers | all} moves dead letters of the
+// queue or subscription at path back to their source: the queue itself, or the
+// subscription's topic (every subscription whose rules match gets a copy, as when it
+// was first sent).
+//
+// It keeps the guarantees of a re-drive that loses nothing: each dead letter is
+// received with a lock, its copy (redriveCopy) is sent, and only once the send has
+// succeeded is the dead letter completed; a failed send abandons it (it stays). A copy
+// the target's duplicate detection would drop (same MessageID within its window) is
+// not sent and the dead letter stays. A completion that fails after the copy was
+// stored leaves both, reported; the kept MessageID lets duplicate detection or a
+// consumer's de-duplication recognise the second one.
+//
+// Selected messages are reached as any client reaches a message in the middle of a
+// queue: the ones before them are received too and abandoned when the action ends.
+// "All" re-drives at most the dead letters there were when it started, so that copies
+// dead-lettered again meanwhile are not re-driven in a loop.
+func (h *Handler) redrive(r *http.Request) (any, error) {
+	var req selectJSON
+	if err := readJSON(r, &req); err != nil {
+		return nil, err
+	}
+	e, err := h.lookup(req.Path)
+	if err != nil {
+		return nil, err
+	}
+	if e.entity == nil {
+		return nil, badRequest("a topic has no dead-letter queue: re-drive one of its subscriptions'")
+	}
+	if req.All == (len(req.SequenceNumbers) > 0) {
+		return nil, badRequest("give either sequenceNumbers or all")
+	}
+	target, window := e.path, e.entity.Options().DuplicateDetectionWindow
+	if e.kind == "subscription" {
+		t, ok := h.model.Topic(e.topic)
+		if !ok {
+			return nil, &apiError{status: http.StatusNotFound, msg: "topic " + strconv.Quote(e.topic) + " is gone"}
+		}
+		target, window = t.Name(), t.Options().DuplicateDetectionWindow
+	}
+	want := make(map[int64]bool, len(req.SequenceNumbers))
+	for _, n := range req.SequenceNumbers {
+		want[n] = true
+	}
+	limit := len(want)
+	if req.All {
+		limit = e.entity.Counts().DeadLetter
+	}
+	ctx, cancel := actionContext(r)
+	defer cancel()
+	rcv, err := h.model.NewReceiver(e.path, true, azservicebus.ReceiveModePeekLock)
+	if err != nil {
+		return nil, err
+	}
+	defer closeQuietly(ctx, rcv)
+	snd, err := h.model.NewSender(target)
+	if err != nil {
+		return nil, err
+	}
+	defer closeQuietly(ctx, snd)
+
+	out := redriveJSON{Target: target, Failed: []failureJSON{}, NotFound: []int64{}}
+	var passed []*azservicebus.ReceivedMessage
+	defer func() { // give back what was received only to reach the selected ones
+		sctx, scancel := settleContext(ctx)
+		defer scancel()
+		for _, m := range passed {
+			_ = rcv.AbandonMessage(sctx, m, nil)
+		}
+	}()
+	var last int64 // the highest selected number: messages are received in order
+	for n := range want {
+		last = max(last, n)
+	}
+	done, beyond := 0, false
+	for done < limit && !beyond {
+		n := receiveBatch
+		if req.All {
+			n = min(n, limit-done)
+		}
+		ms, err := receiveAvailable(ctx, rcv, n)
+		if err != nil {
+			out.Stopped = err.Error()
+			break
+		}
+		if len(ms) == 0 {
+			break
+		}
+		for _, m := range ms {
+			seq := *m.SequenceNumber
+			if (!req.All && !want[seq]) || done >= limit {
+				passed = append(passed, m)
+				beyond = beyond || (!req.All && seq > last)
+				continue
+			}
+			delete(want, seq)
+			done++
+			if err := h.redriveOne(ctx, rcv, snd, m, window); err != nil {
+				out.Failed = append(out.Failed, failureJSON{SequenceNumber: seq, Error: err.Error()})
+				continue
+			}
+			out.Redriven++
+		}
+	}
+	for seq := range want {
+		out.NotFound = append(out.NotFound, seq)
+	}
+	slices.Sort(out.NotFound)
+	out.PassedOver = len(passed)
+	return out, nil
+}
+
+// redriveOne copies the dead letter m through snd, then completes it; see redrive.
+func (h *Handler) redriveOne(ctx context.Context, rcv Receiver, snd Sender, m *azservicebus.ReceivedMessage, window time.Duration) error {
+	sctx, cancel := settleContext(ctx)
+	defer cancel()
+	// "Duplicate detection": the broker drops a message whose MessageId it accepted
+	// within the window, and the send still succeeds
+	// (https://learn.microsoft.com/azure/service-bus-messaging/duplicate-detection).
+	// The original was accepted no later than its EnqueuedTime.
+	if window > 0 && m.EnqueuedTime != nil && time.Since(*m.EnqueuedTime) < window {
+		_ = rcv.AbandonMessage(sctx, m, nil)
+		return fmt.Errorf("not re-driven: the target detects duplicates for %v and MessageId %q was sent at %s, so the copy would be dropped; re-drive it after %s",
+			window, m.MessageID, m.EnqueuedTime.UTC().Format(time.RFC3339), m.EnqueuedTime.Add(window).UTC().Format(time.RFC3339))
+	}
+	if err := snd.SendMessage(ctx, redriveCopy(m), nil); err != nil {
+		_ = rcv.AbandonMessage(sctx, m, nil)
+		return fmt.Errorf("not re-driven, the dead letter stays: sending the copy: %w", err)
+	}
+	if err := rcv.CompleteMessage(sctx, m, nil); err != nil {
+		return fmt.Errorf("the copy was stored but completing the dead letter failed, so both exist (same MessageId %q): %w", m.MessageID, err)
+	}
+	return nil
+}
