@@ -12,7 +12,8 @@
 // Properties), read from /ServiceBus_Emulator/ConfigFiles/Config.json when that file
 // exists and no -config is given; AMQP on port 5672; the administration API over plain
 // HTTP on port 5300 with GET /health (-http-addr, EMULATOR_HTTP_PORT), as well as over
-// TLS on the AMQP port; -advertise HOST for the connection string and the certificate
+// TLS on the AMQP port; the explorer, a web page that shows the entities, their counts
+// and messages and sends, re-drives, purges and deletes messages, at / of that HTTP port; -advertise HOST for the connection string and the certificate
 // (-admin-cert writes it). Every flag can be set from the environment
 // (SBEMULATOR_<FLAG>). The latency model (-latency, -store-time, -store-concurrency) and
 // fault injection (-fault) of sbtest are reachable from flags. Run with -h for every
@@ -106,7 +107,7 @@ func run(ctx context.Context, args []string, lookupEnv func(string) (string, boo
 		fmt.Fprintf(stderr, "sbemulator: configuration %s\n", f)
 	}
 	if u := srv.AdminHTTPURL(); u != "" {
-		fmt.Fprintf(stderr, "sbemulator: administration API and health check on %s (%s/health)\n", u, u)
+		fmt.Fprintf(stderr, "sbemulator: explorer on %s/, administration API and health check on %s (%s/health)\n", u, u, u)
 	}
 	fmt.Fprintf(stderr, "sbemulator: listening on %s (%d queues, %d topics) in %v; stop with Ctrl-C\n",
 		srv.Addr(), len(cfg.entities.Queues), len(cfg.entities.Topics), time.Since(start).Round(time.Microsecond))
@@ -145,7 +146,7 @@ func parseFlags(args []string, lookupEnv func(string) (string, bool), stderr io.
 	var queues, topics, subs []string
 	var entityOpts sbtest.EntityOptions
 	fs.StringVar(&cfg.addr, "addr", defaultAddr, "TCP `address` to listen on for AMQP, AMQP over TLS and the administration API over TLS (port 0 picks a free one)")
-	fs.StringVar(&cfg.httpAddr, "http-addr", "", "TCP `address` of the administration API over plain HTTP and GET /health, or off (default: -addr's host, port $EMULATOR_HTTP_PORT or 5300, as Microsoft's emulator; a free port when -addr's port is 0)")
+	fs.StringVar(&cfg.httpAddr, "http-addr", "", "TCP `address` of the administration API over plain HTTP, GET /health and the explorer page (/), or off (default: -addr's host, port $EMULATOR_HTTP_PORT or 5300, as Microsoft's emulator; a free port when -addr's port is 0)")
 	fs.StringVar(&cfg.advertise, "advertise", "", "`host` (name or IP) clients reach the emulator at: the connection string's, and a name of the certificate (default: -addr's IP, 127.0.0.1 when it listens on every interface)")
 	fs.StringVar(&cfg.cert, "cert", "", "write the self-signed TLS certificate of AMQP over TLS and the HTTPS administration API (PEM) to `file`, for clients to trust")
 	fs.StringVar(&cfg.cert, "admin-cert", "", "the same as -cert (its former name)")

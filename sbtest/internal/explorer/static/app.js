@@ -55,7 +55,7 @@ function fmtBytes(n) {
 }
 function fmtMs(ms) {
   if (!ms) return "none";
-  if (ms >= 10675199 * 86400000 * 0.99) return "max (none set)";
+  if (ms >= 106751 * 86400000) return "max (none set)"; // TimeSpan.MaxValue or Go's longest duration
   const s = ms / 1000;
   if (s < 120) return s + " s";
   if (s < 7200) return (s / 60).toFixed(s % 60 ? 1 : 0) + " min";
@@ -98,9 +98,9 @@ function route() {
   if (m) {
     const path = decodeURIComponent(m[1]);
     const queue = m[2] ? "deadletter" : "main";
-    const changed = state.view !== "entity" || state.path !== path;
+    const changed = state.view !== "entity" || state.path !== path || state.queue !== queue;
     state.view = "entity";
-    if (changed || state.queue !== queue) {
+    if (changed) {
       state.path = path; state.queue = queue;
       state.msgFrom = 0; state.pageStarts = []; state.selected.clear(); state.message = null;
       $("message-card").hidden = true;
@@ -162,7 +162,7 @@ async function loadNamespace() {
   $("ns-prev").disabled = ns.skip === 0;
   $("ns-next").disabled = last >= ns.matched;
   $("clock").textContent = "updated " + new Date(ns.time).toLocaleTimeString() + " (" + Math.round(performance.now() - t0) + " ms)";
-  document.body.dataset.nsLoaded = String(Date.now());
+  document.body.dataset.nsLoaded = String(Math.round(performance.now()));
 }
 
 // ---- entity view ----------------------------------------------------------------------
@@ -235,7 +235,7 @@ async function loadEntity(first) {
   $("state").disabled = state.queue === "deadletter";
   $("purge").textContent = state.queue === "deadletter" ? "Purge dead letters" : "Purge";
   if (first && e.kind !== "topic") await loadMessages();
-  document.body.dataset.entityLoaded = String(Date.now());
+  document.body.dataset.entityLoaded = String(Math.round(performance.now()));
 }
 
 // ---- messages -------------------------------------------------------------------------
@@ -265,7 +265,7 @@ async function loadMessages() {
   $("msg-next").disabled = state.msgNext === null;
   $("msg-summary").textContent = "page " + (state.pageStarts.length + 1) + " · " + page.messages.length + " shown" +
     (page.scanned > page.messages.length ? " (" + fmtInt(page.scanned) + " peeked)" : "") + " · " + Math.round(performance.now() - t0) + " ms";
-  document.body.dataset.messagesLoaded = String(Date.now());
+  document.body.dataset.messagesLoaded = String(Math.round(performance.now()));
 }
 
 function decodeBody(b64) {
