@@ -9,6 +9,7 @@ import (
 	"github.com/Azure/azure-sdk-for-go/sdk/messaging/azservicebus"
 
 	"github.com/sbkit/sbkit"
+	"github.com/sbkit/sbkit/internal/heapq"
 )
 
 // PeekMessages returns up to maxMessageCount messages without locking them, in
@@ -55,17 +56,34 @@ func (r *Receiver) PeekMessages(ctx context.Context, maxMessageCount int, option
 
 // collect returns copies of the messages of sq with seq >= from that pass keep, by
 // sequence number, at most max of them (all when max < 0). Called with the entity's lock.
+// With a max it keeps the max lowest in a heap while it walks the subqueue, so that a
+// page of a long queue costs O(n log max), not a sort of everything after from.
 func collect(sq *subqueue, from int64, max int, keep func(*message) bool) []*azservicebus.ReceivedMessage {
 	var ms []*message
-	for seq, m := range sq.bySeq {
-		if seq >= from && keep(m) {
-			ms = append(ms, m)
+	if max < 0 {
+		for seq, m := range sq.bySeq {
+			if seq >= from && keep(m) {
+				ms = append(ms, m)
+			}
+		}
+	} else if max > 0 {
+		highest := heapq.New(func(a, b *message) bool { return a.seq > b.seq }, func(*message, int) {})
+		for seq, m := range sq.bySeq {
+			if seq < from || !keep(m) {
+				continue
+			}
+			if highest.Len() < max {
+				highest.Push(m)
+			} else if top, _ := highest.Peek(); seq < top.seq {
+				highest.Pop()
+				highest.Push(m)
+			}
+		}
+		for highest.Len() > 0 {
+			ms = append(ms, highest.Pop())
 		}
 	}
 	slices.SortFunc(ms, func(a, b *message) int { return int(a.seq - b.seq) })
-	if max >= 0 && len(ms) > max {
-		ms = ms[:max]
-	}
 	out := make([]*azservicebus.ReceivedMessage, len(ms))
 	for i, m := range ms {
 		out[i] = m.received()

@@ -100,13 +100,18 @@ func (h *Handler) namespace(r *http.Request) (any, error) {
 		return nil, err
 	}
 	filter := strings.ToLower(r.URL.Query().Get("filter"))
+	// Only the page's entities are kept; the others are counted.
 	var refs []entityRef
-	total := 0
+	total, matched := 0, 0
 	add := func(e entityRef) {
 		total++
-		if filter == "" || strings.Contains(strings.ToLower(e.path), filter) {
+		if filter != "" && !strings.Contains(strings.ToLower(e.path), filter) {
+			return
+		}
+		if matched >= int(skip) && len(refs) < int(top) {
 			refs = append(refs, e)
 		}
+		matched++
 	}
 	for _, q := range h.model.Queues() {
 		add(entityRef{kind: "queue", path: q.Name(), name: q.Name(), entity: q})
@@ -118,24 +123,18 @@ func (h *Handler) namespace(r *http.Request) (any, error) {
 			add(entityRef{kind: "subscription", path: s.Name(), topic: t.Name(), name: sub, entity: s})
 		}
 	}
-	out := namespaceJSON{Total: total, Matched: len(refs), Skip: int(skip), Rows: []rowJSON{}, Time: time.Now().UTC()}
-	if int(skip) < len(refs) {
-		refs = refs[skip:]
-		if len(refs) > int(top) {
-			refs = refs[:top]
+	out := namespaceJSON{Total: total, Matched: matched, Skip: int(skip), Rows: []rowJSON{}, Time: time.Now().UTC()}
+	for _, e := range refs {
+		row := rowJSON{Kind: e.kind, Path: e.path, Topic: e.topic, Name: e.name}
+		if e.t != nil {
+			row.Status = e.t.Status()
+			row.Subscriptions = ptr(len(e.t.Subscriptions()))
+		} else {
+			row.Status = e.entity.Status()
+			row.Sessions = e.entity.Options().RequiresSession
+			row.Counts = countsOf(e.entity.Counts())
 		}
-		for _, e := range refs {
-			row := rowJSON{Kind: e.kind, Path: e.path, Topic: e.topic, Name: e.name}
-			if e.t != nil {
-				row.Status = e.t.Status()
-				row.Subscriptions = ptr(len(e.t.Subscriptions()))
-			} else {
-				row.Status = e.entity.Status()
-				row.Sessions = e.entity.Options().RequiresSession
-				row.Counts = countsOf(e.entity.Counts())
-			}
-			out.Rows = append(out.Rows, row)
-		}
+		out.Rows = append(out.Rows, row)
 	}
 	return out, nil
 }
