@@ -118,7 +118,8 @@
 // connect too. The administration API is the ATOM/XML REST API of the SDKs' admin
 // clients (Server.AdminClientOptions): queues, topics, subscriptions, rules and runtime
 // properties; GET /health answers 200. ServerOptions.AdminHTTPAddr serves both in plain
-// HTTP on a second port, as Microsoft's emulator serves them on port 5300.
+// HTTP on a second port, as Microsoft's emulator serves them on port 5300, and the
+// explorer page at / of that port.
 //
 // Not emulated: AMQP over web sockets, authorization, the AMQP rule operations (use the
 // administration API or the model), transactions, and the other $management operations

@@ -16,8 +16,8 @@ import (
 // sequence-number order, from options.FromSequenceNumber or else from just after the last
 // message this receiver peeked (as the SDK does). It sees every message of the subqueue
 // whatever its state: available, locked, deferred, scheduled. Peeked messages carry no
-// lock token. Cost is O(n log n) in the subqueue's size: peek is for tests, not hot
-// paths. maxMessageCount <= 0 returns ErrInvalidArgument.
+// lock token. Cost is O(n log maxMessageCount) in the subqueue's size n: peek is for
+// tests, not hot paths. maxMessageCount <= 0 returns ErrInvalidArgument.
 func (r *Receiver) PeekMessages(ctx context.Context, maxMessageCount int, options *azservicebus.PeekMessagesOptions) ([]*azservicebus.ReceivedMessage, error) {
 	if maxMessageCount <= 0 {
 		return nil, fmt.Errorf("%w: maxMessageCount %d", ErrInvalidArgument, maxMessageCount)

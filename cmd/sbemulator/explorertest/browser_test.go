@@ -107,14 +107,19 @@ func waitFor(t *testing.T, ctx context.Context, what, expr, show string) {
 	}
 }
 
-// screenshot writes the page to SBKIT_EXPLORER_SCREENSHOTS/name when that is set.
-func screenshot(t *testing.T, ctx context.Context, name string) {
+// screenshot writes the page (the whole page when full, else the window) to
+// SBKIT_EXPLORER_SCREENSHOTS/name when that is set.
+func screenshot(t *testing.T, ctx context.Context, name string, full bool) {
 	t.Helper()
 	dir := os.Getenv("SBKIT_EXPLORER_SCREENSHOTS")
 	if dir == "" {
 		return
 	}
-	png, err := chromedp.Run(ctx, chromedp.FullScreenshot(100))
+	shot := chromedp.CaptureScreenshot()
+	if full {
+		shot = chromedp.FullScreenshot(100)
+	}
+	png, err := chromedp.Run(ctx, shot)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -237,7 +242,7 @@ func TestExplorerInBrowser(t *testing.T) {
 			t.Errorf("the namespace view has no row for %s", p)
 		}
 	}
-	screenshot(t, ctx, "explorer-namespace.png")
+	screenshot(t, ctx, "explorer-namespace.png", true)
 	do(t, ctx, "filtering", chromedp.SendKeys(chromedp.CSS("#filter"), "urg"))
 	waitFor(t, ctx, "the filter", `document.querySelectorAll("#entities tbody tr").length === 1`, `document.querySelectorAll("#entities tbody tr").length`)
 	do(t, ctx, "opening a subscription", chromedp.Click(chromedp.CSS(`#entities tr[data-path="events/Subscriptions/urgent"]`)),
@@ -283,7 +288,7 @@ func TestExplorerInBrowser(t *testing.T) {
 	if app := eval[string](t, ctx, `document.querySelector("#message-app").textContent`); !strings.Contains(app, "contoso") || !strings.Contains(app, "long") {
 		t.Errorf("the application properties show %q", app)
 	}
-	screenshot(t, ctx, "explorer-dead-letter.png")
+	screenshot(t, ctx, "explorer-dead-letter.png", true)
 
 	// Re-drive it from the page: the copy is back in orders, the dead letter gone.
 	do(t, ctx, "re-driving the selected dead letter",
@@ -313,7 +318,6 @@ func TestExplorerInBrowser(t *testing.T) {
 	if left, err := dlq.PeekMessages(sctx, 10, nil); err != nil || len(left) != 0 {
 		t.Errorf("dead-letter queue after the re-drive: %d messages, %v", len(left), err)
 	}
-	screenshot(t, ctx, "explorer-entity.png")
 
 	// Purge from the page: the SDK peeks nothing.
 	do(t, ctx, "purging", chromedp.Click(chromedp.CSS("#tab-main")))

@@ -126,7 +126,7 @@ func TestExplorerLargeNamespace(t *testing.T) {
 		t.Errorf("summary %q", s)
 	}
 	t.Logf("browser: first contentful paint %.0f ms, first 100 of %d entities rendered at %.0f ms (navigation to rendered, from Go: %v)", fcp, largeEntities, rows, wall.Round(time.Millisecond))
-	screenshot(t, ctx, "explorer-large.png")
+	screenshot(t, ctx, "explorer-large.png", false)
 
 	// Filtering the 10,000 names.
 	// The filter as if pasted: one input event, answered after the page's 150 ms
@@ -143,7 +143,7 @@ func TestExplorerLargeNamespace(t *testing.T) {
 	if c := eval[string](t, ctx, countOf("active")); c != "100,000" {
 		t.Errorf("active count shows %q", c)
 	}
-	screenshot(t, ctx, "explorer-messages.png")
+	screenshot(t, ctx, "explorer-messages.png", false)
 	before = eval[float64](t, ctx, `performance.now()`)
 	do(t, ctx, "next page", chromedp.Click(chromedp.CSS("#msg-next")))
 	waitFor(t, ctx, "the second page", `(document.querySelector("#messages tbody tr[data-seq]") || {dataset: {}}).dataset.seq === "51"`, `document.querySelector("#messages tbody tr").dataset.seq`)
