@@ -496,10 +496,19 @@ func TestExplorerRedriveCopiesThenCompletes(t *testing.T) {
 	if n := len(e.DeadLetters()); n != 3 {
 		t.Fatalf("%d dead letters after a failed copy, want 3", n)
 	}
+	// A completion that fails after the copy was stored leaves both, and says so.
+	e.InjectFault(Fault{Op: OpComplete, Count: 1, Err: errors.New("link detached")})
+	if x.post("redrive", map[string]any{"path": "orders", "sequenceNumbers": []int64{1}}, &out); out.Redriven != 0 || len(out.Failed) != 1 || !strings.Contains(out.Failed[0].Error, "copy was stored") {
+		t.Fatalf("redrive under a completion fault %+v", out)
+	}
+	if c := e.Counts(); c.DeadLetter != 3 || c.Active != 2 {
+		t.Fatalf("counts after a failed completion %+v, want the dead letter and its copy", c)
+	}
+	// The dead letter was given back, not left locked: re-driving all reaches it.
 	if x.post("redrive", map[string]any{"path": "orders", "all": true}, &out); out.Redriven != 3 || len(out.Failed) != 0 {
 		t.Fatalf("redrive all %+v", out)
 	}
-	if c := e.Counts(); c.DeadLetter != 0 || c.Active != 4 || c.Locked != 0 {
+	if c := e.Counts(); c.DeadLetter != 0 || c.Active != 5 || c.Locked != 0 {
 		t.Fatalf("counts after re-driving all %+v", c)
 	}
 	if st := x.post("redrive", map[string]any{"path": "orders"}, nil); st != http.StatusBadRequest {

@@ -193,8 +193,9 @@ func redriveCopy(m *azservicebus.ReceivedMessage) *azservicebus.Message {
 // succeeded is the dead letter completed; a failed send abandons it (it stays). A copy
 // the target's duplicate detection would drop (same MessageID within its window) is
 // not sent and the dead letter stays. A completion that fails after the copy was
-// stored leaves both, reported; the kept MessageID lets duplicate detection or a
-// consumer's de-duplication recognise the second one.
+// stored leaves both (the dead letter abandoned, not left locked), reported; the kept
+// MessageID lets duplicate detection or a consumer's de-duplication recognise the
+// second one.
 //
 // Selected messages are reached as any client reaches a message in the middle of a
 // queue: the ones before them are received too and abandoned when the action ends.
@@ -313,6 +314,8 @@ func (h *Handler) redriveOne(ctx context.Context, rcv Receiver, snd Sender, m *a
 		return fmt.Errorf("not re-driven, the dead letter stays: sending the copy: %w", err)
 	}
 	if err := rcv.CompleteMessage(sctx, m, nil); err != nil {
+		// Give the lock back rather than leave it to expire; the dead letter stays.
+		_ = rcv.AbandonMessage(sctx, m, nil)
 		return fmt.Errorf("the copy was stored but completing the dead letter failed, so both exist (same MessageId %q): %w", m.MessageID, err)
 	}
 	return nil
