@@ -146,7 +146,7 @@ func startEmulator(t *testing.T) emulator {
 	if out, err := build.CombinedOutput(); err != nil {
 		t.Fatalf("go build: %v\n%s", err, out)
 	}
-	cmd := exec.Command(bin, "-config", "Config.json", "-addr", "127.0.0.1:0")
+	cmd := exec.Command(bin, "-config", "Config.json", "-addr", "127.0.0.1:0", "-http-addr", "127.0.0.1:0")
 	stdout, _ := cmd.StdoutPipe()
 	stderr, _ := cmd.StderrPipe()
 	if err := cmd.Start(); err != nil {
