@@ -379,6 +379,12 @@ func TestExplorerSendStoresWhatThePageAsked(t *testing.T) {
 	if c := e.Counts(); c.Scheduled != 2 || c.Active != 1 {
 		t.Fatalf("counts %+v", c)
 	}
+	// To a topic: every subscription whose rules match gets it.
+	topic, _ := ns.NewTopic("events", nil)
+	sub, _ := topic.NewSubscription("audit", nil)
+	if st := x.post("send", map[string]any{"path": "events", "body": "e"}, &out); st != http.StatusOK || sub.Counts().Active != 1 {
+		t.Fatalf("send to a topic: status %d, subscription counts %+v", st, sub.Counts())
+	}
 	// Bad input is refused with 400 and sends nothing; the model's refusal too.
 	for name, bad := range map[string]map[string]any{
 		"property type":     {"path": "orders", "sessionId": "s1", "properties": []map[string]string{{"name": "n", "type": "long", "value": "x"}}},

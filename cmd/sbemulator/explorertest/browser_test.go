@@ -285,6 +285,11 @@ func TestExplorerInBrowser(t *testing.T) {
 	if body := eval[string](t, ctx, `document.querySelector("#message-body").textContent`); !strings.Contains(body, "\"order\": 1000") || !strings.Contains(body, "\n") {
 		t.Errorf("the JSON body shows %q, want it indented", body)
 	}
+	hex := eval[string](t, ctx, `(() => { const s = document.querySelector("#body-mode"); s.value = "hex"; s.dispatchEvent(new Event("change")); return document.querySelector("#message-body").textContent; })()`)
+	if !strings.HasPrefix(hex, "00000000  7b 22 6f 72 64 65 72 22") {
+		t.Errorf("the body in hex shows %q", hex)
+	}
+	eval[bool](t, ctx, `(() => { const s = document.querySelector("#body-mode"); s.value = "auto"; s.dispatchEvent(new Event("change")); return true; })()`)
 	if app := eval[string](t, ctx, `document.querySelector("#message-app").textContent`); !strings.Contains(app, "contoso") || !strings.Contains(app, "long") {
 		t.Errorf("the application properties show %q", app)
 	}
