@@ -33,12 +33,12 @@ func (m explorerModel) entityAt(path string) (*Entity, error) {
 	return e, nil
 }
 
-// Peek peeks through a receiver of the entity, as the SDK's PeekMessages does. The
+// Browse peeks through a receiver of the entity, as the SDK's PeekMessages does. The
 // main queue of an entity that requires sessions is read by session receivers only,
 // and accepting a session would lock it; it is read from the inspection snapshots
 // instead (Active, Locked, Deferred, Scheduled), which lock nothing either and cost
 // O(messages) per call.
-func (m explorerModel) Peek(ctx context.Context, path string, dlq bool, from int64, max int) ([]*azservicebus.ReceivedMessage, error) {
+func (m explorerModel) Browse(ctx context.Context, path string, dlq bool, from int64, max int) ([]*azservicebus.ReceivedMessage, error) {
 	e, err := m.entityAt(path)
 	if err != nil {
 		return nil, err

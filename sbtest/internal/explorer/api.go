@@ -355,7 +355,7 @@ func (h *Handler) messages(r *http.Request) (any, error) {
 		if keep != nil {
 			chunk = max(chunk, peekChunk)
 		}
-		ms, err := h.model.Peek(r.Context(), e.path, dlq, from, chunk)
+		ms, err := h.model.Browse(r.Context(), e.path, dlq, from, chunk)
 		if err != nil {
 			return nil, err
 		}

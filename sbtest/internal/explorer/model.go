@@ -15,10 +15,10 @@ import (
 // SDK client reaches them. The methods are safe for concurrent use.
 type Model interface {
 	admin.Model
-	// Peek returns up to max messages of the queue or subscription at path (its
+	// Browse returns up to max messages of the queue or subscription at path (its
 	// dead-letter queue when dlq) from sequence number from on, by sequence number,
 	// without locking them or counting a delivery, as the SDK's PeekMessages does.
-	Peek(ctx context.Context, path string, dlq bool, from int64, max int) ([]*azservicebus.ReceivedMessage, error)
+	Browse(ctx context.Context, path string, dlq bool, from int64, max int) ([]*azservicebus.ReceivedMessage, error)
 	// NewSender returns a sender to the queue or topic called name.
 	NewSender(name string) (Sender, error)
 	// NewReceiver returns a receiver of the queue or subscription at path (its

@@ -20,7 +20,7 @@ func (h *Handler) scan(ctx context.Context, path string, dlq bool, keep func(*az
 	var out []*azservicebus.ReceivedMessage
 	from := int64(0)
 	for scanned := 0; scanned < maxPurgeScan; {
-		ms, err := h.model.Peek(ctx, path, dlq, from, peekChunk)
+		ms, err := h.model.Browse(ctx, path, dlq, from, peekChunk)
 		if err != nil {
 			return out, err
 		}
@@ -257,7 +257,7 @@ func (h *Handler) deleteMessage(r *http.Request) (any, error) {
 	ctx, cancel := actionContext(r)
 	defer cancel()
 	seq := req.SequenceNumber
-	peeked, err := h.model.Peek(ctx, e.path, dlq, seq, 1)
+	peeked, err := h.model.Browse(ctx, e.path, dlq, seq, 1)
 	if err != nil {
 		return nil, err
 	}
