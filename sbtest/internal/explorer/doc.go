@@ -14,8 +14,9 @@
 //
 // Paths: GET / is the page (only without the api-version parameter, which the SDKs'
 // administration clients always send), GET /$explorer/static/* its files, and
-// /$explorer/api/* the JSON API (api.go, actions.go). No entity can collide with them:
-// Service Bus entity names start with a letter or a digit ("Service Bus quotas" and the
-// administration API's name rules, sbtest/internal/admin/properties.go). Actions are
-// POSTs guarded against cross-site requests (guard.go).
+// /$explorer/api/* the JSON API (api.go; the actions in send.go, redrive.go, purge.go
+// and delete.go). No entity can collide with them: Service Bus entity names start with
+// a letter or a digit ("Service Bus quotas" and the administration API's name rules,
+// sbtest/internal/admin/properties.go). Actions are POSTs guarded against cross-site
+// requests (guard.go).
 package explorer

@@ -83,7 +83,7 @@ func (h *Handler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 }
 
 // serveAPI routes the JSON API: GET namespace, entity and messages (api.go); POST send,
-// redrive, purge and delete (actions.go).
+// redrive, purge and delete (send.go, redrive.go, purge.go, delete.go).
 func (h *Handler) serveAPI(w http.ResponseWriter, r *http.Request, name string) {
 	var (
 		v   any
