@@ -719,3 +719,23 @@ func TestExplorerServedOnThePlainHTTPListener(t *testing.T) {
 		t.Fatalf("the TLS port served the page (%d)", st)
 	}
 }
+
+// DisableExplorer leaves the page out: the plain-HTTP listener serves the administration
+// API and the health check only.
+func TestExplorerDisabled(t *testing.T) {
+	srv, err := NewServer(&ServerOptions{AdminHTTPAddr: "127.0.0.1:0", DisableExplorer: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer srv.Close(context.Background())
+	for path, want := range map[string]int{"/": http.StatusNotFound, "/$explorer/api/namespace": http.StatusNotFound, "/health": http.StatusOK} {
+		resp, err := http.Get(srv.AdminHTTPURL() + path)
+		if err != nil {
+			t.Fatal(err)
+		}
+		resp.Body.Close()
+		if resp.StatusCode != want || strings.HasPrefix(resp.Header.Get("Content-Type"), "text/html") {
+			t.Errorf("GET %s: %d %s, want %d", path, resp.StatusCode, resp.Header.Get("Content-Type"), want)
+		}
+	}
+}

@@ -48,8 +48,9 @@ type adminServer struct {
 }
 
 // newAdminServer starts the administration API of s; plain, when not nil, is the
-// plain-HTTP listener it serves too (and closes on close).
-func newAdminServer(s *Server, plain net.Listener) (*adminServer, error) {
+// plain-HTTP listener it serves too (and closes on close), with the explorer when
+// explore is true.
+func newAdminServer(s *Server, plain net.Listener, explore bool) (*adminServer, error) {
 	addrs := []net.Addr{s.ln.Addr()}
 	if plain != nil {
 		addrs = append(addrs, plain.Addr())
@@ -70,8 +71,12 @@ func newAdminServer(s *Server, plain net.Listener) (*adminServer, error) {
 	// A request's header must come within the handshake timeout, the whole request and
 	// its answer within the write timeout; an idle keep-alive connection is closed after
 	// AdminIdleTimeout (net/http keeps it forever without IdleTimeout and ReadTimeout).
+	var handler http.Handler = a.api
+	if explore {
+		handler = withExplorer(a.api, explorer.New(explorerModel{adminModel{s.ns}}))
+	}
 	a.http = &http.Server{
-		Handler:           withExplorer(a.api, explorer.New(explorerModel{adminModel{s.ns}})),
+		Handler:           handler,
 		ConnContext:       markPlain,
 		ReadHeaderTimeout: s.limits.handshakeTimeout,
 		ReadTimeout:       s.limits.writeTimeout,

@@ -123,6 +123,9 @@ type ServerOptions struct {
 	// Its connections count against MaxConnections and the same timeouts. Default: none,
 	// the administration API is served on Addr only, over TLS.
 	AdminHTTPAddr string
+	// DisableExplorer leaves the explorer page out of the AdminHTTPAddr listener, which
+	// then serves the administration API and GET /health only. Default false.
+	DisableExplorer bool
 	// AdvertisedHost is the host name or IP address clients reach the server at:
 	// ConnectionString names it, and the administration certificate is valid for it
 	// (besides localhost and the loopback addresses). Default: the listener's IP
@@ -239,7 +242,7 @@ func newServer(opts *ServerOptions, ln net.Listener) (*Server, error) {
 		adminConns: make(map[net.Conn]struct{}),
 	}
 	s.ctx, s.cancel = context.WithCancel(context.Background())
-	if s.admin, err = newAdminServer(s, plain); err != nil {
+	if s.admin, err = newAdminServer(s, plain, !o.DisableExplorer); err != nil {
 		_ = ln.Close()
 		if plain != nil {
 			_ = plain.Close()

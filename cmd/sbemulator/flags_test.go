@@ -40,3 +40,25 @@ func TestParseFaultOps(t *testing.T) {
 		t.Error(`"q:renew-lock" parsed; want an unknown-op error`)
 	}
 }
+
+// -disable-explorer (or SBEMULATOR_DISABLE_EXPLORER) leaves the explorer out.
+func TestDisableExplorerFlag(t *testing.T) {
+	cfg, err := parseFlags(nil, noEnv, io.Discard)
+	if err != nil || cfg.noExplorer {
+		t.Fatalf("default: %v, disabled %v", err, cfg.noExplorer)
+	}
+	cfg, err = parseFlags([]string{"-disable-explorer"}, noEnv, io.Discard)
+	if err != nil || !cfg.noExplorer {
+		t.Fatalf("-disable-explorer: %v, disabled %v", err, cfg.noExplorer)
+	}
+	env := func(k string) (string, bool) {
+		if k == "SBEMULATOR_DISABLE_EXPLORER" {
+			return "true", true
+		}
+		return "", false
+	}
+	cfg, err = parseFlags(nil, env, io.Discard)
+	if err != nil || !cfg.noExplorer {
+		t.Fatalf("SBEMULATOR_DISABLE_EXPLORER=true: %v, disabled %v", err, cfg.noExplorer)
+	}
+}

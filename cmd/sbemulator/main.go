@@ -13,7 +13,8 @@
 // exists and no -config is given; AMQP on port 5672; the administration API over plain
 // HTTP on port 5300 with GET /health (-http-addr, EMULATOR_HTTP_PORT), as well as over
 // TLS on the AMQP port; the explorer, a web page that shows the entities, their counts
-// and messages and sends, re-drives, purges and deletes messages, at / of that HTTP port; -advertise HOST for the connection string and the certificate
+// and messages and sends, re-drives, purges and deletes messages, at / of that HTTP port
+// (-disable-explorer leaves it out); -advertise HOST for the connection string and the certificate
 // (-admin-cert writes it). Every flag can be set from the environment
 // (SBEMULATOR_<FLAG>). The latency model (-latency, -store-time, -store-concurrency) and
 // fault injection (-fault) of sbtest are reachable from flags. Run with -h for every
@@ -90,7 +91,8 @@ func run(ctx context.Context, args []string, lookupEnv func(string) (string, boo
 		return err
 	}
 	srv, err := sbtest.NewServer(&sbtest.ServerOptions{Addr: cfg.addr, AdminHTTPAddr: cfg.httpAddr,
-		AdvertisedHost: cfg.advertise, Namespace: ns, Logger: logger, MaxConnections: cfg.maxConnections})
+		AdvertisedHost: cfg.advertise, Namespace: ns, Logger: logger, MaxConnections: cfg.maxConnections,
+		DisableExplorer: cfg.noExplorer})
 	if err != nil {
 		return err
 	}
@@ -106,8 +108,10 @@ func run(ctx context.Context, args []string, lookupEnv func(string) (string, boo
 	for _, f := range cfg.configFiles {
 		fmt.Fprintf(stderr, "sbemulator: configuration %s\n", f)
 	}
-	if u := srv.AdminHTTPURL(); u != "" {
+	if u := srv.AdminHTTPURL(); u != "" && !cfg.noExplorer {
 		fmt.Fprintf(stderr, "sbemulator: explorer on %s/, administration API and health check on %s (%s/health)\n", u, u, u)
+	} else if u != "" {
+		fmt.Fprintf(stderr, "sbemulator: administration API and health check on %s (%s/health)\n", u, u)
 	}
 	fmt.Fprintf(stderr, "sbemulator: listening on %s (%d queues, %d topics) in %v; stop with Ctrl-C\n",
 		srv.Addr(), len(cfg.entities.Queues), len(cfg.entities.Topics), time.Since(start).Round(time.Microsecond))
@@ -129,6 +133,7 @@ type config struct {
 	advertise      string
 	configFiles    []string
 	cert           string
+	noExplorer     bool
 	verbose        bool
 	version        bool
 	maxMessageSize int
@@ -169,6 +174,7 @@ func parseFlags(args []string, lookupEnv func(string) (string, bool), stderr io.
 		}
 		return err
 	})
+	fs.BoolVar(&cfg.noExplorer, "disable-explorer", false, "serve no explorer page on the HTTP port (the administration API and /health only)")
 	fs.BoolVar(&cfg.verbose, "v", false, "log connections, links and errors to stderr")
 	fs.BoolVar(&cfg.version, "version", false, "print the version (the module's, from the build information) and exit")
 	if err := fs.Parse(args); err != nil {
