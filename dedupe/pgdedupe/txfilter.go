@@ -16,8 +16,8 @@ import (
 	"github.com/jackc/pgx/v5/pgconn"
 	"github.com/sbkit/sbkit"
 	"github.com/sbkit/sbkit/dedupe"
-	"github.com/sbkit/sbkit/internal/hooks"
-	"github.com/sbkit/sbkit/internal/retry"
+	"github.com/sbkit/sbkit/dedupe/pgdedupe/internal/hooks"
+	"github.com/sbkit/sbkit/dedupe/pgdedupe/internal/retry"
 )
 
 // defaultTxRetry is the default of TxOptions.Retry.
