@@ -73,22 +73,24 @@ type ServerOptions struct {
 	// 64 KiB for the frames it accepts, and the server never sends larger ones.
 	MaxFrameSize uint32
 	// MaxConnections bounds the connections served at once, AMQP and administration
-	// (HTTPS) alike, once their handshake is done; default DefaultServerMaxConnections
-	// (64), negative means unlimited. An AMQP connection beyond it is opened and closed
-	// at once with amqp:resource-limit-exceeded, which the SDK reports without retrying
-	// (the service rejects connections beyond its quota the same way); an HTTPS one is
-	// closed once its TLS handshake is done and its first bytes are read.
+	// (HTTP and HTTPS) alike, once their handshake is done; default
+	// DefaultServerMaxConnections (64), negative means unlimited. An AMQP connection
+	// beyond it is opened and closed at once with amqp:resource-limit-exceeded, which the
+	// SDK reports without retrying (the service rejects connections beyond its quota the
+	// same way); an HTTP one is closed once its first request header is complete.
 	MaxConnections int
-	// MaxHandshakes bounds the connections in their handshake (the first byte, TLS and
-	// the first bytes inside it, the AMQP protocol header, SASL and open exchange), which
-	// do not count against MaxConnections; default DefaultServerMaxHandshakes (64),
-	// negative means unlimited. A connection beyond it closes the one that has waited
-	// longest, so sockets that never finish their handshake cannot lock a healthy client
-	// out.
+	// MaxHandshakes bounds the connections in their handshake (the first byte, TLS, the
+	// AMQP protocol header, SASL and open exchange, or an HTTP connection's first request
+	// header), which do not count against MaxConnections; default
+	// DefaultServerMaxHandshakes (64), negative means unlimited. A connection beyond it
+	// closes one of those that got least far (nothing received, then no valid protocol
+	// header: TLS not done, no "AMQP"), the one of them that has waited longest, so
+	// sockets that never finish their handshake cannot lock a healthy client out, nor a
+	// flood of silent ones a slow client.
 	MaxHandshakes int
 	// HandshakeTimeout bounds a connection's handshake, after which it is closed; default
-	// DefaultServerHandshakeTimeout (10 s), negative means none. An administration
-	// connection must also send each request's header within it.
+	// DefaultServerHandshakeTimeout (10 s), negative means none. An HTTP connection must
+	// also send each request's header within it.
 	HandshakeTimeout time.Duration
 	// AdminIdleTimeout is how long an administration (HTTPS) connection may stay idle
 	// between requests before the server closes it; default
@@ -363,6 +365,9 @@ func (s *Server) serveByFirstByte(nc net.Conn, hs *handshake, plain func(net.Con
 	defer s.endHandshake(hs)
 	deadline := time.Now().Add(s.limits.handshakeTimeout)
 	pc, isTLS := peekFirst(nc, deadline)
+	if pc != nil {
+		s.progressed(hs, handshakeStarted)
+	}
 	switch {
 	case pc == nil:
 		_ = nc.Close()
@@ -378,6 +383,10 @@ func (s *Server) serveByFirstByte(nc net.Conn, hs *handshake, plain func(net.Con
 func (s *Server) serveConn(nc net.Conn, deadline time.Time, hs *handshake) {
 	c := newSrvConn(s, nc)
 	br := bufio.NewReaderSize(nc, 64*1024)
+	_ = nc.SetReadDeadline(deadline)
+	if head, err := br.Peek(len(amqpHeaderPrefix)); err == nil && string(head) == amqpHeaderPrefix {
+		s.progressed(hs, handshakeProtocol)
+	}
 	admitted := false
 	err := c.handshake(br, deadline, func() *amqp.Error {
 		s.mu.Lock()
