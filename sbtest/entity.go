@@ -28,6 +28,7 @@ type Entity struct {
 	stats      counters
 	rules      ruleSet // subscriptions only (rule.go)
 	life       lifetime
+	status     statusCell // status.go
 
 	mu   sync.Mutex
 	main subqueue
