@@ -28,7 +28,9 @@ type Handler struct {
 }
 
 // New returns a Handler for m.
-func New(m Model) *Handler { return &Handler{model: m, meta: make(map[string]*meta), pruneAt: minPruneAt} }
+func New(m Model) *Handler {
+	return &Handler{model: m, meta: make(map[string]*meta), pruneAt: minPruneAt}
+}
 
 // minPruneAt is the fewest entries of Handler.meta that make a new one prune it.
 const minPruneAt = 64
