@@ -22,6 +22,10 @@ const MaxBody = 1 << 20
 type Handler struct {
 	model Model
 
+	// creating serializes the creates, so that a quota's check and the create it allows
+	// are one step (entityQuota, the subscriptions' quota).
+	creating sync.Mutex
+
 	mu      sync.Mutex
 	meta    map[string]*meta // what the API was told about each entity, by path
 	pruneAt int              // len(meta) at which metaLocked prunes the deleted entities' metadata
