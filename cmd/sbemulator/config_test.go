@@ -171,6 +171,8 @@ func TestParseConfigErrors(t *testing.T) {
 		{"queue twice", wrap(`{"Queues":[{"Name":"q"},{"Name":"q"}]}`), "declared twice"},
 		{"queue and topic", wrap(`{"Queues":[{"Name":"q"}],"Topics":[{"Name":"q","Subscriptions":[]}]}`), "as a queue and as a topic"},
 		{"unknown filter", wrap(`{"Topics":[{"Name":"t","Subscriptions":[{"Name":"s","Rules":[{"Name":"r","Properties":{"FilterType":"True"}}]}]}]}`), "neither Correlation nor Sql"},
+		{"nested too deep", "{\"UserConfig\":\n  " + strings.Repeat("[", 100_000) + strings.Repeat("]", 100_000) + "}", "line 2, column 66: objects and arrays nested more than 64 deep"},
+		{"nested too deep past comments and strings", "{\"a\": \"{[\\\"{\", /* [[ */ // {{\n\"c\":" + strings.Repeat("{\"b\":", 70) + "1" + strings.Repeat("}", 70) + "}", "line 2, column 320: objects and arrays nested more than 64 deep"},
 		{"sql without filter", wrap(`{"Topics":[{"Name":"t","Subscriptions":[{"Name":"s","Rules":[{"Name":"r","Properties":{"FilterType":"Sql"}}]}]}]}`), "without SqlFilter"},
 	} {
 		err := parseConfig([]byte(tt.in), newEntities())
