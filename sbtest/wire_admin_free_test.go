@@ -243,3 +243,37 @@ func TestDeletedEmptyQueuesCostNothing(t *testing.T) {
 	}
 	runtime.KeepAlive(ac)
 }
+
+// ActiveMessageCount counts deferred messages, as the service does: the message count
+// details ("Get message counters") have no deferred counter, and TotalMessageCount is
+// their sum. Counts keeps them apart: ActiveMessageCount is Active + Locked + Deferred.
+func TestAdminActiveCountsDeferred(t *testing.T) {
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	ns := NewNamespace(nil)
+	q, _ := ns.NewQueue("q", nil)
+	s, _ := ns.NewSender("q", nil)
+	for range 3 {
+		if err := s.SendMessage(ctx, &azservicebus.Message{Body: []byte("x")}, nil); err != nil {
+			t.Fatal(err)
+		}
+	}
+	r, _ := ns.NewReceiverForQueue("q", nil)
+	ms, err := r.ReceiveMessages(ctx, 2, nil)
+	if err != nil || len(ms) != 2 {
+		t.Fatal(len(ms), err)
+	}
+	if err := r.DeferMessage(ctx, ms[0], nil); err != nil {
+		t.Fatal(err)
+	}
+	if c := q.Counts(); c.Active != 1 || c.Locked != 1 || c.Deferred != 1 {
+		t.Fatalf("counts %+v, want one active, one locked, one deferred", c)
+	}
+	rt, err := inProcessAdmin(t, ns).GetQueueRuntimeProperties(ctx, "q", nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if rt.ActiveMessageCount != 3 || rt.TotalMessageCount != 3 {
+		t.Errorf("ActiveMessageCount %d, TotalMessageCount %d; want 3 and 3 (available, locked and deferred)", rt.ActiveMessageCount, rt.TotalMessageCount)
+	}
+}
