@@ -92,6 +92,9 @@ type srvConn struct {
 	// authorities are the host:port of the client's token audiences by lower-case host
 	// (echoAddress).
 	authorities map[string]string
+	// grants are the valid tokens the client put on $cbs (wire_sas.go), when
+	// ServerOptions.SASKeys turns authorization on.
+	grants []sasGrant
 
 	// ending holds the sessions the client ended whose end is not answered yet (their
 	// earlier frames are still taking effect), guarded by mu.

@@ -140,6 +140,19 @@ func (n *mgmtNode) putToken(c *srvConn, req *amqp.Message) *amqp.Message {
 	v, _ := mapGet(req.ApplicationProperties, "name")
 	audience, _ := v.(string)
 	c.noteAudience(audience)
+	if len(c.srv.sasKeys) > 0 {
+		token, _ := req.Value.(string)
+		g, err := verifySAS(c.srv.sasKeys, token, time.Now())
+		if err == nil && !g.covers(resourcePath(audience), time.Now()) {
+			err = fmt.Errorf("%w: the token's resource does not cover %s", errSAS, audience)
+		}
+		if err != nil {
+			// As the service answers a token it refuses: 401 (the SDK's
+			// CodeUnauthorizedAccess).
+			return n.response(401, err.Error(), nil)
+		}
+		c.grant(g)
+	}
 	if path, ok := audiencePath(audience); ok && !n.ns.exists(n.ns.resolvePath(path)) {
 		return n.response(404, fmt.Sprintf("The messaging entity '%s' could not be found.", path), nil)
 	}

@@ -7,7 +7,9 @@ import (
 	"fmt"
 	"io"
 	"log/slog"
+	"maps"
 	"net"
+	"slices"
 	"sync"
 	"sync/atomic"
 	"testing"
@@ -129,6 +131,16 @@ type ServerOptions struct {
 	// ":5672"), since those are not addresses to connect to. A value with a port or
 	// characters no host name has is ErrInvalidOptions.
 	AdvertisedHost string
+	// SASKeys, when not empty, turns on shared access signature authorization, as the
+	// service checks it: key names and their keys (a namespace's shared access
+	// policies). An AMQP client must put a token signed with one of them on $cbs for an
+	// entity before it attaches a link to it (else amqp:unauthorized-access, and 401 on
+	// $cbs for a token with a wrong signature, key name, expiry or resource), and each
+	// administration request needs one in its Authorization header (else 401); GET
+	// /health needs none. ConnectionString then names the first key in the order of
+	// names. Default: none, every token is accepted and the administration API is open,
+	// as Microsoft's emulator is.
+	SASKeys map[string]string
 	// Logger receives connection, link and error events (never message payloads);
 	// default discards.
 	Logger *slog.Logger
@@ -146,8 +158,9 @@ type Server struct {
 	log      *slog.Logger
 	maxFrame uint32
 	limits   serverLimits
-	admin    *adminServer // the administration API on the same port (wire_https.go)
-	host     string       // the advertised host (wire_endpoint.go)
+	admin    *adminServer      // the administration API on the same port (wire_https.go)
+	host     string            // the advertised host (wire_endpoint.go)
+	sasKeys  map[string]string // ServerOptions.SASKeys, copied (wire_sas.go)
 
 	ctx    context.Context
 	cancel context.CancelFunc
@@ -234,6 +247,7 @@ func newServer(opts *ServerOptions, ln net.Listener) (*Server, error) {
 		log:        o.Logger,
 		maxFrame:   o.MaxFrameSize,
 		limits:     limits,
+		sasKeys:    maps.Clone(o.SASKeys),
 		conns:      make(map[*srvConn]struct{}),
 		adminConns: make(map[net.Conn]struct{}),
 	}
@@ -256,8 +270,15 @@ func newServer(opts *ServerOptions, ln net.Listener) (*Server, error) {
 // SharedAccessKey=sbtest;UseDevelopmentEmulator=true, with HOST the advertised host
 // (ServerOptions.AdvertisedHost; by default the listener's IP, 127.0.0.1 on every
 // interface) and PORT the listener's (the emulator flag makes the SDK use plain TCP).
+//
+// With ServerOptions.SASKeys, it names the first key in the order of names and its key.
 func (s *Server) ConnectionString() string {
-	return fmt.Sprintf("Endpoint=sb://%s;SharedAccessKeyName=sbtest;SharedAccessKey=sbtest;UseDevelopmentEmulator=true", s.endpoint(s.ln.Addr()))
+	name, key := "sbtest", "sbtest"
+	if len(s.sasKeys) > 0 {
+		name = slices.Sorted(maps.Keys(s.sasKeys))[0]
+		key = s.sasKeys[name]
+	}
+	return fmt.Sprintf("Endpoint=sb://%s;SharedAccessKeyName=%s;SharedAccessKey=%s;UseDevelopmentEmulator=true", s.endpoint(s.ln.Addr()), name, key)
 }
 
 // Addr returns the address the server listens on.

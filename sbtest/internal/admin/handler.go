@@ -113,7 +113,8 @@ func httpStatus(err error) *httpError {
 //	/{topic}/Subscriptions/{sub}/Rules/{rule}  GET, PUT, DELETE
 //	/health (without api-version)        GET (health.go)
 //
-// Authorization headers are accepted without checking, as the AMQP side does.
+// The handler does not read Authorization headers: the server checks them before it,
+// when shared access keys are configured (sbtest.ServerOptions.SASKeys).
 func (a *Handler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	if isHealthCheck(r) {
 		serveHealth(w, r)
