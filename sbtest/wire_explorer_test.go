@@ -739,3 +739,45 @@ func TestExplorerDisabled(t *testing.T) {
 		}
 	}
 }
+
+// With ServerOptions.SASKeys the explorer's API asks for the administration API's
+// authorization (a namespace-wide token), while the page and its files, which hold no
+// data, load without one so that the page can ask for it.
+func TestExplorerFollowsSASAuthorization(t *testing.T) {
+	srv, err := NewServer(&ServerOptions{AdminHTTPAddr: "127.0.0.1:0", SASKeys: map[string]string{"admin": "secret"}, Queues: map[string]*EntityOptions{"orders": nil}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer srv.Close(context.Background())
+	base := srv.AdminHTTPURL()
+	status := func(path, token string) int {
+		t.Helper()
+		req, _ := http.NewRequest(http.MethodGet, base+path, nil)
+		if token != "" {
+			req.Header.Set("Authorization", token)
+		}
+		resp, err := http.DefaultClient.Do(req)
+		if err != nil {
+			t.Fatal(err)
+		}
+		resp.Body.Close()
+		return resp.StatusCode
+	}
+	exp := time.Now().Add(time.Hour).Unix()
+	for _, c := range []struct {
+		path, token string
+		want        int
+	}{
+		{"/", "", http.StatusOK},
+		{"/$explorer/static/app.js", "", http.StatusOK},
+		{"/$explorer/api/namespace", "", http.StatusUnauthorized},
+		{"/$explorer/api/namespace", sign("admin", "wrong", base+"/", exp), http.StatusUnauthorized},
+		{"/$explorer/api/namespace", sign("admin", "secret", "sb://127.0.0.1/orders", exp), http.StatusUnauthorized},
+		{"/$explorer/api/namespace", sign("admin", "secret", base+"/", exp), http.StatusOK},
+		{"/$explorer/api/messages?path=orders", sign("admin", "secret", "sb://127.0.0.1/", exp), http.StatusOK},
+	} {
+		if got := status(c.path, c.token); got != c.want {
+			t.Errorf("GET %s with token %.40q: %d, want %d", c.path, c.token, got, c.want)
+		}
+	}
+}

@@ -14,8 +14,8 @@
 // HTTP on port 5300 with GET /health (-http-addr, EMULATOR_HTTP_PORT), as well as over
 // TLS on the AMQP port; the explorer, a web page that shows the entities, their counts
 // and messages and sends, re-drives, purges and deletes messages, at / of that HTTP port
-// (-disable-explorer leaves it out); -advertise HOST for the connection string and the certificate
-// (-admin-cert writes it). Every flag can be set from the environment
+// (-disable-explorer leaves it out); -advertise HOST for the connection string and the
+// certificate (-admin-cert writes it). Every flag can be set from the environment
 // (SBEMULATOR_<FLAG>). The latency model (-latency, -store-time, -store-concurrency) and
 // fault injection (-fault) of sbtest are reachable from flags. Run with -h for every
 // flag and variable.
@@ -92,7 +92,7 @@ func run(ctx context.Context, args []string, lookupEnv func(string) (string, boo
 	}
 	srv, err := sbtest.NewServer(&sbtest.ServerOptions{Addr: cfg.addr, AdminHTTPAddr: cfg.httpAddr,
 		AdvertisedHost: cfg.advertise, Namespace: ns, Logger: logger, MaxConnections: cfg.maxConnections,
-		DisableExplorer: cfg.noExplorer})
+		SASKeys: cfg.sasKeys, DisableExplorer: cfg.noExplorer})
 	if err != nil {
 		return err
 	}
@@ -141,6 +141,7 @@ type config struct {
 	latency        sbtest.Latency
 	entities       *entities
 	faults         []faultSpec
+	sasKeys        map[string]string
 }
 
 func parseFlags(args []string, lookupEnv func(string) (string, bool), stderr io.Writer) (*config, error) {
@@ -173,6 +174,19 @@ func parseFlags(args []string, lookupEnv func(string) (string, bool), stderr io.
 			cfg.faults = append(cfg.faults, f)
 		}
 		return err
+	})
+	fs.Func("sas-key", "require shared access signatures signed with this key: `name=key` (repeatable, comma-separated allowed); the connection string printed names the first name. Default: any token is accepted and the administration API is open", func(s string) error {
+		for _, kv := range strings.Split(s, ",") {
+			name, key, ok := strings.Cut(strings.TrimSpace(kv), "=")
+			if !ok || name == "" || key == "" {
+				return fmt.Errorf("want name=key, got %q", kv)
+			}
+			if cfg.sasKeys == nil {
+				cfg.sasKeys = map[string]string{}
+			}
+			cfg.sasKeys[name] = key
+		}
+		return nil
 	})
 	fs.BoolVar(&cfg.noExplorer, "disable-explorer", false, "serve no explorer page on the HTTP port (the administration API and /health only)")
 	fs.BoolVar(&cfg.verbose, "v", false, "log connections, links and errors to stderr")

@@ -56,6 +56,13 @@ func Serves(r *http.Request) bool {
 	return strings.HasPrefix(r.URL.Path, Prefix)
 }
 
+// IsPage reports whether r, which the explorer Serves, asks for the page or one of its
+// files rather than the JSON API: they hold no data, so they are served without
+// authorization, and the page asks for a token when the API wants one.
+func IsPage(r *http.Request) bool {
+	return r.URL.Path == "/" || strings.HasPrefix(r.URL.Path, Prefix+"static/")
+}
+
 // ServeHTTP serves the page, its files and the JSON API.
 func (h *Handler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	// The page and its answers are never framed by another origin (clickjacking) and

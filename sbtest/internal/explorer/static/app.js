@@ -11,26 +11,74 @@ const state = {
   entity: null, message: null,
 };
 
+// ---- authorization ------------------------------------------------------------------
+
+// When the emulator requires shared access signatures (sbemulator -sas-key), the API
+// answers 401 and the page asks for the connection string, or a token. From a connection
+// string it signs namespace-wide tokens as the SDKs do: "SharedAccessSignature sr=<URL-
+// encoded resource>&sig=<Base64 HMAC-SHA256 of the resource, a line feed and the
+// expiry>&se=<expiry>&skn=<key name>" ("Service Bus access control with Shared Access
+// Signatures"). WebCrypto signs only on a secure origin (https, localhost, 127.0.0.1);
+// elsewhere paste a token. The secret stays in this tab's sessionStorage.
+const AUTH_KEY = "sbkit-explorer-auth";
+let cachedToken = { value: "", until: 0 };
+
+async function authorization() {
+  const secret = sessionStorage.getItem(AUTH_KEY);
+  if (!secret) return null;
+  if (secret.startsWith("SharedAccessSignature ")) return secret;
+  const now = Math.floor(Date.now() / 1000);
+  if (cachedToken.value && cachedToken.until > now + 60) return cachedToken.value;
+  const parts = Object.fromEntries(secret.split(";").filter((p) => p.includes("=")).map((p) => {
+    const i = p.indexOf("="); return [p.slice(0, i).trim().toLowerCase(), p.slice(i + 1).trim()];
+  }));
+  if (!parts.sharedaccesskeyname || !parts.sharedaccesskey) throw new Error("the connection string has no SharedAccessKeyName and SharedAccessKey");
+  if (!window.crypto || !crypto.subtle) throw new Error("this page cannot sign tokens on a plain-HTTP origin other than localhost: paste a SharedAccessSignature token instead");
+  const se = now + 3600;
+  const sr = encodeURIComponent(location.origin.toLowerCase() + "/");
+  const enc = new TextEncoder();
+  const key = await crypto.subtle.importKey("raw", enc.encode(parts.sharedaccesskey), { name: "HMAC", hash: "SHA-256" }, false, ["sign"]);
+  const sig = new Uint8Array(await crypto.subtle.sign("HMAC", key, enc.encode(sr + "\n" + se)));
+  const b64 = btoa(String.fromCharCode(...sig));
+  cachedToken = { value: "SharedAccessSignature sr=" + sr + "&sig=" + encodeURIComponent(b64) + "&se=" + se + "&skn=" + parts.sharedaccesskeyname, until: se };
+  return cachedToken.value;
+}
+
+function askForAuth(why) {
+  $("auth").hidden = false;
+  if (why) $("auth-text").textContent = "This emulator requires shared access signatures (" + why + "). Paste its connection string (with SharedAccessKeyName and SharedAccessKey) or a namespace-wide SharedAccessSignature token; it stays in this tab.";
+}
+
 // ---- API ----------------------------------------------------------------------------
 
-async function get(name, params) {
-  const r = await fetch(API + name + "?" + new URLSearchParams(params), { cache: "no-store" });
+async function call(url, init) {
+  init.headers = init.headers || {};
+  const token = await authorization();
+  if (token) init.headers.Authorization = token;
+  const r = await fetch(url, init);
+  if (r.status === 401) {
+    const text = await r.text();
+    const detail = (text.match(/<Detail>([^<]*)<\/Detail>/) || [])[1] || "unauthorized";
+    askForAuth(detail);
+    throw new Error("unauthorized: " + detail);
+  }
   const body = await r.json();
   if (!r.ok) throw new Error(body.error || r.statusText);
   return body;
 }
 
+function get(name, params) {
+  return call(API + name + "?" + new URLSearchParams(params), { cache: "no-store" });
+}
+
 // Actions are same-origin POSTs of JSON with the X-Sbkit-Explorer header, which a
 // cross-site page cannot send without a CORS preflight the server never allows.
-async function post(name, body) {
-  const r = await fetch(API + name, {
+function post(name, body) {
+  return call(API + name, {
     method: "POST",
     headers: { "Content-Type": "application/json", "X-Sbkit-Explorer": "1" },
     body: JSON.stringify(body),
   });
-  const out = await r.json();
-  if (!r.ok) throw new Error(out.error || r.statusText);
-  return out;
 }
 
 // ---- helpers ------------------------------------------------------------------------
@@ -429,6 +477,15 @@ function deleteMessage() {
 
 function init() {
   window.addEventListener("hashchange", route);
+  $("auth-use").onclick = () => {
+    const v = $("auth-input").value.trim();
+    if (!v) return;
+    sessionStorage.setItem(AUTH_KEY, v);
+    cachedToken = { value: "", until: 0 };
+    $("auth-input").value = "";
+    $("auth").hidden = true;
+    route();
+  };
   let filterTimer = 0;
   $("filter").addEventListener("input", () => {
     clearTimeout(filterTimer);
