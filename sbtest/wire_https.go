@@ -275,11 +275,6 @@ func (s *Server) CertificatePEM() []byte {
 	return pem.EncodeToMemory(&pem.Block{Type: "CERTIFICATE", Bytes: s.admin.cert})
 }
 
-// AdminCertificatePEM returns the same as CertificatePEM.
-//
-// Deprecated: use CertificatePEM; the certificate serves AMQP over TLS too.
-func (s *Server) AdminCertificatePEM() []byte { return s.CertificatePEM() }
-
 // AdminHTTPClient returns an *http.Client that trusts the server's certificate, for
 // talking to the administration API at https://ADDR/ with other tools.
 func (s *Server) AdminHTTPClient() *http.Client {

@@ -8,7 +8,7 @@ import (
 	"time"
 
 	"github.com/Azure/azure-sdk-for-go/sdk/messaging/azservicebus/admin"
-	"github.com/sbkit/sbkit/internal/isoduration"
+	"github.com/sbkit/sbkit/internal/emulator/isoduration"
 	"github.com/sbkit/sbkit/sbtest"
 )
 

@@ -9,7 +9,7 @@ import (
 	"unicode/utf8"
 
 	"github.com/sbkit/sbkit"
-	"github.com/sbkit/sbkit/internal/isoduration"
+	"github.com/sbkit/sbkit/internal/emulator/isoduration"
 	"github.com/sbkit/sbkit/sbtest/internal/atom"
 )
 
