@@ -1,0 +1,607 @@
+package deadletter
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/Azure/azure-sdk-for-go/sdk/messaging/azservicebus"
+	"github.com/sbkit/sbkit"
+	"github.com/sbkit/sbkit/sender"
+)
+
+// Defaults of [RedriveOptions].
+const (
+	DefaultIdleTimeout     = 5 * time.Second
+	DefaultMaxHeld         = 10000
+	DefaultShutdownTimeout = 30 * time.Second
+	// settleConcurrency bounds the abandons and completes of held messages at the end.
+	settleConcurrency = 32
+	// amqpConcurrency bounds the sends of messages whose body needs an [AMQPSender].
+	amqpConcurrency = 16
+)
+
+// RedriveOptions configures [Redrive]. A nil *RedriveOptions means defaults. Negative
+// counts and durations are errors wrapping [ErrInvalidOptions] unless a field says
+// otherwise.
+type RedriveOptions struct {
+	// Filter selects the messages to re-drive; the others are skipped (held locked while
+	// the re-drive runs, then abandoned). Default nil: every message.
+	Filter *Filter
+
+	// MaxMessages stops after this many messages were sent or failed. Messages received
+	// past it are abandoned at once and not counted. Default (zero): no limit.
+	MaxMessages int
+
+	// Rate bounds the sends, in messages per second. Default (zero): no bound.
+	Rate float64
+
+	// DryRun re-drives nothing: the dead-letter queue is peeked (the source must be a
+	// [Peeker]) and Stats.Moved counts what would move. Default false.
+	DryRun bool
+
+	// StopOnPermanentFailure stops taking new messages at the first send that fails
+	// with an error that is not transient ([sbkit.IsTransient]; the sender has retried
+	// transient ones), finishes what is in flight and returns an error wrapping
+	// [ErrPermanentFailure]. Default false: a failed message is counted and left in the
+	// dead-letter queue, and the re-drive goes on.
+	StopOnPermanentFailure bool
+
+	// Subscription, when set, is written to each copy's [RedriveSubscriptionProperty],
+	// so that rules on the topic deliver the copy to that subscription only (see
+	// [SubscriptionFilter]). Default "": no such property.
+	Subscription string
+
+	// Sender configures the [sender.Sender] the copies go through. Default nil:
+	// sender's defaults with Ordered set, so that the messages of one session (or
+	// partition key) arrive in the order of the dead-letter queue.
+	Sender *sender.Options
+
+	// PageSize is how many messages one ReceiveMessages call asks for. Default
+	// DefaultPageSize (250).
+	PageSize int
+
+	// IdleTimeout ends the re-drive when a receive waited this long for nothing.
+	// Default DefaultIdleTimeout (5s).
+	IdleTimeout time.Duration
+
+	// MaxHeld bounds how many messages the re-drive holds unsettled (skipped, failed,
+	// or copied but not completed) while it runs: they are held locked so that the
+	// receiver reaches the messages behind them, and abandoned (or completed) at the end.
+	// The re-drive stops ([StopHoldLimit]) when it holds this many. Default
+	// DefaultMaxHeld (10,000).
+	MaxHeld int
+
+	// ShutdownTimeout bounds the time the re-drive spends, after ctx ended, finishing the
+	// sends and settlements it started. Default DefaultShutdownTimeout (30s).
+	ShutdownTimeout time.Duration
+
+	// Hooks observe progress ([ProgressHook]). Default none.
+	Hooks []Hook
+
+	// Logger receives failures, never payloads. Default: discards everything.
+	Logger *slog.Logger
+}
+
+func (o *RedriveOptions) withDefaults() (RedriveOptions, progress, error) {
+	var v RedriveOptions
+	if o != nil {
+		v = *o
+	}
+	var bad string
+	switch {
+	case v.MaxMessages < 0:
+		bad = fmt.Sprintf("MaxMessages %d", v.MaxMessages)
+	case v.Rate < 0:
+		bad = fmt.Sprintf("Rate %v", v.Rate)
+	case v.PageSize < 0:
+		bad = fmt.Sprintf("PageSize %d", v.PageSize)
+	case v.IdleTimeout < 0:
+		bad = fmt.Sprintf("IdleTimeout %v", v.IdleTimeout)
+	case v.MaxHeld < 0:
+		bad = fmt.Sprintf("MaxHeld %d", v.MaxHeld)
+	case v.ShutdownTimeout < 0:
+		bad = fmt.Sprintf("ShutdownTimeout %v", v.ShutdownTimeout)
+	}
+	if bad != "" {
+		return v, progress{}, fmt.Errorf("%w: negative %s", ErrInvalidOptions, bad)
+	}
+	p, err := newProgress(v.Hooks, v.Logger)
+	if err != nil {
+		return v, p, fmt.Errorf("%w: %w", ErrInvalidOptions, err)
+	}
+	if v.Sender == nil {
+		v.Sender = &sender.Options{Ordered: true}
+	}
+	if v.PageSize == 0 {
+		v.PageSize = DefaultPageSize
+	}
+	if v.IdleTimeout == 0 {
+		v.IdleTimeout = DefaultIdleTimeout
+	}
+	if v.MaxHeld == 0 {
+		v.MaxHeld = DefaultMaxHeld
+	}
+	if v.ShutdownTimeout == 0 {
+		v.ShutdownTimeout = DefaultShutdownTimeout
+	}
+	v.Logger = p.logger
+	return v, p, nil
+}
+
+// Redrive moves dead-lettered messages back: it receives from src, a peek-lock receiver
+// of a dead-letter queue, and for each message that matches [RedriveOptions.Filter]
+// sends a copy ([RedriveCountProperty] documents what the copy keeps and changes)
+// through a [sender.Sender] over dst, the entity to re-drive to (the original one, or
+// any other), and completes the dead letter only after the broker accepted its copy.
+// Sends are pipelined and batched and completes pipelined, so that the queue drains at
+// the sender's speed. A message whose body is not one data section is sent through dst's
+// SendAMQPAnnotatedMessage ([AMQPSender]), one at a time.
+//
+// Nothing is lost: a message whose copy failed (after the sender's retries of transient
+// errors) stays in the dead-letter queue, abandoned at the end, and counts in
+// Stats.Failed. A complete that fails after the copy was accepted counts in
+// [Stats.CompleteFailed]; when the same message comes back during the re-drive it is
+// completed without a second copy. Skipped and failed messages are held locked while
+// the re-drive runs, so that it reaches the messages behind them; a held message whose
+// lock expires comes back and is held again, not counted twice.
+//
+// The re-drive ends when a receive waits [RedriveOptions.IdleTimeout] for nothing, when
+// a receive returns only messages it already handled, at MaxMessages, at MaxHeld, at the
+// first permanent failure when StopOnPermanentFailure is set, or when ctx ends. It then
+// stops receiving, waits for the copies in flight and their completes (after ctx ended,
+// for at most ShutdownTimeout), abandons what it held and returns the Stats, with ctx's
+// error when ctx ended. Redrive does not close src or dst.
+//
+// Re-driving a topic subscription's dead letters to the topic delivers the copies to
+// every subscription whose rules match them: set [RedriveOptions.Subscription] and the
+// rules [SubscriptionFilter] describes to reach that subscription only.
+func Redrive(ctx context.Context, src Receiver, dst sbkit.MessageSender, opts *RedriveOptions) (Stats, error) {
+	o, prog, err := opts.withDefaults()
+	if err != nil {
+		return Stats{}, err
+	}
+	if src == nil || dst == nil {
+		return Stats{}, fmt.Errorf("%w: nil receiver or sender", ErrInvalidOptions)
+	}
+	if o.DryRun {
+		p, ok := src.(Peeker)
+		if !ok {
+			return Stats{}, fmt.Errorf("%w: a dry run peeks, and the receiver (%T) has no PeekMessages", ErrInvalidOptions, src)
+		}
+		st, err := List(ctx, p, &PeekOptions{Filter: o.Filter, MaxMessages: o.MaxMessages, PageSize: o.PageSize}, func(*azservicebus.ReceivedMessage) error { return nil })
+		prog.report(ctx, st)
+		return st, err
+	}
+	snd, err := sender.New(dst, o.Sender)
+	if err != nil {
+		return Stats{}, fmt.Errorf("deadletter: %w", err)
+	}
+	r := &redrive{
+		o:       o,
+		prog:    prog,
+		src:     src,
+		snd:     snd,
+		tracked: map[int64]*entry{},
+		amqpSem: make(chan struct{}, amqpConcurrency),
+		start:   time.Now(),
+	}
+	r.amqp, _ = dst.(AMQPSender)
+	return r.run(ctx)
+}
+
+// The states of a message a re-drive tracks.
+const (
+	statePending = iota // its copy is in flight
+	stateSkipped        // the filter did not match it
+	stateFailed         // its copy failed
+	stateCopied         // its copy was accepted, its complete failed
+)
+
+// entry is a message the re-drive received and has not completed: m is the delivery
+// it holds locked (nil while the copy of the first delivery is in flight).
+type entry struct {
+	state int
+	m     *azservicebus.ReceivedMessage
+	tries int // completes of a copied message's later deliveries that failed
+}
+
+// maxCompleteTries bounds the completes of the later deliveries of a copied message
+// whose first complete failed; past it the message is left to a later re-drive.
+const maxCompleteTries = 3
+
+type redrive struct {
+	o       RedriveOptions
+	prog    progress
+	src     Receiver
+	snd     *sender.Sender
+	amqp    AMQPSender
+	amqpSem chan struct{}
+	start   time.Time
+	work    context.Context // the context of sends and settlements: ctx, plus ShutdownTimeout
+	wg      sync.WaitGroup
+	stop    atomic.Bool
+
+	mu        sync.Mutex
+	st        Stats
+	tracked   map[int64]*entry // by sequence number
+	held      int              // entries that are not pending
+	permanent error
+}
+
+func (r *redrive) stats() Stats {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	s := r.st
+	s.Errors = append([]error(nil), r.st.Errors...)
+	s.Elapsed = time.Since(r.start)
+	return s
+}
+
+func (r *redrive) run(ctx context.Context) (Stats, error) {
+	work, cancelWork := context.WithCancel(context.WithoutCancel(ctx))
+	defer cancelWork()
+	r.work = work
+	done := make(chan struct{})
+	defer close(done)
+	go func() {
+		select {
+		case <-ctx.Done():
+		case <-done:
+			return
+		}
+		t := time.NewTimer(r.o.ShutdownTimeout)
+		defer t.Stop()
+		select {
+		case <-t.C:
+			cancelWork()
+		case <-done:
+		}
+	}()
+
+	reason, rerr := r.receiveLoop(ctx)
+
+	// Finish what is in flight, then release what is held.
+	_ = r.snd.Flush(work)
+	r.wg.Wait()
+	_ = r.snd.Close(work)
+	r.release()
+
+	r.mu.Lock()
+	r.st.Stopped = reason
+	perm := r.permanent
+	r.mu.Unlock()
+	st := r.stats()
+	r.prog.report(ctx, st)
+	switch {
+	case rerr != nil:
+		return st, rerr
+	case reason == StopPermanentFailure:
+		return st, fmt.Errorf("%w: %w", ErrPermanentFailure, perm)
+	case reason == StopCancelled:
+		return st, ctx.Err()
+	}
+	return st, nil
+}
+
+func (r *redrive) receiveLoop(ctx context.Context) (StopReason, error) {
+	lim := limiter{rate: r.o.Rate, start: time.Now()}
+	var started int64 // sends started, against MaxMessages
+	extra := 0        // receive rounds for copied messages that lost their lock
+	// more reports, when the queue seems done, whether copied messages whose complete
+	// lost the lock are back in it: then one more round receives and completes them.
+	more := func() bool {
+		if extra >= maxCompleteTries {
+			return false
+		}
+		_ = r.snd.Flush(r.work)
+		r.wg.Wait()
+		r.mu.Lock()
+		defer r.mu.Unlock()
+		for _, e := range r.tracked {
+			if e.state == stateCopied && e.m == nil && e.tries < maxCompleteTries {
+				extra++
+				return true
+			}
+		}
+		return false
+	}
+	for {
+		switch {
+		case ctx.Err() != nil:
+			return StopCancelled, nil
+		case r.stop.Load():
+			return StopPermanentFailure, nil
+		case r.o.MaxMessages > 0 && started >= int64(r.o.MaxMessages):
+			return StopMaxMessages, nil
+		}
+		r.mu.Lock()
+		held := r.held
+		r.mu.Unlock()
+		if held >= r.o.MaxHeld {
+			return StopHoldLimit, nil
+		}
+		n := r.o.PageSize
+		if r.o.MaxMessages > 0 && int64(r.o.MaxMessages)-started < int64(n) {
+			n = int(int64(r.o.MaxMessages) - started)
+		}
+		rctx, cancel := context.WithTimeout(ctx, r.o.IdleTimeout)
+		msgs, err := r.src.ReceiveMessages(rctx, n, nil)
+		idle := rctx.Err() != nil
+		cancel()
+		fresh := 0
+		for i, m := range msgs {
+			if ctx.Err() != nil || r.stop.Load() || (r.o.MaxMessages > 0 && started >= int64(r.o.MaxMessages)) {
+				// Stop taking new messages: give back the rest of the batch at once.
+				for _, rest := range msgs[i:] {
+					r.giveBack(rest)
+				}
+				break
+			}
+			isNew, send, complete := r.admit(m)
+			if isNew {
+				fresh++
+			}
+			if complete {
+				// A message whose copy was accepted came back: complete it, no second copy.
+				fresh++
+				r.wg.Add(1)
+				r.completeCopied(*m.SequenceNumber, m)
+			}
+			if !send {
+				continue
+			}
+			started++
+			if err := lim.wait(ctx); err != nil {
+				// ctx ended while waiting for the rate: the message was not sent.
+				r.fail(m, err, false)
+				continue
+			}
+			r.send(m)
+		}
+		r.prog.report(ctx, r.stats())
+		switch {
+		case len(msgs) > 0 && fresh == 0 && len(msgs) < n:
+			// Not a full page, and nothing new in it: what the queue has left is what
+			// this re-drive already handled.
+			if more() {
+				continue
+			}
+			return StopAllSeen, nil
+		case len(msgs) > 0:
+			if err != nil && !idle {
+				return StopError, fmt.Errorf("deadletter: receive: %w", err)
+			}
+			continue
+		case ctx.Err() != nil:
+			return StopCancelled, nil
+		case err != nil && !idle:
+			return StopError, fmt.Errorf("deadletter: receive: %w", err)
+		case more():
+			continue
+		default:
+			return StopDrained, nil
+		}
+	}
+}
+
+// admit records a received message: isNew when the re-drive has not seen it before,
+// send when its copy is to be sent now, complete when its copy was accepted before and
+// it is to be completed now.
+func (r *redrive) admit(m *azservicebus.ReceivedMessage) (isNew, send, complete bool) {
+	if m.SequenceNumber == nil {
+		// Every message the broker delivers has a sequence number; without one this
+		// message cannot be recognised when it comes back, so it is left alone.
+		r.giveBack(m)
+		return false, false, false
+	}
+	seq := *m.SequenceNumber
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	if e, ok := r.tracked[seq]; ok {
+		// It came back (its lock expired or was lost): hold the new delivery instead of
+		// the old one.
+		e.m = m
+		return false, false, e.state == stateCopied && e.tries < maxCompleteTries
+	}
+	r.st.Seen++
+	if !r.o.Filter.Matches(m) {
+		r.st.Skipped++
+		r.tracked[seq] = &entry{state: stateSkipped, m: m}
+		r.held++
+		return true, false, false
+	}
+	r.tracked[seq] = &entry{state: statePending}
+	return true, true, false
+}
+
+// send sends m's copy; its outcome settles m.
+func (r *redrive) send(m *azservicebus.ReceivedMessage) {
+	if !simpleBody(m.RawAMQPMessage) {
+		if r.amqp == nil {
+			r.fail(m, fmt.Errorf("message %q: %w", m.MessageID, ErrUnsupportedBody), true)
+			return
+		}
+		select {
+		case r.amqpSem <- struct{}{}:
+		case <-r.work.Done():
+			r.fail(m, r.work.Err(), false)
+			return
+		}
+		r.wg.Add(1)
+		go func() {
+			defer r.wg.Done()
+			defer func() { <-r.amqpSem }()
+			err := r.amqp.SendAMQPAnnotatedMessage(r.work, redriveAMQPCopy(m, r.o.Subscription), nil)
+			r.settle(m, err)
+		}()
+		return
+	}
+	res, err := r.snd.SendAsync(r.work, redriveCopy(m, r.o.Subscription))
+	if err != nil {
+		r.fail(m, err, true)
+		return
+	}
+	r.wg.Add(1)
+	go func() {
+		defer r.wg.Done()
+		<-res.Done()
+		r.settle(m, res.Err())
+	}()
+}
+
+// settle completes m after its copy was accepted, or records the failure.
+func (r *redrive) settle(m *azservicebus.ReceivedMessage, sendErr error) {
+	if sendErr != nil {
+		r.fail(m, sendErr, true)
+		return
+	}
+	seq := *m.SequenceNumber
+	cerr := r.src.CompleteMessage(r.work, m, nil)
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	r.st.Moved++
+	e := r.tracked[seq]
+	if cerr == nil {
+		if e.m != nil {
+			// A second delivery arrived while the copy was in flight: the first lock
+			// had expired, yet the complete succeeded; release the second one too.
+			r.wg.Add(1)
+			go r.completeCopied(seq, e.m)
+			e.state = stateCopied
+			r.held++
+			return
+		}
+		delete(r.tracked, seq)
+		return
+	}
+	r.st.CompleteFailed++
+	r.st.addError(fmt.Errorf("message %q (sequence number %d): copy sent, complete failed: %w", m.MessageID, seq, cerr))
+	r.o.Logger.Warn("deadletter: copy sent, complete failed", "messageID", m.MessageID, "sequenceNumber", seq, "error", cerr)
+	e.state = stateCopied
+	r.held++
+	switch {
+	case e.m != nil:
+		r.wg.Add(1)
+		go r.completeCopied(seq, e.m)
+	case !sbkit.IsLockLost(cerr):
+		e.m = m // the lock may still hold: the end of the re-drive completes it again
+	}
+}
+
+// completeCopied completes a delivery of a message whose copy was accepted.
+func (r *redrive) completeCopied(seq int64, m *azservicebus.ReceivedMessage) {
+	defer r.wg.Done()
+	err := r.src.CompleteMessage(r.work, m, nil)
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	e, ok := r.tracked[seq]
+	if !ok || e.m != m {
+		return
+	}
+	if err != nil {
+		// Still held as copied: it comes back and is completed then (up to
+		// maxCompleteTries), or at the end while its lock holds.
+		e.tries++
+		if sbkit.IsLockLost(err) {
+			e.m = nil
+		}
+		return
+	}
+	delete(r.tracked, seq)
+	r.held--
+}
+
+// fail records that m's copy was not sent: m stays held, to be abandoned.
+func (r *redrive) fail(m *azservicebus.ReceivedMessage, err error, canStop bool) {
+	seq := *m.SequenceNumber
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	r.st.Failed++
+	r.st.addError(fmt.Errorf("message %q (sequence number %d): %w", m.MessageID, seq, err))
+	r.o.Logger.Warn("deadletter: copy failed", "messageID", m.MessageID, "sequenceNumber", seq, "error", err)
+	e := r.tracked[seq]
+	e.state = stateFailed
+	r.held++
+	if e.m == nil {
+		e.m = m
+	}
+	if canStop && r.o.StopOnPermanentFailure && !sbkit.IsTransient(err) && !errors.Is(err, context.Canceled) && r.permanent == nil {
+		r.permanent = err
+		r.stop.Store(true)
+	}
+}
+
+// giveBack abandons m at once, untracked.
+func (r *redrive) giveBack(m *azservicebus.ReceivedMessage) {
+	r.wg.Add(1)
+	go func() {
+		defer r.wg.Done()
+		_ = r.src.AbandonMessage(r.work, m, nil)
+	}()
+}
+
+// release settles what the re-drive holds: completes the messages whose copy was
+// accepted, abandons the others. A settlement that fails leaves the message to come
+// back when its lock expires.
+func (r *redrive) release() {
+	r.mu.Lock()
+	type item struct {
+		m      *azservicebus.ReceivedMessage
+		copied bool
+	}
+	items := make([]item, 0, len(r.tracked))
+	for _, e := range r.tracked {
+		if e.m != nil {
+			items = append(items, item{e.m, e.state == stateCopied})
+		}
+	}
+	r.mu.Unlock()
+	sem := make(chan struct{}, settleConcurrency)
+	var wg sync.WaitGroup
+	for _, it := range items {
+		sem <- struct{}{}
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			defer func() { <-sem }()
+			if it.copied {
+				_ = r.src.CompleteMessage(r.work, it.m, nil)
+			} else {
+				_ = r.src.AbandonMessage(r.work, it.m, nil)
+			}
+		}()
+	}
+	wg.Wait()
+}
+
+// limiter spaces sends rate per second apart, from start.
+type limiter struct {
+	rate  float64
+	start time.Time
+	n     int64
+}
+
+func (l *limiter) wait(ctx context.Context) error {
+	if l.rate <= 0 {
+		return nil
+	}
+	due := l.start.Add(time.Duration(float64(l.n) / l.rate * float64(time.Second)))
+	l.n++
+	d := time.Until(due)
+	if d <= 0 {
+		return nil
+	}
+	t := time.NewTimer(d)
+	defer t.Stop()
+	select {
+	case <-t.C:
+		return nil
+	case <-ctx.Done():
+		return ctx.Err()
+	}
+}
