@@ -3,6 +3,7 @@ package deadletter_test
 import (
 	"context"
 	"fmt"
+	"strings"
 	"testing"
 	"time"
 
@@ -50,7 +51,7 @@ func deadLetterAll(t *testing.T, ns *sbtest.Namespace, dst string, e *sbtest.Ent
 	}
 	var topic, sub string
 	if tp := e.Topic(); tp != nil {
-		topic, sub = tp.Name(), e.Name()
+		topic, sub = tp.Name(), subName(e)
 	}
 	if e.Options().RequiresSession {
 		seen := map[string]bool{}
@@ -96,7 +97,7 @@ func dlqReceiver(t *testing.T, ns *sbtest.Namespace, e *sbtest.Entity, mode azse
 	var r *sbtest.Receiver
 	var err error
 	if tp := e.Topic(); tp != nil {
-		r, err = ns.NewReceiverForSubscription(tp.Name(), e.Name(), o)
+		r, err = ns.NewReceiverForSubscription(tp.Name(), subName(e), o)
 	} else {
 		r, err = ns.NewReceiverForQueue(e.Name(), o)
 	}
@@ -127,4 +128,10 @@ func messages(n int, session func(i int) string) []*azservicebus.Message {
 		out[i] = m
 	}
 	return out
+}
+
+// subName is the subscription's own name of e's path ("topic/Subscriptions/sub").
+func subName(e *sbtest.Entity) string {
+	n := e.Name()
+	return n[strings.LastIndex(n, "/")+1:]
 }

@@ -54,7 +54,7 @@ func drainQueue(t *testing.T, ns *sbtest.Namespace, e *sbtest.Entity) map[string
 			var sr *sbtest.SessionReceiver
 			var err error
 			if topic != "" {
-				sr, err = ns.AcceptSessionForSubscription(ctx, topic, e.Name(), s.ID, nil)
+				sr, err = ns.AcceptSessionForSubscription(ctx, topic, subName(e), s.ID, nil)
 			} else {
 				sr, err = ns.AcceptSessionForQueue(ctx, e.Name(), s.ID, nil)
 			}
@@ -69,7 +69,7 @@ func drainQueue(t *testing.T, ns *sbtest.Namespace, e *sbtest.Entity) map[string
 	var r *sbtest.Receiver
 	var err error
 	if topic != "" {
-		r, err = ns.NewReceiverForSubscription(topic, e.Name(), nil)
+		r, err = ns.NewReceiverForSubscription(topic, subName(e), nil)
 	} else {
 		r, err = ns.NewReceiverForQueue(e.Name(), nil)
 	}
