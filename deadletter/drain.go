@@ -17,6 +17,7 @@ type drainOptions struct {
 	idle        time.Duration
 	maxHeld     int
 	shutdown    time.Duration
+	settle      time.Duration
 	prog        progress
 	concurrency int
 }
@@ -54,6 +55,8 @@ func drain(ctx context.Context, src Receiver, o drainOptions, handle func(ctx co
 			go func() {
 				defer wg.Done()
 				defer func() { <-sem }()
+				work, cancel := context.WithTimeout(work, o.settle)
+				defer cancel()
 				if complete {
 					errs[i] = src.CompleteMessage(work, m, nil)
 				} else {

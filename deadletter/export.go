@@ -103,7 +103,7 @@ func ExportAndComplete(ctx context.Context, r Receiver, w io.Writer, opts *Expor
 		return Stats{}, fmt.Errorf("%w: nil receiver or writer", ErrInvalidOptions)
 	}
 	return drain(ctx, r, drainOptions{filter: filter, max: ro.MaxMessages, pageSize: ro.PageSize, idle: ro.IdleTimeout,
-		maxHeld: ro.MaxHeld, shutdown: ro.ShutdownTimeout, prog: prog, concurrency: settleConcurrency},
+		maxHeld: ro.MaxHeld, shutdown: ro.ShutdownTimeout, settle: ro.SettleTimeout, prog: prog, concurrency: settleConcurrency},
 		func(_ context.Context, page []*azservicebus.ReceivedMessage) ([]error, error) {
 			errs := make([]error, len(page))
 			var buf []byte

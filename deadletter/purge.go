@@ -78,7 +78,7 @@ func Purge(ctx context.Context, src Receiver, opts *PurgeOptions) (Stats, error)
 		return purgeDeferred(ctx, src, o, prog)
 	}
 	return drain(ctx, src, drainOptions{filter: o.Filter, max: ro.MaxMessages, pageSize: ro.PageSize, idle: ro.IdleTimeout,
-		maxHeld: ro.MaxHeld, shutdown: ro.ShutdownTimeout, prog: prog, concurrency: settleConcurrency},
+		maxHeld: ro.MaxHeld, shutdown: ro.ShutdownTimeout, settle: ro.SettleTimeout, prog: prog, concurrency: settleConcurrency},
 		func(_ context.Context, page []*azservicebus.ReceivedMessage) ([]error, error) {
 			return make([]error, len(page)), nil
 		})

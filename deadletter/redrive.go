@@ -19,6 +19,7 @@ const (
 	DefaultIdleTimeout     = 5 * time.Second
 	DefaultMaxHeld         = 10000
 	DefaultShutdownTimeout = 30 * time.Second
+	DefaultSettleTimeout   = 30 * time.Second
 	// settleConcurrency bounds the abandons and completes of held messages at the end.
 	settleConcurrency = 32
 	// amqpConcurrency bounds the sends of messages whose body needs an [AMQPSender].
@@ -80,6 +81,12 @@ type RedriveOptions struct {
 	// sends and settlements it started. Default DefaultShutdownTimeout (30s).
 	ShutdownTimeout time.Duration
 
+	// SettleTimeout bounds each complete and abandon, retries included (the SDK retries
+	// a settlement whose connection broke, for minutes by default). A settlement that
+	// times out counts as failed: the message comes back when its lock expires.
+	// Default DefaultSettleTimeout (30s).
+	SettleTimeout time.Duration
+
 	// Hooks observe progress ([ProgressHook]). Default none.
 	Hooks []Hook
 
@@ -106,6 +113,8 @@ func (o *RedriveOptions) withDefaults() (RedriveOptions, progress, error) {
 		bad = fmt.Sprintf("MaxHeld %d", v.MaxHeld)
 	case v.ShutdownTimeout < 0:
 		bad = fmt.Sprintf("ShutdownTimeout %v", v.ShutdownTimeout)
+	case v.SettleTimeout < 0:
+		bad = fmt.Sprintf("SettleTimeout %v", v.SettleTimeout)
 	}
 	if bad != "" {
 		return v, progress{}, fmt.Errorf("%w: negative %s", ErrInvalidOptions, bad)
@@ -128,6 +137,9 @@ func (o *RedriveOptions) withDefaults() (RedriveOptions, progress, error) {
 	}
 	if v.ShutdownTimeout == 0 {
 		v.ShutdownTimeout = DefaultShutdownTimeout
+	}
+	if v.SettleTimeout == 0 {
+		v.SettleTimeout = DefaultSettleTimeout
 	}
 	v.Logger = p.logger
 	return v, p, nil
@@ -461,7 +473,7 @@ func (r *redrive) settle(m *azservicebus.ReceivedMessage, sendErr error) {
 		return
 	}
 	seq := *m.SequenceNumber
-	cerr := r.src.CompleteMessage(r.work, m, nil)
+	cerr := r.complete(m)
 	r.mu.Lock()
 	defer r.mu.Unlock()
 	r.st.Moved++
@@ -496,7 +508,7 @@ func (r *redrive) settle(m *azservicebus.ReceivedMessage, sendErr error) {
 // completeCopied completes a delivery of a message whose copy was accepted.
 func (r *redrive) completeCopied(seq int64, m *azservicebus.ReceivedMessage) {
 	defer r.wg.Done()
-	err := r.src.CompleteMessage(r.work, m, nil)
+	err := r.complete(m)
 	r.mu.Lock()
 	defer r.mu.Unlock()
 	e, ok := r.tracked[seq]
@@ -536,12 +548,25 @@ func (r *redrive) fail(m *azservicebus.ReceivedMessage, err error, canStop bool)
 	}
 }
 
+// complete and abandon settle m within SettleTimeout.
+func (r *redrive) complete(m *azservicebus.ReceivedMessage) error {
+	ctx, cancel := context.WithTimeout(r.work, r.o.SettleTimeout)
+	defer cancel()
+	return r.src.CompleteMessage(ctx, m, nil)
+}
+
+func (r *redrive) abandon(m *azservicebus.ReceivedMessage) error {
+	ctx, cancel := context.WithTimeout(r.work, r.o.SettleTimeout)
+	defer cancel()
+	return r.src.AbandonMessage(ctx, m, nil)
+}
+
 // giveBack abandons m at once, untracked.
 func (r *redrive) giveBack(m *azservicebus.ReceivedMessage) {
 	r.wg.Add(1)
 	go func() {
 		defer r.wg.Done()
-		_ = r.src.AbandonMessage(r.work, m, nil)
+		_ = r.abandon(m)
 	}()
 }
 
@@ -570,9 +595,9 @@ func (r *redrive) release() {
 			defer wg.Done()
 			defer func() { <-sem }()
 			if it.copied {
-				_ = r.src.CompleteMessage(r.work, it.m, nil)
+				_ = r.complete(it.m)
 			} else {
-				_ = r.src.AbandonMessage(r.work, it.m, nil)
+				_ = r.abandon(it.m)
 			}
 		}()
 	}
