@@ -315,7 +315,7 @@ func TestWireRedriveFaults(t *testing.T) {
 			p := newProxy(t, srv.Addr().String())
 			conn := strings.Replace(srv.ConnectionString(), srv.Addr().String(), p.ln.Addr().String(), 1)
 			c := wireClient(t, conn)
-			dq.InjectFault(sbtest.Fault{Count: 2})                                                                  // transient send failures
+			dq.InjectFault(sbtest.Fault{Count: 2})                                                                                  // transient send failures
 			q.InjectFault(sbtest.Fault{Op: sbtest.OpComplete, Count: 3, Err: &azservicebus.Error{Code: azservicebus.CodeLockLost}}) // completes fail after the send
 			var cut sync.Once
 			st, err := deadletter.Redrive(t.Context(), wireDLQ(t, c, "q", "", ""), wireSender(t, c, "dst"), &deadletter.RedriveOptions{IdleTimeout: 3 * time.Second, PageSize: 50, SettleTimeout: 2 * time.Second,
