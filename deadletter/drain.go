@@ -20,6 +20,7 @@ type drainOptions struct {
 	settle      time.Duration
 	prog        progress
 	concurrency int
+	noSettle    bool // the receiver is in receive-and-delete mode
 }
 
 // drain receives pages from src until it is empty, holds the messages the filter skips
@@ -47,7 +48,7 @@ func drain(ctx context.Context, src Receiver, o drainOptions, handle func(ctx co
 		sem := make(chan struct{}, o.concurrency)
 		var wg sync.WaitGroup
 		for i, m := range ms {
-			if m.LockToken == ([16]byte{}) {
+			if o.noSettle || m.LockToken == ([16]byte{}) {
 				continue // received in receive-and-delete mode: nothing to settle
 			}
 			sem <- struct{}{}
@@ -73,6 +74,9 @@ func drain(ctx context.Context, src Receiver, o drainOptions, handle func(ctx co
 			rest = append(rest, m)
 		}
 		settle(rest, false)
+		if len(rest) > 0 {
+			graceWait(work)
+		}
 		st.Stopped = reason
 		st.Elapsed = time.Since(start)
 		o.prog.report(ctx, st)

@@ -227,7 +227,7 @@ func TestPurge(t *testing.T) {
 			}
 		}
 		// Without a filter, receive-and-delete.
-		st, err = deadletter.Purge(t.Context(), dlqReceiver(t, ns, q, azservicebus.ReceiveModeReceiveAndDelete), &deadletter.PurgeOptions{IdleTimeout: time.Second})
+		st, err = deadletter.Purge(t.Context(), dlqReceiver(t, ns, q, azservicebus.ReceiveModeReceiveAndDelete), &deadletter.PurgeOptions{IdleTimeout: time.Second, ReceiveAndDelete: true})
 		if err != nil || st.Moved != 250 || q.Counts().DeadLetter != 0 {
 			t.Fatalf("%+v %v %+v", st, err, q.Counts())
 		}

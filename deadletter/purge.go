@@ -18,6 +18,13 @@ type PurgeOptions struct {
 	// Default nil: every message.
 	Filter *Filter
 
+	// ReceiveAndDelete says that the receiver is in
+	// [azservicebus.ReceiveModeReceiveAndDelete]: the receive itself deletes each
+	// message, so Purge settles nothing. A Filter with it is an error wrapping
+	// [ErrInvalidOptions] (it would delete the messages the Filter skips). Default false:
+	// a peek-lock receiver, whose matching messages Purge completes.
+	ReceiveAndDelete bool
+
 	// SequenceNumbers, when not empty, purges these deferred messages only: they are
 	// received by sequence number (the receiver must be a [DeferredReceiver]) and
 	// completed when they match the Filter. Deferred messages can be received no other
@@ -46,8 +53,9 @@ type PurgeOptions struct {
 }
 
 // Purge deletes messages from src, a receiver of a dead-letter queue (or of any queue).
-// Without a Filter, give it a receiver in [azservicebus.ReceiveModeReceiveAndDelete]:
-// each page is deleted by the receive itself, the fastest way. With a Filter, give it a
+// Without a Filter, give it a receiver in [azservicebus.ReceiveModeReceiveAndDelete]
+// and set [PurgeOptions.ReceiveAndDelete]: each page is deleted by the receive itself,
+// the fastest way. With a Filter, give it a
 // peek-lock receiver: each matching message is completed, the others are held and
 // abandoned at the end; a peek-lock receiver without a Filter completes every message.
 // Stats.Moved counts the deleted messages. Purge ends as [Redrive] does (idle, all seen,
@@ -65,6 +73,9 @@ func Purge(ctx context.Context, src Receiver, opts *PurgeOptions) (Stats, error)
 	if src == nil {
 		return Stats{}, fmt.Errorf("%w: nil receiver", ErrInvalidOptions)
 	}
+	if o.ReceiveAndDelete && (o.Filter != nil || len(o.SequenceNumbers) > 0) {
+		return Stats{}, fmt.Errorf("%w: a receive-and-delete receiver deletes every message it receives: a Filter or SequenceNumbers need a peek-lock one", ErrInvalidOptions)
+	}
 	if o.DryRun {
 		p, ok := src.(Peeker)
 		if !ok {
@@ -78,7 +89,8 @@ func Purge(ctx context.Context, src Receiver, opts *PurgeOptions) (Stats, error)
 		return purgeDeferred(ctx, src, o, prog)
 	}
 	return drain(ctx, src, drainOptions{filter: o.Filter, max: ro.MaxMessages, pageSize: ro.PageSize, idle: ro.IdleTimeout,
-		maxHeld: ro.MaxHeld, shutdown: ro.ShutdownTimeout, settle: ro.SettleTimeout, prog: prog, concurrency: settleConcurrency},
+		maxHeld: ro.MaxHeld, shutdown: ro.ShutdownTimeout, settle: ro.SettleTimeout, prog: prog, concurrency: settleConcurrency,
+		noSettle: o.ReceiveAndDelete},
 		func(_ context.Context, page []*azservicebus.ReceivedMessage) ([]error, error) {
 			return make([]error, len(page)), nil
 		})

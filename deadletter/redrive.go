@@ -24,6 +24,12 @@ const (
 	settleConcurrency = 32
 	// amqpConcurrency bounds the sends of messages whose body needs an [AMQPSender].
 	amqpConcurrency = 16
+	// releaseGrace is how long an operation waits after abandoning what it held. The
+	// SDK's receiver keeps the link credit of its last ReceiveMessages, so an abandoned
+	// message is delivered to it again at once and given back by the SDK's releaser
+	// (azservicebus receiver.go, newReleaserFunc), until that credit is used up; a
+	// receiver closed meanwhile would leave the message locked until its lock expires.
+	releaseGrace = time.Second
 )
 
 // RedriveOptions configures [Redrive]. A nil *RedriveOptions means defaults. Negative
@@ -284,8 +290,13 @@ func (r *redrive) run(ctx context.Context) (Stats, error) {
 	r.release()
 
 	r.mu.Lock()
-	r.st.Stopped = reason
 	perm := r.permanent
+	if perm != nil && rerr == nil && reason != StopCancelled {
+		// The failure may have come after the last receive: the run stopped for it all
+		// the same, since StopOnPermanentFailure was set.
+		reason = StopPermanentFailure
+	}
+	r.st.Stopped = reason
 	r.mu.Unlock()
 	st := r.stats()
 	r.prog.report(ctx, st)
@@ -602,6 +613,19 @@ func (r *redrive) release() {
 		}()
 	}
 	wg.Wait()
+	if len(items) > 0 {
+		graceWait(r.work)
+	}
+}
+
+// graceWait waits releaseGrace, or until ctx ends.
+func graceWait(ctx context.Context) {
+	t := time.NewTimer(releaseGrace)
+	defer t.Stop()
+	select {
+	case <-t.C:
+	case <-ctx.Done():
+	}
 }
 
 // limiter spaces sends rate per second apart, from start.
