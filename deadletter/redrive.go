@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"math"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -311,10 +312,66 @@ func (r *redrive) run(ctx context.Context) (Stats, error) {
 	return st, nil
 }
 
+// page is what one ReceiveMessages call returned: n is how many it asked for, idle
+// whether it waited IdleTimeout for them.
+type page struct {
+	msgs []*azservicebus.ReceivedMessage
+	err  error
+	idle bool
+	n    int
+}
+
+// fetch is the only caller of src.ReceiveMessages, on a goroutine of its own, so that
+// the next page is received while the last one is handled. It asks for PageSize
+// messages, or what MaxMessages leaves (remaining), and stops when ctx ends; then it
+// gives back what it received and closes pages.
+func (r *redrive) fetch(ctx context.Context, pages chan<- page, remaining func() int64) {
+	defer close(pages)
+	for ctx.Err() == nil {
+		n := int64(r.o.PageSize)
+		if left := remaining(); left < n {
+			n = max(left, 1)
+		}
+		rctx, cancel := context.WithTimeout(ctx, r.o.IdleTimeout)
+		msgs, err := r.src.ReceiveMessages(rctx, int(n), nil)
+		idle := rctx.Err() != nil && ctx.Err() == nil
+		cancel()
+		select {
+		case pages <- page{msgs: msgs, err: err, idle: idle, n: int(n)}:
+		case <-ctx.Done():
+			for _, m := range msgs {
+				r.giveBack(m)
+			}
+			return
+		}
+		if err != nil && !idle && len(msgs) == 0 {
+			return // the receive failed: the loop stops on this page
+		}
+	}
+}
+
 func (r *redrive) receiveLoop(ctx context.Context) (StopReason, error) {
 	lim := limiter{rate: r.o.Rate, start: time.Now()}
-	var started int64 // sends started, against MaxMessages
-	extra := 0        // receive rounds for copied messages that lost their lock
+	var started atomic.Int64 // sends started, against MaxMessages
+	remaining := func() int64 {
+		if r.o.MaxMessages <= 0 {
+			return math.MaxInt64
+		}
+		return int64(r.o.MaxMessages) - started.Load()
+	}
+	fctx, stopFetch := context.WithCancel(ctx)
+	pages := make(chan page, 1)
+	go r.fetch(fctx, pages, remaining)
+	defer func() {
+		// Stop receiving, and give back what was received meanwhile.
+		stopFetch()
+		for p := range pages {
+			for _, m := range p.msgs {
+				r.giveBack(m)
+			}
+		}
+	}()
+	extra := 0 // receive rounds for copied messages that lost their lock
 	// more reports, when the queue seems done, whether copied messages whose complete
 	// lost the lock are back in it: then one more round receives and completes them.
 	more := func() bool {
@@ -339,7 +396,7 @@ func (r *redrive) receiveLoop(ctx context.Context) (StopReason, error) {
 			return StopCancelled, nil
 		case r.stop.Load():
 			return StopPermanentFailure, nil
-		case r.o.MaxMessages > 0 && started >= int64(r.o.MaxMessages):
+		case remaining() <= 0:
 			return StopMaxMessages, nil
 		}
 		r.mu.Lock()
@@ -348,18 +405,17 @@ func (r *redrive) receiveLoop(ctx context.Context) (StopReason, error) {
 		if held >= r.o.MaxHeld {
 			return StopHoldLimit, nil
 		}
-		n := r.o.PageSize
-		if r.o.MaxMessages > 0 && int64(r.o.MaxMessages)-started < int64(n) {
-			n = int(int64(r.o.MaxMessages) - started)
+		var p page
+		select {
+		case p = <-pages:
+		case <-ctx.Done():
+			return StopCancelled, nil
 		}
-		rctx, cancel := context.WithTimeout(ctx, r.o.IdleTimeout)
-		msgs, err := r.src.ReceiveMessages(rctx, n, nil)
-		idle := rctx.Err() != nil
-		cancel()
+		msgs, err, idle := p.msgs, p.err, p.idle
 		fresh := 0
 		for i, m := range msgs {
-			if ctx.Err() != nil || r.stop.Load() || (r.o.MaxMessages > 0 && started >= int64(r.o.MaxMessages)) {
-				// Stop taking new messages: give back the rest of the batch at once.
+			if ctx.Err() != nil || r.stop.Load() || remaining() <= 0 {
+				// Stop taking new messages: give back the rest of the page at once.
 				for _, rest := range msgs[i:] {
 					r.giveBack(rest)
 				}
@@ -378,7 +434,7 @@ func (r *redrive) receiveLoop(ctx context.Context) (StopReason, error) {
 			if !send {
 				continue
 			}
-			started++
+			started.Add(1)
 			if err := lim.wait(ctx); err != nil {
 				// ctx ended while waiting for the rate: the message was not sent.
 				r.fail(m, err, false)
@@ -388,7 +444,7 @@ func (r *redrive) receiveLoop(ctx context.Context) (StopReason, error) {
 		}
 		r.prog.report(ctx, r.stats())
 		switch {
-		case len(msgs) > 0 && fresh == 0 && len(msgs) < n:
+		case len(msgs) > 0 && fresh == 0 && len(msgs) < p.n:
 			// Not a full page, and nothing new in it: what the queue has left is what
 			// this re-drive already handled.
 			if more() {
