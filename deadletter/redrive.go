@@ -21,6 +21,7 @@ const (
 	DefaultMaxHeld         = 10000
 	DefaultShutdownTimeout = 30 * time.Second
 	DefaultSettleTimeout   = 30 * time.Second
+	DefaultMaxInFlight     = 2048
 	// settleConcurrency bounds the abandons and completes of held messages at the end.
 	settleConcurrency = 32
 	// amqpConcurrency bounds the sends of messages whose body needs an [AMQPSender].
@@ -77,6 +78,13 @@ type RedriveOptions struct {
 	// Default DefaultIdleTimeout (5s).
 	IdleTimeout time.Duration
 
+	// MaxInFlight bounds the messages whose copy was handed to the sender and whose
+	// dead letter is not settled yet (sends and completes are separate round trips, so
+	// the sender's own window does not bound them). With MaxHeld and two pages it bounds
+	// the memory of a re-drive, whatever the queue's length. Default DefaultMaxInFlight
+	// (2,048).
+	MaxInFlight int
+
 	// MaxHeld bounds how many messages the re-drive holds unsettled (skipped, failed,
 	// or copied but not completed) while it runs: they are held locked so that the
 	// receiver reaches the messages behind them, and abandoned (or completed) at the end.
@@ -122,6 +130,8 @@ func (o *RedriveOptions) withDefaults() (RedriveOptions, progress, error) {
 		bad = fmt.Sprintf("ShutdownTimeout %v", v.ShutdownTimeout)
 	case v.SettleTimeout < 0:
 		bad = fmt.Sprintf("SettleTimeout %v", v.SettleTimeout)
+	case v.MaxInFlight < 0:
+		bad = fmt.Sprintf("MaxInFlight %d", v.MaxInFlight)
 	}
 	if bad != "" {
 		return v, progress{}, fmt.Errorf("%w: negative %s", ErrInvalidOptions, bad)
@@ -147,6 +157,9 @@ func (o *RedriveOptions) withDefaults() (RedriveOptions, progress, error) {
 	}
 	if v.SettleTimeout == 0 {
 		v.SettleTimeout = DefaultSettleTimeout
+	}
+	if v.MaxInFlight == 0 {
+		v.MaxInFlight = DefaultMaxInFlight
 	}
 	v.Logger = p.logger
 	return v, p, nil
@@ -207,6 +220,7 @@ func Redrive(ctx context.Context, src Receiver, dst sbkit.MessageSender, opts *R
 		snd:     snd,
 		tracked: map[int64]*entry{},
 		amqpSem: make(chan struct{}, amqpConcurrency),
+		window:  make(chan struct{}, o.MaxInFlight),
 		start:   time.Now(),
 	}
 	r.amqp, _ = dst.(AMQPSender)
@@ -240,6 +254,7 @@ type redrive struct {
 	snd     *sender.Sender
 	amqp    AMQPSender
 	amqpSem chan struct{}
+	window  chan struct{} // a token per message between its send and its settlement
 	start   time.Time
 	work    context.Context // the context of sends and settlements: ctx, plus ShutdownTimeout
 	wg      sync.WaitGroup
@@ -440,6 +455,12 @@ func (r *redrive) receiveLoop(ctx context.Context) (StopReason, error) {
 				r.fail(m, err, false)
 				continue
 			}
+			select {
+			case r.window <- struct{}{}:
+			case <-ctx.Done():
+				r.fail(m, ctx.Err(), false)
+				continue
+			}
 			r.send(m)
 		}
 		r.prog.report(ctx, r.stats())
@@ -498,22 +519,27 @@ func (r *redrive) admit(m *azservicebus.ReceivedMessage) (isNew, send, complete 
 	return true, true, false
 }
 
-// send sends m's copy; its outcome settles m.
+// send sends m's copy; its outcome settles m. It returns the window's token once m is
+// settled (or failed).
 func (r *redrive) send(m *azservicebus.ReceivedMessage) {
+	release := func() { <-r.window }
 	if !simpleBody(m.RawAMQPMessage) {
 		if r.amqp == nil {
 			r.fail(m, fmt.Errorf("message %q: %w", m.MessageID, ErrUnsupportedBody), true)
+			release()
 			return
 		}
 		select {
 		case r.amqpSem <- struct{}{}:
 		case <-r.work.Done():
 			r.fail(m, r.work.Err(), false)
+			release()
 			return
 		}
 		r.wg.Add(1)
 		go func() {
 			defer r.wg.Done()
+			defer release()
 			defer func() { <-r.amqpSem }()
 			err := r.amqp.SendAMQPAnnotatedMessage(r.work, redriveAMQPCopy(m, r.o.Subscription), nil)
 			r.settle(m, err)
@@ -523,11 +549,13 @@ func (r *redrive) send(m *azservicebus.ReceivedMessage) {
 	res, err := r.snd.SendAsync(r.work, redriveCopy(m, r.o.Subscription))
 	if err != nil {
 		r.fail(m, err, true)
+		release()
 		return
 	}
 	r.wg.Add(1)
 	go func() {
 		defer r.wg.Done()
+		defer release()
 		<-res.Done()
 		r.settle(m, res.Err())
 	}()
