@@ -199,9 +199,7 @@ func TestWireRedriveSubscriptionWithRules(t *testing.T) {
 			if err != nil {
 				t.Fatal(err)
 			}
-			for _, r := range page.Rules {
-				rules = append(rules, r)
-			}
+			rules = append(rules, page.Rules...)
 		}
 		guarded, _, err := deadletter.GuardRules(sub, rules)
 		if err != nil {
