@@ -2,6 +2,7 @@ package deadletter_test
 
 import (
 	"bufio"
+	"context"
 	"bytes"
 	"encoding/json"
 	"errors"
@@ -295,6 +296,34 @@ func TestSummarizeAndList(t *testing.T) {
 			if m.DeliveryCount != 1 {
 				t.Fatal("peeking raised DeliveryCount")
 			}
+		}
+	})
+}
+
+// A cancelled import stops reading, waits for what it sent, and its Moved is what arrived.
+func TestImportCancelReconciles(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		ns := sbtest.NewTestNamespace(t, &sbtest.NamespaceOptions{Queues: map[string]*sbtest.EntityOptions{"dst": nil}})
+		ns.SetLatency(sbtest.Latency{RoundTrip: 7 * time.Millisecond})
+		dq, _ := ns.Entity("dst")
+		dst, _ := ns.NewSender("dst", nil)
+		var in strings.Builder
+		for i := range 5000 {
+			fmt.Fprintf(&in, "{\"messageId\":\"m%d\",\"body\":\"YQ==\"}\n", i)
+		}
+		ctx, cancel := context.WithCancel(t.Context())
+		st, err := deadletter.Import(ctx, strings.NewReader(in.String()), dst, &deadletter.ImportOptions{
+			Hooks: []deadletter.Hook{deadletter.ProgressHookFunc(func(_ context.Context, s deadletter.Stats) {
+				if s.Seen >= 1000 {
+					cancel()
+				}
+			})}})
+		if !errors.Is(err, context.Canceled) || st.Stopped != deadletter.StopCancelled {
+			t.Fatalf("%+v %v", st, err)
+		}
+		reconciles(t, st)
+		if st.Seen >= 5000 || int64(dq.Counts().Active) != st.Moved {
+			t.Fatalf("%+v, destination %+v", st, dq.Counts())
 		}
 	})
 }
