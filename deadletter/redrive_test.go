@@ -467,3 +467,55 @@ func TestRedriveSessionQueueKeepsOrder(t *testing.T) {
 		}
 	})
 }
+
+// Skipped messages held past their lock come back during a long re-drive: they are held
+// again, not counted twice, and the counts still reconcile.
+func TestRedriveHeldLocksExpireMidRun(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		ns := sbtest.NewTestNamespace(t, &sbtest.NamespaceOptions{Queues: map[string]*sbtest.EntityOptions{"q": {LockDuration: time.Second}, "dst": nil}})
+		q, _ := ns.Entity("q")
+		dq, _ := ns.Entity("dst")
+		deadLetterAll(t, ns, "q", q, messages(100, nil), func(i int) string { return fmt.Sprint("r", i%2) })
+		dst, _ := ns.NewSender("dst", nil)
+		// 50 sends at 20 per second take 2.5 s: the skipped messages' 1 s locks expire twice.
+		st, err := deadletter.Redrive(t.Context(), dlqReceiver(t, ns, q, azservicebus.ReceiveModePeekLock), dst,
+			&deadletter.RedriveOptions{IdleTimeout: 5 * time.Second, PageSize: 10, Rate: 20, Filter: &deadletter.Filter{Reasons: []string{"r0"}}})
+		if err != nil {
+			t.Fatal(err)
+		}
+		reconciles(t, st)
+		if st.Seen != 100 || st.Moved != 50 || st.Skipped != 50 {
+			t.Fatalf("%+v", st)
+		}
+		if dq.Counts().Active != 50 || q.Counts().DeadLetter != 50 {
+			t.Fatalf("destination %+v, source %+v", dq.Counts(), q.Counts())
+		}
+	})
+}
+
+func TestRedriveHoldLimit(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		ns := sbtest.NewTestNamespace(t, &sbtest.NamespaceOptions{Queues: map[string]*sbtest.EntityOptions{"q": nil}})
+		q, _ := ns.Entity("q")
+		deadLetterAll(t, ns, "q", q, messages(100, nil), func(int) string { return "x" })
+		dst, _ := ns.NewSender("q", nil)
+		st, err := deadletter.Redrive(t.Context(), dlqReceiver(t, ns, q, azservicebus.ReceiveModePeekLock), dst,
+			&deadletter.RedriveOptions{IdleTimeout: time.Second, PageSize: 10, MaxHeld: 25, Filter: &deadletter.Filter{Reasons: []string{"none"}}})
+		if err != nil || st.Stopped != deadletter.StopHoldLimit || st.Skipped < 25 || st.Seen >= 100 {
+			t.Fatalf("%+v %v", st, err)
+		}
+		reconciles(t, st)
+		if c := q.Counts(); c.DeadLetter != 100 {
+			t.Fatalf("%+v", c)
+		}
+	})
+}
+
+func TestRedriveInvalidOptions(t *testing.T) {
+	for _, o := range []*deadletter.RedriveOptions{{MaxMessages: -1}, {Rate: -1}, {PageSize: -1}, {IdleTimeout: -1}, {MaxHeld: -1},
+		{ShutdownTimeout: -1}, {SettleTimeout: -1}, {MaxInFlight: -1}, {Hooks: []deadletter.Hook{42}}} {
+		if _, err := deadletter.Redrive(t.Context(), nil, nil, o); !errors.Is(err, deadletter.ErrInvalidOptions) {
+			t.Errorf("%+v: %v", o, err)
+		}
+	}
+}
