@@ -64,7 +64,7 @@ Connection (every command):
   --connection-string S   or SERVICEBUS_CONNECTION_STRING (UseDevelopmentEmulator=true for an emulator)
   --namespace NS          or SERVICEBUS_NAMESPACE: NS.servicebus.windows.net with DefaultAzureCredential
   --admin-ca FILE         or SBCTL_ADMIN_CA: a PEM certificate to trust for the administration API
-                          (an emulator's self-signed one: sbemulator -admin-cert FILE)
+                          (an emulator's self-signed one: sbemulator -cert FILE)
 
 Examples:
   export SERVICEBUS_CONNECTION_STRING='Endpoint=sb://localhost;SharedAccessKeyName=k;SharedAccessKey=v;UseDevelopmentEmulator=true'
