@@ -43,5 +43,5 @@ func newProgress(hs []Hook, logger *slog.Logger) (progress, error) {
 }
 
 func (p progress) report(ctx context.Context, s Stats) {
-	ihooks.Call(ctx, p.logger, "deadletter", "OnProgress", p.hooks, func(h ProgressHook) { h.OnProgress(ctx, s) })
+	ihooks.Call(ctx, p.logger, "deadletter", "ProgressHook", p.hooks, func(h ProgressHook) { h.OnProgress(ctx, s) })
 }
