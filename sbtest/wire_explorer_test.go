@@ -483,7 +483,7 @@ func TestExplorerRedriveCopiesThenCompletes(t *testing.T) {
 	}
 	c := active[0]
 	if c.MessageID != "m2" || string(c.Body) != "body2" || *c.CorrelationID != "c2" || c.ApplicationProperties["tenant"] != "t1" ||
-		c.DeadLetterReason != nil || c.DeliveryCount != 1 || len(c.ApplicationProperties) != 1 {
+		c.DeadLetterReason != nil || c.DeliveryCount != 1 || len(c.ApplicationProperties) != 2 || c.ApplicationProperties["sbkit_redrive_count"] != int64(1) {
 		t.Fatalf("copy %+v", c)
 	}
 	dl := e.DeadLetters()

@@ -31,18 +31,25 @@ type redriveJSON struct {
 // from them, message.go of azservicebus); a re-driven copy goes without them.
 var deadLetterProperties = []string{"DeadLetterReason", "DeadLetterErrorDescription"}
 
+// redriveCountProperty counts the re-drives of a message, as the deadletter package's
+// RedriveCountProperty does (deadletter/copy.go), so that a consumer or that package's
+// filters tell a message that keeps coming back, whichever tool re-drove it.
+const redriveCountProperty = "sbkit_redrive_count"
+
 // redriveCopy is the message a re-drive sends for the dead letter m: its body, its
 // MessageID and every system and application property a sender sets, without the
-// dead-letter properties; the broker assigns a new sequence number, enqueued time and
-// delivery count.
+// dead-letter properties and with the re-drive count one higher; the broker assigns a
+// new sequence number, enqueued time and delivery count.
 func redriveCopy(m *azservicebus.ReceivedMessage) *azservicebus.Message {
 	props := maps.Clone(m.ApplicationProperties)
+	if props == nil {
+		props = map[string]any{}
+	}
 	for _, k := range deadLetterProperties {
 		delete(props, k)
 	}
-	if len(props) == 0 {
-		props = nil
-	}
+	n, _ := props[redriveCountProperty].(int64)
+	props[redriveCountProperty] = n + 1
 	id := m.MessageID
 	return &azservicebus.Message{
 		ApplicationProperties: props,
@@ -185,6 +192,13 @@ func (h *Handler) redriveOne(ctx context.Context, rcv Receiver, snd Sender, m *a
 		_ = rcv.AbandonMessage(sctx, m, nil)
 		return fmt.Errorf("not re-driven: the target detects duplicates for %v and MessageId %q was sent at %s, so the copy would be dropped; re-drive it after %s",
 			window, m.MessageID, m.EnqueuedTime.UTC().Format(time.RFC3339), m.EnqueuedTime.Add(window).UTC().Format(time.RFC3339))
+	}
+	// An AMQP value or sequence body, or several data sections, is no Body an
+	// azservicebus.Message carries (AMQP 1.0 part 3, 3.2 "Message Format"): such a dead
+	// letter stays rather than be copied without its body.
+	if raw := m.RawAMQPMessage; raw != nil && (raw.Body.Value != nil || raw.Body.Sequence != nil || len(raw.Body.Data) > 1) {
+		_ = rcv.AbandonMessage(sctx, m, nil)
+		return fmt.Errorf("not re-driven: its body is an AMQP value, sequence or several data sections, which this copy cannot carry; the dead letter stays")
 	}
 	if err := snd.SendMessage(ctx, redriveCopy(m), nil); err != nil {
 		_ = rcv.AbandonMessage(sctx, m, nil)
