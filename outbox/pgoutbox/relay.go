@@ -148,7 +148,8 @@ func (r *Relay) Owner() string { return r.o.Owner }
 // so Run does not return for them.
 //
 // When ctx ends, Run stops claiming and lets the rows in flight finish for
-// [RelayOptions.ShutdownGrace] (Close's context when Close is called instead); then it
+// [RelayOptions.ShutdownGrace], or until the context of a Close ends if that comes
+// first (Close's context alone when Close is called instead of ctx ending); then it
 // cancels the sends still running and ends their claims: the rows not sent are free for
 // another relay at once, and the sent ones are deleted if the database answers within a
 // second (otherwise they are sent again later, and dropped as duplicates). Then it
@@ -186,8 +187,13 @@ func (r *Relay) Run(ctx context.Context) error {
 
 // Close stops the relay: it stops claiming, waits for the rows in flight to be sent and
 // marked until ctx ends, then cancels the rest (see Run), and waits for Run to return.
-// It returns nil when every row in flight finished, ctx's error when some were cut
-// short. Closing a relay that is not running, or closing twice, is safe.
+// ctx's deadline holds whenever Close is called: after Run's context ended (its
+// ShutdownGrace, even a negative one, does not outlast ctx) and during another Close
+// (the earliest deadline of them all cuts the rows short). Close returns nil when every
+// row in flight finished, and ctx's error when some were cut short, or when ctx ended
+// before Run returned (Run then returns within about a second, once the marks of the
+// cut rows are written or given up). Closing a relay that is not running, or closing
+// twice, is safe.
 func (r *Relay) Close(ctx context.Context) error {
 	r.mu.Lock()
 	r.closed = true
@@ -197,7 +203,17 @@ func (r *Relay) Close(ctx context.Context) error {
 		return nil
 	}
 	u.stop(ctx)
-	<-u.done
+	select {
+	case <-u.done:
+	case <-ctx.Done():
+		// The abort is under way; the run ends within finalMarkTimeout of the database
+		// answering, without the caller waiting for it.
+		select {
+		case <-u.done:
+		default:
+			return ctx.Err()
+		}
+	}
 	if u.cutShort() {
 		if err := ctx.Err(); err != nil {
 			return err

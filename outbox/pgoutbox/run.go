@@ -21,11 +21,13 @@ type run struct {
 	life  context.Context // ends when the run aborts: sends are cancelled
 	abort context.CancelCauseFunc
 
-	stopOnce  sync.Once
-	stopCtx   context.Context // ends when claiming must stop
-	stopNow   context.CancelFunc
-	stopAfter func() bool   // stops the abort scheduled at the stop context's end
-	done      chan struct{} // closed when Run has returned
+	stopMu     sync.Mutex
+	stopCtx    context.Context // ends when claiming must stop
+	stopNow    context.CancelFunc
+	stopAfters []func() bool // stop the aborts scheduled at the end of each grace
+	stopped    bool          // the run is over: stop schedules nothing more
+	cutOnce    sync.Once
+	done       chan struct{} // closed when Run has returned
 
 	markCtx    context.Context // ends finalMarkTimeout after the run aborted: bounds the marks
 	markCancel context.CancelFunc
@@ -80,18 +82,37 @@ func newRun(r *Relay) *run {
 }
 
 // stop asks the run to stop claiming and to abort what is still in flight when grace
-// ends. Only the first call counts.
+// ends. Every call counts: the earliest end of the graces given (Run's ShutdownGrace,
+// each Close's context) aborts the run.
 func (u *run) stop(grace context.Context) {
-	u.stopOnce.Do(func() {
-		u.stopAfter = context.AfterFunc(grace, func() {
-			u.mu.Lock()
-			u.cut = u.inFlight > 0
-			u.markTimer = time.AfterFunc(finalMarkTimeout, u.markCancel)
-			u.mu.Unlock()
-			u.abort(errClosing)
-		})
-		u.stopNow()
+	u.stopMu.Lock()
+	if !u.stopped {
+		u.stopAfters = append(u.stopAfters, context.AfterFunc(grace, u.cutNow))
+	}
+	u.stopMu.Unlock()
+	u.stopNow()
+}
+
+// cutNow aborts the run: the sends in flight are cancelled, and the marks get
+// finalMarkTimeout. Only the first call counts.
+func (u *run) cutNow() {
+	u.cutOnce.Do(func() {
+		u.mu.Lock()
+		u.cut = u.inFlight > 0
+		u.markTimer = time.AfterFunc(finalMarkTimeout, u.markCancel)
+		u.mu.Unlock()
+		u.abort(errClosing)
 	})
+}
+
+// unstop cancels the aborts stop scheduled, for good: the run is over.
+func (u *run) unstop() {
+	u.stopMu.Lock()
+	defer u.stopMu.Unlock()
+	u.stopped = true
+	for _, f := range u.stopAfters {
+		f()
+	}
 }
 
 // cutShort reports whether the grace ended with rows in flight.
@@ -147,7 +168,7 @@ func (u *run) serve(ctx context.Context) {
 	u.waitIdle(nil) // the marks of the sends the closes cut short
 	stopListening()
 	u.workers.Wait()
-	u.stopAfter()
+	u.unstop()
 	u.mu.Lock()
 	if u.markTimer != nil {
 		u.markTimer.Stop()
