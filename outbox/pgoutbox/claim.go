@@ -11,6 +11,7 @@ import (
 	"time"
 
 	"github.com/Azure/azure-sdk-for-go/sdk/messaging/azservicebus"
+	"github.com/Azure/go-amqp"
 	"github.com/jackc/pgx/v5"
 	"github.com/sbkit/sbkit"
 	"github.com/sbkit/sbkit/sender"
@@ -283,11 +284,17 @@ func (r *Relay) classify(rw *row, err error) outcome {
 	case err == nil:
 		return outcome{kind: outcomeSent}
 	case rw.ctx != nil && rw.ctx.Err() != nil && errors.Is(context.Cause(rw.ctx), errBlocked),
-		errors.Is(err, errBlocked), errors.Is(err, errClosing), errors.Is(err, sender.ErrClosed), hasCode(err, azservicebus.CodeClosed):
+		errors.Is(err, errBlocked), errors.Is(err, errClosing), errors.Is(err, sender.ErrClosed):
+		// The relay's own doing: its order stopped, or the relay closed or retired the
+		// sender.Sender.
 		return outcome{kind: outcomeReleased, err: err}
 	}
 	n := rw.attempts + 1
-	retryable := sbkit.IsTransient(err) || errors.Is(err, errLeaseEnding) ||
+	// CodeClosed is the destination's sender closed by the application (the relay
+	// closes what Destinations returned only after its last send): not the message's
+	// fault, so it waits and is never dead-lettered for it; the next attempt goes
+	// through a new sender (see linkFailed).
+	retryable := sbkit.IsTransient(err) || errors.Is(err, errLeaseEnding) || hasCode(err, azservicebus.CodeClosed) ||
 		errors.Is(err, context.Canceled) || errors.Is(err, context.DeadlineExceeded)
 	if !retryable && (sbkit.IsPermanent(err) || errors.Is(err, ErrInvalidMessage) || n > int(r.retry.MaxRetries)) {
 		return outcome{kind: outcomeDead, err: err}
@@ -303,6 +310,23 @@ func (r *Relay) retryDelay(n int) time.Duration {
 		d = bo.NextBackOff()
 	}
 	return d
+}
+
+// linkFailed reports whether err means that the sender that returned it will never
+// send again: it was closed (CodeClosed), or the broker detached its link for a reason
+// the SDK does not recover from (the entity not found, or disabled, or the rights
+// revoked: CodeNotFound, CodeUnauthorizedAccess, or the bare [*amqp.Error] the SDK
+// returns for such a detach; see azservicebus's internal/errors.go).
+func linkFailed(err error) bool {
+	var amqpErr *amqp.Error
+	if errors.As(err, &amqpErr) {
+		switch amqpErr.Condition {
+		case amqp.ErrCondNotFound, amqp.ErrCondUnauthorizedAccess, "com.microsoft:entity-disabled":
+			return true
+		}
+	}
+	return hasCode(err, azservicebus.CodeClosed) || hasCode(err, azservicebus.CodeNotFound) ||
+		hasCode(err, azservicebus.CodeUnauthorizedAccess)
 }
 
 func hasCode(err error, code azservicebus.Code) bool {

@@ -14,7 +14,6 @@ import (
 	"github.com/Azure/azure-sdk-for-go/sdk/messaging/azservicebus"
 	"github.com/Azure/go-amqp"
 	"github.com/jackc/pgx/v5"
-	"github.com/sbkit/sbkit/sender"
 )
 
 // ErrInvalidMessage is wrapped by Add's error for a message the outbox cannot store
@@ -302,9 +301,9 @@ type row struct {
 	// Set by the run that claimed the row.
 	claim    *claim
 	order    *order
-	blocked  bool // found by the claim, but an earlier row of its order is not the run's
-	stranded bool // locked by the claim, but an earlier row of its order could not be
-	sender   *sender.Sender
+	blocked  bool            // found by the claim, but an earlier row of its order is not the run's
+	stranded bool            // locked by the claim, but an earlier row of its order could not be
+	dest     *dest           // the destination's sender it was given to
 	ctx      context.Context // bounds the send: the claim's, or its order's; nil: not sent
 	chained  bool            // sent with other rows of its transaction
 }

@@ -7,6 +7,7 @@ import (
 	"sync"
 	"time"
 
+	"github.com/Azure/azure-sdk-for-go/sdk/messaging/azservicebus"
 	"github.com/cenkalti/backoff/v4"
 	"github.com/sbkit/sbkit"
 	ihooks "github.com/sbkit/sbkit/internal/hooks"
@@ -15,12 +16,27 @@ import (
 )
 
 // Destinations returns the sender for one destination (a queue or topic name, as given
-// to [Outbox.Add]): for example a client's NewSender, or sbtest's Namespace.NewSender.
-// The relay calls it once per destination per Run, wraps the result in a [sender.Sender]
-// and closes it when Run returns if it has a Close(context.Context) error method (as
-// [*azservicebus.Sender] and sbtest's sender do). An error is the send error of that
-// destination's rows (an [*azservicebus.Error] with CodeNotFound dead-letters them).
+// to [Outbox.Add]): for example a client's NewSender ([ClientDestinations]), or sbtest's
+// Namespace.NewSender. The relay calls it once per destination per Run, and again when
+// that destination's sender failed for good: it was closed (CodeClosed), or the broker
+// detached its link for a reason the SDK does not recover from (the entity deleted or
+// disabled, the rights revoked: an [*azservicebus.Error] with CodeNotFound or
+// CodeUnauthorizedAccess, or the bare amqp:not-found the SDK returns for such a detach),
+// so that an entity deleted and re-created is sent to again. It should return a new
+// sender each time: the relay wraps the result in a [sender.Sender] and closes it when
+// Run returns, or when it replaces it, if it has a Close(context.Context) error method
+// (as [*azservicebus.Sender] and sbtest's sender do). An error is the send error of
+// that destination's rows (an [*azservicebus.Error] with CodeNotFound dead-letters
+// them).
 type Destinations func(destination string) (sbkit.MessageSender, error)
+
+// ClientDestinations returns [Destinations] that make a new sender of client for each
+// destination, with opts (nil for the SDK's defaults). client must not be nil.
+func ClientDestinations(client *azservicebus.Client, opts *azservicebus.NewSenderOptions) Destinations {
+	return func(destination string) (sbkit.MessageSender, error) {
+		return client.NewSender(destination, opts)
+	}
+}
 
 // ErrNilOutbox is returned by NewRelay for a nil outbox.
 var ErrNilOutbox = errors.New("pgoutbox: nil outbox")

@@ -108,8 +108,12 @@ type RelayOptions struct {
 	// senders retry quick transient failures themselves first; see Sender.Retry). A row
 	// whose error is transient ([sbkit.IsTransient]: the broker unreachable, a timeout)
 	// is retried for as long as it takes, MaxRetryDelay apart at most, so a broker outage
-	// loses nothing; a row whose error is permanent (too large, entity not found,
-	// unauthorized) is dead-lettered at once; a row whose error is neither is
+	// loses nothing; so is a row whose destination sender was closed by the application
+	// (CodeClosed: its next attempt goes through a new sender from [Destinations]). A
+	// row whose error is permanent ([sbkit.IsPermanent]: too large, entity not found,
+	// unauthorized) is dead-lettered at once, unless the sender's link failed after the
+	// broker had accepted sends of it (the entity deleted, perhaps re-created): that row
+	// is retried once through a new sender first. A row whose error is neither is
 	// dead-lettered after MaxRetries retries. Default: MaxRetries DefaultMaxRetries (10),
 	// RetryDelay DefaultRetryDelay (1 s), MaxRetryDelay DefaultMaxRetryDelay (1 min).
 	Retry sbkit.RetryOptions

@@ -67,8 +67,10 @@ type run struct {
 
 // dest is a destination's sender.
 type dest struct {
-	s   *sender.Sender
-	dst any // what Destinations returned, closed at the end of the run
+	name string
+	s    *sender.Sender
+	dst  any         // what Destinations returned, closed at the end of the run or when retired
+	ok   atomic.Bool // the broker accepted a send of it
 }
 
 func newRun(r *Relay) *run {
@@ -326,9 +328,9 @@ func (u *run) dispatch(c *claim) {
 			u.report(rw, u.r.classify(rw, err))
 			continue
 		}
-		rw.sender = d.s
+		rw.dest = d
 		u.rows.Store(rw.msg, rw)
-		_, _ = rw.sender.SendAsync(rw.ctx, rw.msg) // the result hook reports the outcome, accepted or not
+		_, _ = d.s.SendAsync(rw.ctx, rw.msg) // the result hook reports the outcome, accepted or not
 		used[d.s] = true
 	}
 	// The claim's rows are all in the senders, and the next claim's come later than a
@@ -380,22 +382,66 @@ func (u *run) dest(name string) (*dest, error) {
 		}
 		return nil, err
 	}
-	d := &dest{s: s, dst: dst}
+	d := &dest{name: name, s: s, dst: dst}
 	u.dests[name] = d
 	return d, nil
+}
+
+// retire forgets d after its sender failed for good (see linkFailed): the
+// destination's next rows get a new sender from Destinations. d's sender is closed
+// once the requests it still holds end (they fail on the same link), and then what
+// Destinations returned. Only the first call for d counts.
+func (u *run) retire(d *dest, err error) {
+	u.destMu.Lock()
+	if u.dests[d.name] != d {
+		u.destMu.Unlock()
+		return
+	}
+	delete(u.dests, d.name)
+	u.destMu.Unlock()
+	u.r.o.Logger.Warn("pgoutbox: destination's sender failed for good, asking Destinations for a new one",
+		"destination", d.name, "err", err)
+	u.workers.Go(func() {
+		_ = d.s.Close(u.life)
+		closeDest(d.dst)
+	})
+}
+
+// closeDest closes what Destinations returned, if it has a Close method, within a
+// second.
+func closeDest(dst any) {
+	if c, ok := dst.(interface{ Close(context.Context) error }); ok {
+		ctx, cancel := context.WithTimeout(context.Background(), time.Second)
+		defer cancel()
+		_ = c.Close(ctx)
+	}
 }
 
 // resultHook learns every outcome of the run's senders.
 type resultHook struct{ u *run }
 
-// OnSendResult classifies the outcome of a row's send and records it.
+// OnSendResult classifies the outcome of a row's send and records it. A sender whose
+// link failed for good is retired first; a row that failed so on a sender the broker
+// had accepted sends from (the entity was deleted and may be back) is retried through
+// the new one instead of being dead-lettered.
 func (h resultHook) OnSendResult(_ context.Context, e sender.SendResult) {
 	v, ok := h.u.rows.LoadAndDelete(e.Message)
 	if !ok {
 		return
 	}
 	rw := v.(*row)
-	h.u.report(rw, h.u.r.classify(rw, e.Err))
+	d := rw.dest
+	if e.Err == nil {
+		d.ok.Store(true)
+	}
+	oc := h.u.r.classify(rw, e.Err)
+	if e.Err != nil && linkFailed(e.Err) {
+		h.u.retire(d, e.Err)
+		if oc.kind == outcomeDead && d.ok.Load() && rw.attempts == 0 {
+			oc = outcome{kind: outcomeRetry, err: e.Err, delay: h.u.r.retryDelay(rw.attempts + 1)}
+		}
+	}
+	h.u.report(rw, oc)
 }
 
 // report records rw's outcome. A row that will be sent again stops the later rows of
