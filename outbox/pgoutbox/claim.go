@@ -73,11 +73,20 @@ FROM c LEFT JOIN b ON b.destination = c.destination AND b.order_key = c.order_ke
 	r.relockSQL = `SELECT id FROM ` + t + ` WHERE id = ANY($1) AND not_before <= now() FOR UPDATE SKIP LOCKED`
 	// The marks run in the claim's transaction, on rows it holds.
 	r.sentSQL = `DELETE FROM ` + t + ` WHERE id = ANY($1)`
+	// A row moves to the dead-letter table only when no dead-letter row has its id
+	// (there is one only when the outbox's ids restarted: a move and its delete are one
+	// transaction, and Requeue gives a row a new id). A row that cannot move stays, and
+	// deadTakenSQL, which runs next, gives it its next attempt with the error.
 	r.deadSQL = `WITH f AS (SELECT * FROM unnest($1::bigint[], $2::text[]) AS f(id, error)),
-moved AS (DELETE FROM ` + t + ` t USING f WHERE t.id = f.id RETURNING t.*, f.error)
+moved AS (DELETE FROM ` + t + ` t USING f WHERE t.id = f.id
+	AND NOT EXISTS (SELECT FROM ` + d + ` x WHERE x.id = f.id) RETURNING t.*, f.error)
 INSERT INTO ` + d + ` (id, destination, order_key, ` + messageColumns + `, created_at, attempts, error)
-SELECT id, destination, order_key, ` + messageColumns + `, created_at, attempts + 1, error FROM moved
-ON CONFLICT (id) DO NOTHING`
+SELECT id, destination, order_key, ` + messageColumns + `, created_at, attempts + 1, error FROM moved`
+	r.deadTakenSQL = `UPDATE ` + t + ` t SET attempts = t.attempts + 1,
+not_before = now() + f.delay * interval '1 microsecond', last_error = f.error
+FROM unnest($1::bigint[], $2::bigint[], $3::text[]) AS f(id, delay, error)
+WHERE t.id = f.id
+RETURNING t.id`
 	r.retrySQL = `UPDATE ` + t + ` t SET attempts = t.attempts + 1,
 not_before = now() + f.delay * interval '1 microsecond', last_error = f.error
 FROM unnest($1::bigint[], $2::bigint[], $3::text[]) AS f(id, delay, error)

@@ -47,6 +47,15 @@ var ErrNilDestinations = errors.New("pgoutbox: nil destinations")
 // ErrClosed is returned by Run after Close.
 var ErrClosed = errors.New("pgoutbox: relay closed")
 
+// ErrDeadLetterIDTaken is the error of a row the relay could not move to the
+// dead-letter table because a dead-letter row already has its id: the outbox's ids
+// restarted (TRUNCATE ... RESTART IDENTITY, or the outbox table re-created while the
+// dead-letter table kept its rows). The row stays in the outbox with this error (and
+// the send's) as its last_error, and is retried like a failed send (RelayResult's
+// Outcome is OutcomeRetry), so nothing is lost: move the identity past the dead-letter
+// table's ids (ALTER TABLE ... ALTER COLUMN id RESTART WITH ...) to let it go.
+var ErrDeadLetterIDTaken = errors.New("pgoutbox: the dead-letter table already holds a row with this id (the outbox's ids restarted)")
+
 // ErrRunning is returned by Run while another Run of the same Relay is active.
 var ErrRunning = errors.New("pgoutbox: relay already running")
 
@@ -116,7 +125,7 @@ type Relay struct {
 	errorHooks  []RelayErrorHook
 	stats       relayCounters
 
-	beginSQL, claimSQL, relockSQL, sentSQL, deadSQL, retrySQL string
+	beginSQL, claimSQL, relockSQL, sentSQL, deadSQL, deadTakenSQL, retrySQL string
 
 	mu     sync.Mutex
 	cur    *run
