@@ -302,19 +302,23 @@ type row struct {
 	claim    *claim
 	order    *order
 	blocked  bool            // found by the claim, but an earlier row of its order is not the run's
+	over     bool            // found by the claim, but past its bytes: left for a later claim
+	size     int64           // bytes of its body and properties, as the claim counted them
 	stranded bool            // locked by the claim, but an earlier row of its order could not be
 	dest     *dest           // the destination's sender it was given to
 	ctx      context.Context // bounds the send: the claim's, or its order's; nil: not sent
 	chained  bool            // sent with other rows of its transaction
 }
 
-// rowColumns are the columns a claim returns after its blocked flag, in scan order.
+// rowColumns are the columns a claim returns after its blocked and over flags and its
+// size, in scan order.
 const rowColumns = `id, destination, order_key, attempts, message_id, body, content_type,
 correlation_id, subject, session_id, partition_key, reply_to, reply_to_session_id,
 to_address, time_to_live, scheduled_enqueue_time, application_properties`
 
-// scanRow reads one row of a claim: its blocked flag, then rowColumns. The message of a
-// blocked row is not decoded (its body and properties are not sent).
+// scanRow reads one row of a claim: its blocked and over flags, its size, then
+// rowColumns. The message of a blocked or over row is not decoded (its body and
+// properties are not sent).
 func scanRow(rows pgx.Rows) (*row, error) {
 	r := &row{msg: &azservicebus.Message{}}
 	m := r.msg
@@ -323,10 +327,10 @@ func scanRow(rows pgx.Rows) (*row, error) {
 		ttl   *int64
 		props []byte
 	)
-	err := rows.Scan(&r.blocked, &r.id, &r.destination, &r.orderKey, &r.attempts, &id, &m.Body, &m.ContentType,
+	err := rows.Scan(&r.blocked, &r.over, &r.size, &r.id, &r.destination, &r.orderKey, &r.attempts, &id, &m.Body, &m.ContentType,
 		&m.CorrelationID, &m.Subject, &m.SessionID, &m.PartitionKey, &m.ReplyTo, &m.ReplyToSessionID,
 		&m.To, &ttl, &m.ScheduledEnqueueTime, &props)
-	if err != nil || r.blocked {
+	if err != nil || r.blocked || r.over {
 		return r, err
 	}
 	m.MessageID = &id

@@ -148,6 +148,11 @@ func (u *run) finish(c *claim, marked bool) {
 		}
 	}
 	r.stats.inFlight.Add(-int64(len(c.outcomes)))
+	var size int64
+	for _, rw := range c.rows {
+		size += rw.size
+	}
+	u.addBytes(-size)
 	u.giveBack(len(c.outcomes), true)
 	u.signal()
 	if due >= 0 {

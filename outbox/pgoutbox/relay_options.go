@@ -16,15 +16,18 @@ import (
 
 // Defaults of [RelayOptions].
 const (
-	DefaultLease         = 30 * time.Second
-	DefaultClaimBatch    = 500
-	DefaultMaxInFlight   = 2000
-	DefaultMaxOpenClaims = 4
-	DefaultPollInterval  = time.Second
-	DefaultShutdownGrace = 5 * time.Second
-	DefaultMaxRetries    = 10
-	DefaultRetryDelay    = time.Second
-	DefaultMaxRetryDelay = time.Minute
+	DefaultLease       = 30 * time.Second
+	DefaultClaimBatch  = 500
+	DefaultMaxInFlight = 2000
+	// DefaultMaxInFlightBytes is four times the senders' window
+	// ([sender.DefaultMaxInFlightBytes]), so that claims keep them full.
+	DefaultMaxInFlightBytes = 64 << 20
+	DefaultMaxOpenClaims    = 4
+	DefaultPollInterval     = time.Second
+	DefaultShutdownGrace    = 5 * time.Second
+	DefaultMaxRetries       = 10
+	DefaultRetryDelay       = time.Second
+	DefaultMaxRetryDelay    = time.Minute
 )
 
 // ErrInvalidOptions is wrapped by NewRelay's error for options it cannot use.
@@ -76,6 +79,14 @@ type RelayOptions struct {
 	// waiting for their predecessors, or being marked). Default DefaultMaxInFlight (2000);
 	// negative is an error (the rows in flight are held in memory).
 	MaxInFlight int
+
+	// MaxInFlightBytes bounds the bytes (bodies and application properties, as stored)
+	// of the rows claimed by this relay and not yet marked: a claim reads no row that
+	// starts past what is left, and none when nothing is left, so that the memory a
+	// relay holds stays bounded whatever the messages' sizes (one row larger than the
+	// bound is still claimed, alone). Default DefaultMaxInFlightBytes (64 MiB);
+	// negative is an error (the rows in flight are held in memory).
+	MaxInFlightBytes int64
 
 	// MaxOpenClaims bounds the claims open at once. Each holds one database connection
 	// of the relay's own (made from the outbox pool's configuration, outside the pool, so
@@ -150,6 +161,8 @@ func (o *RelayOptions) withDefaults() (RelayOptions, error) {
 		bad = fmt.Sprintf("ClaimBatch %d", v.ClaimBatch)
 	case v.MaxInFlight < 0:
 		bad = fmt.Sprintf("MaxInFlight %d", v.MaxInFlight)
+	case v.MaxInFlightBytes < 0:
+		bad = fmt.Sprintf("MaxInFlightBytes %d", v.MaxInFlightBytes)
 	case v.MaxOpenClaims < 0:
 		bad = fmt.Sprintf("MaxOpenClaims %d", v.MaxOpenClaims)
 	case v.PollInterval < 0:
@@ -169,6 +182,9 @@ func (o *RelayOptions) withDefaults() (RelayOptions, error) {
 	}
 	if v.MaxInFlight == 0 {
 		v.MaxInFlight = DefaultMaxInFlight
+	}
+	if v.MaxInFlightBytes == 0 {
+		v.MaxInFlightBytes = DefaultMaxInFlightBytes
 	}
 	if v.MaxOpenClaims == 0 {
 		v.MaxOpenClaims = DefaultMaxOpenClaims

@@ -47,6 +47,7 @@ type run struct {
 
 	mu         sync.Mutex
 	inFlight   int           // claimed rows not yet marked
+	bytes      int64         // their bodies' and properties' bytes
 	openClaims int           // claims not yet marked
 	cut        bool          // the grace ended with rows in flight
 	idle       chan struct{} // closed when inFlight drops to 0; nil when nobody waits
@@ -212,20 +213,29 @@ func (u *run) waitIdle(abort <-chan struct{}) {
 }
 
 // take reserves up to n rows of the in-flight window and a claim, and returns how many
-// rows it got (0: no room, or MaxOpenClaims claims open); the claim gives back what it
-// did not use.
-func (u *run) take(n int) int {
+// rows it got (0: no room, no bytes left, or MaxOpenClaims claims open) and the bytes
+// the claim may read; the claim gives back what it did not use.
+func (u *run) take(n int) (int, int64) {
 	u.mu.Lock()
 	defer u.mu.Unlock()
-	if u.openClaims >= u.r.o.MaxOpenClaims {
-		return 0
+	budget := u.r.o.MaxInFlightBytes - u.bytes
+	if u.openClaims >= u.r.o.MaxOpenClaims || budget <= 0 {
+		return 0, 0
 	}
 	got := max(0, min(n, u.r.o.MaxInFlight-u.inFlight))
 	if got > 0 {
 		u.inFlight += got
 		u.openClaims++
 	}
-	return got
+	return got, budget
+}
+
+// addBytes adds n (negative: removes) bytes to the window's bytes.
+func (u *run) addBytes(n int64) {
+	u.mu.Lock()
+	u.bytes += n
+	u.mu.Unlock()
+	u.r.stats.inFlightBytes.Add(n)
 }
 
 // giveBack returns what a claim reserved with take and did not use: rows, and the claim
@@ -263,10 +273,10 @@ func (u *run) claimLoop(ctx context.Context) {
 			return
 		default:
 		}
-		if n := u.take(u.r.o.ClaimBatch); n > 0 {
+		if n, budget := u.take(u.r.o.ClaimBatch); n > 0 {
 			// The statement runs to its end when claiming stops (a cancelled query costs
 			// its connection); only an abort cancels it.
-			c, more, err := u.claim(n)
+			c, more, err := u.claim(n, budget)
 			got := 0
 			if c != nil {
 				got = len(c.rows)
