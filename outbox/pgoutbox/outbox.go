@@ -17,7 +17,14 @@ var ErrNilPool = errors.New("pgoutbox: nil pool")
 // DefaultTable + "_dead".
 const DefaultTable = "sbkit_outbox"
 
+// maxIdentifier is the longest identifier and channel name PostgreSQL keeps whole
+// (NAMEDATALEN-1 bytes).
+const maxIdentifier = 63
+
 // Options configures an Outbox. nil options, and zero fields, mean the defaults.
+// Names PostgreSQL would cut are refused (an error wrapping [ErrInvalidOptions]): a
+// Schema of up to 63 bytes, a Table of up to 57 (its indexes are Table + "_order" and
+// Table + "_retry"), and together, with Schema, up to 62 (the channel "schema.table").
 type Options struct {
 	// Schema is the schema of both tables; "" (the default) means the connection's
 	// search_path.
@@ -43,7 +50,8 @@ type Outbox struct {
 }
 
 // New returns an Outbox whose tables live in pool's database. nil options mean
-// defaults. It returns [ErrNilPool] for a nil pool. It does not create the tables: call
+// defaults. It returns [ErrNilPool] for a nil pool, and an error wrapping
+// [ErrInvalidOptions] for names PostgreSQL would cut (see [Options]). It does not create the tables: call
 // CreateSchema (or run its SQL in your migrations).
 func New(pool *pgxpool.Pool, opts *Options) (*Outbox, error) {
 	if pool == nil {
@@ -55,6 +63,19 @@ func New(pool *pgxpool.Pool, opts *Options) (*Outbox, error) {
 	}
 	if o.Table == "" {
 		o.Table = DefaultTable
+	}
+	// PostgreSQL cuts identifiers and channel names to NAMEDATALEN-1 (63) bytes:
+	// "_order", "_retry" and "_dead" cut would name one object twice, and a channel of
+	// 64 bytes makes pg_notify fail (aborting the caller's transaction) while LISTEN
+	// cuts it silently ("Identifiers and Key Words", PostgreSQL documentation).
+	switch {
+	case len(o.Schema) > maxIdentifier:
+		return nil, fmt.Errorf("%w: Schema of %d bytes, at most %d", ErrInvalidOptions, len(o.Schema), maxIdentifier)
+	case len(o.Table)+len("_order") > maxIdentifier:
+		return nil, fmt.Errorf("%w: Table of %d bytes, at most %d (with its suffix _order)", ErrInvalidOptions, len(o.Table), maxIdentifier-len("_order"))
+	case o.Schema != "" && len(o.Schema)+1+len(o.Table) > maxIdentifier:
+		return nil, fmt.Errorf("%w: Schema and Table of %d bytes together, at most %d (the channel Schema.Table)",
+			ErrInvalidOptions, len(o.Schema)+len(o.Table), maxIdentifier-1)
 	}
 	qualify := func(name string) string {
 		if o.Schema == "" {

@@ -30,7 +30,8 @@ const (
 	DefaultMaxRetryDelay    = time.Minute
 )
 
-// ErrInvalidOptions is wrapped by NewRelay's error for options it cannot use.
+// ErrInvalidOptions is wrapped by NewRelay's and New's errors for options they cannot
+// use.
 var ErrInvalidOptions = errors.New("pgoutbox: invalid options")
 
 // RelayOptions configures a [Relay]. nil options, and zero fields, mean the defaults.
