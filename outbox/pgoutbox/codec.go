@@ -20,8 +20,9 @@ import (
 // faithfully, and by the error a row is dead-lettered with when the relay cannot decode it
 // (a row changed by hand): a nil message, a string field (MessageID, ContentType, CorrelationID,
 // Subject, SessionID, PartitionKey, ReplyTo, ReplyToSessionID, To) or a property name
-// that is not valid UTF-8 or contains a NUL byte (PostgreSQL text cannot hold it), or an
-// application property whose type AMQP's application-properties section cannot carry.
+// that is not valid UTF-8 or contains a NUL byte (PostgreSQL text cannot hold it), an
+// application property whose type AMQP's application-properties section cannot carry,
+// or a time.Time property outside the years 0000 to 9999 (stored as RFC 3339 text).
 var ErrInvalidMessage = errors.New("pgoutbox: invalid message")
 
 // encoded is a message as the outbox table's columns hold it (see messageColumns).
@@ -181,7 +182,13 @@ func encodeValue(v any) (typ, val string, err error) {
 	case []byte:
 		return tBytes, base64.StdEncoding.EncodeToString(v), nil
 	case time.Time:
-		return tTime, v.UTC().Format(time.RFC3339Nano), nil
+		// RFC 3339 holds the years 0000 to 9999 only: Format writes other years, but
+		// Parse refuses them.
+		t := v.UTC().Format(time.RFC3339Nano)
+		if back, err := time.Parse(time.RFC3339Nano, t); err != nil || !back.Equal(v) {
+			return "", "", fmt.Errorf("time %v is outside the years 0000 to 9999 the outbox stores", v)
+		}
+		return tTime, t, nil
 	case amqp.UUID:
 		return tUUID, v.String(), nil
 	}
