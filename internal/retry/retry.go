@@ -92,8 +92,12 @@ func (c capped) NextBackOff() time.Duration {
 	return min(d, c.max)
 }
 
-// Wait waits d before a retry and reports true, or reports false as soon as ctx ends.
+// Wait waits d before a retry and reports true, or reports false as soon as ctx ends:
+// at once, whatever d (zero included), when ctx has already ended.
 func Wait(ctx context.Context, d time.Duration) bool {
+	if ctx.Err() != nil {
+		return false
+	}
 	t := time.NewTimer(d)
 	defer t.Stop()
 	select {

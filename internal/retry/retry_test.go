@@ -101,3 +101,18 @@ func TestWait(t *testing.T) {
 		}
 	})
 }
+
+// TestWaitEndedContext: on a context that has ended, Wait reports false whatever the
+// delay, zero included (a select between a fired timer and an ended context picks
+// either at random, so one try in two would say true).
+func TestWaitEndedContext(t *testing.T) {
+	ctx, cancel := context.WithCancel(context.Background())
+	cancel()
+	for i := range 200 {
+		for _, d := range []time.Duration{0, -time.Second, time.Nanosecond} {
+			if Wait(ctx, d) {
+				t.Fatalf("try %d: Wait(ended, %v) = true, want false", i, d)
+			}
+		}
+	}
+}
