@@ -35,7 +35,8 @@ var ErrNoTransaction = errors.New("pgoutbox: no transaction")
 // added, and a transaction that commits after later-added messages were sent after
 // those (serialize the writers of a session, with a row lock for example, when their
 // order must be the order of the calls). Add notifies the relays (NOTIFY on
-// [Outbox.Channel]), which PostgreSQL delivers at commit.
+// [Outbox.Channel]), which PostgreSQL delivers at commit, unless
+// [Options.DisableNotify] is set.
 //
 // Errors: [ErrNoTransaction] for a nil tx; an error wrapping [sbkit.ErrNilMessage] for a
 // nil message and one wrapping [ErrInvalidMessage] for an empty destination or a message
@@ -79,7 +80,9 @@ func (ob *Outbox) Add(ctx context.Context, tx pgx.Tx, destination string, msgs .
 	for _, e := range rows {
 		b.Queue(ob.insert, append([]any{destination, e.orderKey()}, e.args()...)...)
 	}
-	b.Queue(ob.notify, ob.channel)
+	if ob.addNotify {
+		b.Queue(ob.notify, ob.channel)
+	}
 	if err := tx.SendBatch(ctx, &b).Close(); err != nil {
 		return fmt.Errorf("pgoutbox: add: %w", err)
 	}

@@ -5,6 +5,8 @@ import (
 	"errors"
 	"fmt"
 	"strings"
+	"sync"
+	"time"
 
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgxpool"
@@ -33,6 +35,13 @@ type Options struct {
 	// dead-letter table is Table + "_dead", and the notification channel is the
 	// schema-qualified table name ("schema.table", or "table" without Schema).
 	Table string
+	// DisableNotify leaves the NOTIFY out of Add: the relays then find the rows by
+	// polling ([RelayOptions.PollInterval]), or when [Outbox.Notify] is called after
+	// the commit. PostgreSQL takes one lock, cluster-wide, through the commit of every
+	// transaction that notifies, so notifying writers commit one at a time (measured in
+	// docs/benchmarks.md); without the NOTIFY their commits are grouped again. Default
+	// false: Add notifies, and PostgreSQL delivers the notification at commit.
+	DisableNotify bool
 }
 
 // Outbox is a transactional outbox in PostgreSQL: [Outbox.Add] stores messages in the
@@ -47,6 +56,17 @@ type Outbox struct {
 	channel string // LISTEN/NOTIFY channel
 
 	insert, notify string
+	addNotify      bool // Add notifies
+
+	nmu      sync.Mutex
+	nPending *notifyRound // the next NOTIFY of Notify, not started yet
+	nRunning bool         // a goroutine sends Notify's rounds
+}
+
+// notifyRound is one NOTIFY sent for the Notify calls that joined it.
+type notifyRound struct {
+	done chan struct{}
+	err  error
 }
 
 // New returns an Outbox whose tables live in pool's database. nil options mean
@@ -84,12 +104,13 @@ func New(pool *pgxpool.Pool, opts *Options) (*Outbox, error) {
 		return pgx.Identifier{o.Schema, name}.Sanitize()
 	}
 	ob := &Outbox{
-		pool:    pool,
-		table:   qualify(o.Table),
-		dead:    qualify(o.Table + "_dead"),
-		index:   pgx.Identifier{o.Table + "_order"}.Sanitize(),
-		retries: pgx.Identifier{o.Table + "_retry"}.Sanitize(),
-		channel: o.Table,
+		pool:      pool,
+		table:     qualify(o.Table),
+		dead:      qualify(o.Table + "_dead"),
+		index:     pgx.Identifier{o.Table + "_order"}.Sanitize(),
+		retries:   pgx.Identifier{o.Table + "_retry"}.Sanitize(),
+		channel:   o.Table,
+		addNotify: !o.DisableNotify,
 	}
 	if o.Schema != "" {
 		ob.channel = o.Schema + "." + o.Table
@@ -100,13 +121,64 @@ VALUES ($1, coalesce($2, 't:' || pg_current_xact_id()::text), $3, $4, $5, $6, $7
 	return ob, nil
 }
 
+// notifyTimeout bounds one NOTIFY of Notify.
+const notifyTimeout = 5 * time.Second
+
+// Notify wakes the relays now, in a transaction of its own: the wake-up for writers
+// that set [Options.DisableNotify], called after their commit. Concurrent calls share
+// NOTIFYs: a call joins the next one to start (never one already sent, which could
+// reach a relay before the caller's commit is visible), so that many writers cost one
+// NOTIFY per round trip, not one each. It returns the NOTIFY's error, or ctx's when ctx
+// ends first. While NOTIFYs are pending, one goroutine sends them; none remains after.
+func (ob *Outbox) Notify(ctx context.Context) error {
+	ob.nmu.Lock()
+	r := ob.nPending
+	if r == nil {
+		r = &notifyRound{done: make(chan struct{})}
+		ob.nPending = r
+		if !ob.nRunning {
+			ob.nRunning = true
+			go ob.notifyRounds()
+		}
+	}
+	ob.nmu.Unlock()
+	select {
+	case <-r.done:
+		return r.err
+	case <-ctx.Done():
+		return ctx.Err()
+	}
+}
+
+// notifyRounds sends the pending rounds of Notify, one at a time, until none is left.
+func (ob *Outbox) notifyRounds() {
+	for {
+		ob.nmu.Lock()
+		r := ob.nPending
+		ob.nPending = nil
+		if r == nil {
+			ob.nRunning = false
+			ob.nmu.Unlock()
+			return
+		}
+		ob.nmu.Unlock()
+		ctx, cancel := context.WithTimeout(context.Background(), notifyTimeout)
+		if _, err := ob.pool.Exec(ctx, ob.notify, ob.channel); err != nil {
+			r.err = fmt.Errorf("pgoutbox: notify: %w", err)
+		}
+		cancel()
+		close(r.done)
+	}
+}
+
 // Table returns the quoted, schema-qualified name of the outbox table.
 func (ob *Outbox) Table() string { return ob.table }
 
 // DeadLetterTable returns the quoted, schema-qualified name of the dead-letter table.
 func (ob *Outbox) DeadLetterTable() string { return ob.dead }
 
-// Channel returns the name of the LISTEN/NOTIFY channel that Add notifies at commit.
+// Channel returns the name of the LISTEN/NOTIFY channel that Add notifies at commit
+// (unless [Options.DisableNotify]) and Notify notifies.
 func (ob *Outbox) Channel() string { return ob.channel }
 
 // messageColumns are the columns holding an [azservicebus.Message], in the order of
