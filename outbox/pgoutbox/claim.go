@@ -68,11 +68,11 @@ set_config('enable_bitmapscan', 'off', true), set_config('enable_seqscan', 'off'
 	WHERE (p.pred IS NOT NULL AND p.pred <> ALL($2::bigint[]))
 		OR (g.n > 1 AND (SELECT count(*) FROM ` + t + ` e
 			WHERE e.destination = g.destination AND e.order_key = g.order_key AND e.id BETWEEN g.first AND g.last) <> g.n)
-), s AS (
+), s AS MATERIALIZED (
 	SELECT c.id, b.destination IS NOT NULL AS blocked,
 		coalesce(octet_length(c.body), 0) + coalesce(octet_length(c.application_properties::text), 0) AS size
 	FROM c LEFT JOIN b ON b.destination = c.destination AND b.order_key = c.order_key
-), w AS (
+), w AS MATERIALIZED (
 	SELECT id, blocked, size,
 		NOT blocked AND sum(CASE WHEN blocked THEN 0 ELSE size END) OVER (ORDER BY id) - size >= $6 AS over
 	FROM s
