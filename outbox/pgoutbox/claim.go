@@ -50,8 +50,13 @@ set_config('enable_bitmapscan', 'off', true), set_config('enable_seqscan', 'off'
 	// bytes too: a row that starts past $6 bytes (body and properties, summed in id
 	// order over the rows it may send) comes back over, without its message, so that a
 	// claim reads no more than the relay's MaxInFlightBytes into memory (the first row
-	// always fits). The CTEs are MATERIALIZED so that a generic plan cannot evaluate
-	// them once per row.
+	// always fits): the running sum grows with id, so the rows over are the ones it may
+	// send from the first that starts past $6 on (cut), a single id the final select
+	// compares with rather than joins (a generic plan joined 500 rows to 500 by nested
+	// loop, 60 ms, measured). The CTEs are MATERIALIZED so that a generic plan cannot
+	// evaluate them once per row.
+	const size = `coalesce(octet_length(c.body), 0) + coalesce(octet_length(c.application_properties::text), 0)`
+	const over = `(b.destination IS NULL AND coalesce(c.id >= (SELECT id FROM cut), false))`
 	r.claimSQL = `WITH c AS MATERIALIZED (
 	SELECT ` + cols("o.") + ` FROM ` + t + ` o
 	WHERE o.id > $5 AND o.not_before <= now()
@@ -69,19 +74,18 @@ set_config('enable_bitmapscan', 'off', true), set_config('enable_seqscan', 'off'
 		OR (g.n > 1 AND (SELECT count(*) FROM ` + t + ` e
 			WHERE e.destination = g.destination AND e.order_key = g.order_key AND e.id BETWEEN g.first AND g.last) <> g.n)
 ), s AS MATERIALIZED (
-	SELECT c.id, b.destination IS NOT NULL AS blocked,
-		coalesce(octet_length(c.body), 0) + coalesce(octet_length(c.application_properties::text), 0) AS size
+	SELECT c.id, b.destination IS NOT NULL AS blocked, ` + size + ` AS size
 	FROM c LEFT JOIN b ON b.destination = c.destination AND b.order_key = c.order_key
-), w AS MATERIALIZED (
-	SELECT id, blocked, size,
-		NOT blocked AND sum(CASE WHEN blocked THEN 0 ELSE size END) OVER (ORDER BY id) - size >= $6 AS over
-	FROM s
+), cut AS MATERIALIZED (
+	SELECT min(id) AS id FROM (
+		SELECT id, blocked, sum(CASE WHEN blocked THEN 0 ELSE size END) OVER (ORDER BY id) - size AS before FROM s
+	) w WHERE NOT blocked AND before >= $6
 )
-SELECT w.blocked, w.over, w.size, ` + strings.NewReplacer("c.body", "CASE WHEN NOT w.blocked AND NOT w.over THEN c.body END",
-		"c.application_properties", "CASE WHEN NOT w.blocked AND NOT w.over THEN c.application_properties END").Replace(cols("c.")) + `
-FROM c JOIN w ON w.id = c.id`
-	// After a claim found blocked (or over) rows, it rolls back to its savepoint (so it holds no
-	// row it will not send) and locks again the rows it will send.
+SELECT b.destination IS NOT NULL, ` + over + `, ` + size + `, ` + strings.NewReplacer("c.body", "CASE WHEN b.destination IS NULL AND NOT "+over+" THEN c.body END",
+		"c.application_properties", "CASE WHEN b.destination IS NULL AND NOT "+over+" THEN c.application_properties END").Replace(cols("c.")) + `
+FROM c LEFT JOIN b ON b.destination = c.destination AND b.order_key = c.order_key`
+	// After a claim found blocked (or over) rows, it rolls back to its savepoint (so it
+	// holds no row it will not send) and locks again the rows it will send.
 	r.relockSQL = `SELECT id FROM ` + t + ` WHERE id = ANY($1) AND not_before <= now() FOR UPDATE SKIP LOCKED`
 	// The marks run in the claim's transaction, on rows it holds.
 	r.sentSQL = `DELETE FROM ` + t + ` WHERE id = ANY($1)`
