@@ -2,6 +2,7 @@ package pgoutbox
 
 import (
 	"context"
+	"maps"
 	"slices"
 	"sync"
 	"sync/atomic"
@@ -165,7 +166,7 @@ func (u *run) serve(ctx context.Context) {
 	}
 	<-dispatched // every claimed row is in a sender, or reported (the abort ends a wait for room)
 	u.waitIdle(u.life.Done())
-	for _, d := range u.dests {
+	for _, d := range u.destList() {
 		_ = d.s.Close(u.life) // nothing in flight, or aborted: cancels the requests in flight
 	}
 	u.waitIdle(nil) // the marks of the sends the closes cut short
@@ -187,7 +188,7 @@ func (u *run) serve(ctx context.Context) {
 	u.abort(errClosing) // releases the run's contexts
 	closeCtx, cancel := context.WithTimeout(context.Background(), time.Second)
 	defer cancel()
-	for _, d := range u.dests {
+	for _, d := range u.destList() {
 		if c, ok := d.dst.(interface{ Close(context.Context) error }); ok {
 			_ = c.Close(closeCtx)
 		}
@@ -395,6 +396,14 @@ func (u *run) dest(name string) (*dest, error) {
 	d := &dest{name: name, s: s, dst: dst}
 	u.dests[name] = d
 	return d, nil
+}
+
+// destList returns the destinations' senders. The closes at the end of a run range
+// over a copy: a result those closes report may retire a sender meanwhile.
+func (u *run) destList() []*dest {
+	u.destMu.Lock()
+	defer u.destMu.Unlock()
+	return slices.Collect(maps.Values(u.dests))
 }
 
 // retire forgets d after its sender failed for good (see linkFailed): the
