@@ -52,6 +52,21 @@
 // Operations are cheap (heaps, no scans on the hot path) and sleep the namespace's
 // Latency without holding a lock, so sbtest measures throughput too.
 //
+// # Faults, latency and inspection
+//
+// Entity.InjectFault fails the next operations of a kind (sends, receives, settlements,
+// renewals) with a transient or a permanent error, or hangs them until their context
+// ends; with Fault.After the operation takes effect at the broker and fails at the
+// client, as a lost reply does: Fault{Op: OpComplete, Count: 1, After: true} makes the
+// next Complete succeed and report an error. Entity.ExpireLock loses one message's lock,
+// Entity.ExpireSessionLock a session's, and Receiver.DropConnection cuts a receiver's
+// link while the broker keeps its locks, as the service does. [Latency] (RoundTrip,
+// StoreTime, StoreConcurrency) reproduces the service's timing at any scale, for
+// benchmarks. Active, Locked, Deferred, Scheduled, DeadLetters, Counts (one snapshot),
+// Sessions and Stats inspect an entity; WaitUntil and WaitDrained wait for what a test
+// expects. NewTestNamespace and NewTestServer fail the test on bad options and clean up
+// after it.
+//
 // # Time and testing/synctest
 //
 // Time is read with time.Now and waited for with timers and channels only, and no
@@ -100,8 +115,9 @@
 // UseDevelopmentEmulator=true) to the unmodified SDK. No Docker, no SQL, no account. The
 // entities, faults, latency and inspection are the Namespace's.
 //
-// The wire emulates SASL ANONYMOUS (any token is accepted; the $cbs put-token exchange
-// answers 404 for an entity that does not exist, as the service does), connections,
+// The wire emulates SASL ANONYMOUS (any token is accepted unless ServerOptions.SASKeys
+// names keys, when tokens are checked as the service checks them; the $cbs put-token
+// exchange answers 404 for an entity that does not exist, as the service does), connections,
 // sessions, links, multi-frame transfers and flow control; sending messages and batches;
 // receiving in peek-lock and receive-and-delete modes from queues, subscriptions and
 // their dead-letter queues; settlement by disposition, with lock tokens as delivery tags
@@ -120,7 +136,8 @@
 // properties; GET /health answers 200. ServerOptions.AdminHTTPAddr serves both in plain
 // HTTP on a second port, as Microsoft's emulator serves them on port 5300.
 //
-// Not emulated: AMQP over web sockets, authorization, the AMQP rule operations (use the
+// Not emulated: AMQP over web sockets, authorization beyond shared access signatures
+// (no rights per key, no Microsoft Entra tokens), the AMQP rule operations (use the
 // administration API or the model), transactions, and the other $management operations
 // (status 501). A message without a time-to-live goes without a header ttl, as the
 // service sends it, so the SDK reports TimeToLive 0 for it.

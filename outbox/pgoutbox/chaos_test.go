@@ -85,8 +85,8 @@ func relayChaos(t *testing.T, seed uint64) {
 	e.ns = sbtest.NewNamespace(&sbtest.NamespaceOptions{MaxMessageSize: 4096})
 	q := e.queue("q", nil)
 	e.queue("r", nil)
-	var claims claimCounter
-	ob := e.tracedOutbox(&claims)
+	claims := e.watchClaims()
+	ob := e.ob
 	var faults atomic.Bool
 	faults.Store(true)
 	dests := func(name string) (sbkit.MessageSender, error) {
@@ -212,7 +212,7 @@ func relayChaos(t *testing.T, seed uint64) {
 	killer.Wait()
 	faults.Store(false)
 	elapsed := time.Since(start)
-	statements := claims.n.Load()
+	statements := claims.count()
 	last, err := pgoutbox.NewRelay(ob, dests, opts)
 	if err != nil {
 		t.Fatal(err)

@@ -1,7 +1,6 @@
 package pgoutbox_test
 
 import (
-	"context"
 	"runtime"
 	"strings"
 	"sync/atomic"
@@ -9,53 +8,10 @@ import (
 	"time"
 
 	"github.com/Azure/azure-sdk-for-go/sdk/messaging/azservicebus"
-	"github.com/jackc/pgx/v5"
-	"github.com/jackc/pgx/v5/pgxpool"
 	"github.com/sbkit/sbkit"
 	"github.com/sbkit/sbkit/outbox/pgoutbox"
 	"github.com/sbkit/sbkit/sender"
 )
-
-// claimCounter is a pgx tracer that counts the relay's claim statements (the relay's
-// connections are made from its outbox pool's configuration, tracer included).
-type claimCounter struct{ n atomic.Int64 }
-
-func (c *claimCounter) count(sql string) {
-	if strings.HasPrefix(sql, "WITH c AS MATERIALIZED") {
-		c.n.Add(1)
-	}
-}
-
-func (c *claimCounter) TraceQueryStart(ctx context.Context, _ *pgx.Conn, d pgx.TraceQueryStartData) context.Context {
-	c.count(d.SQL)
-	return ctx
-}
-func (c *claimCounter) TraceQueryEnd(context.Context, *pgx.Conn, pgx.TraceQueryEndData) {}
-func (c *claimCounter) TraceBatchStart(ctx context.Context, _ *pgx.Conn, _ pgx.TraceBatchStartData) context.Context {
-	return ctx
-}
-func (c *claimCounter) TraceBatchQuery(_ context.Context, _ *pgx.Conn, d pgx.TraceBatchQueryData) {
-	c.count(d.SQL)
-}
-func (c *claimCounter) TraceBatchEnd(context.Context, *pgx.Conn, pgx.TraceBatchEndData) {}
-
-// tracedOutbox returns e's outbox through a pool of its own whose connections count
-// claim statements.
-func (e *env) tracedOutbox(c *claimCounter) *pgoutbox.Outbox {
-	e.t.Helper()
-	cfg := e.pool.Config()
-	cfg.ConnConfig.Tracer = c
-	pool, err := pgxpool.NewWithConfig(context.Background(), cfg)
-	if err != nil {
-		e.t.Fatal(err)
-	}
-	e.t.Cleanup(pool.Close)
-	ob, err := pgoutbox.New(pool, &pgoutbox.Options{Schema: e.schema})
-	if err != nil {
-		e.t.Fatal(err)
-	}
-	return ob
-}
 
 // claimLoopParked reports whether a relay's claim loop waits in its select for a
 // wake-up or its poll (not in a claim, nor in a retry's wait).
@@ -90,8 +46,8 @@ func TestClaimLoopDoesNotSpinOnBlockedRows(t *testing.T) {
 		t.Run(tt.name, func(t *testing.T) {
 			e := newEnv(t)
 			e.queue("q", nil)
-			var claims claimCounter
-			ob := e.tracedOutbox(&claims)
+			claims := e.watchClaims()
+			ob := e.ob
 			s, err := e.ns.NewSender("q", nil)
 			if err != nil {
 				t.Fatal(err)
@@ -123,9 +79,9 @@ func TestClaimLoopDoesNotSpinOnBlockedRows(t *testing.T) {
 			// transaction's first row is in flight. The claim loop must come to rest
 			// (waiting for a wake-up or its poll) after a few claims.
 			eventually(t, "the claim loop to rest, or to spin", func() bool {
-				return claims.n.Load() > 8 || claimLoopParked()
+				return claims.count() > 8 || claimLoopParked()
 			})
-			if n := claims.n.Load(); n > 8 {
+			if n := claims.count(); n > 8 {
 				t.Errorf("%d claim statements while a row was in flight, want a few (at most 8)", n)
 			}
 			close(g.open)
