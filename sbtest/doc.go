@@ -64,7 +64,7 @@
 // StoreTime, StoreConcurrency) reproduces the service's timing at any scale, for
 // benchmarks. Active, Locked, Deferred, Scheduled, DeadLetters, Counts (one snapshot),
 // Sessions and Stats inspect an entity; WaitUntil and WaitDrained wait for what a test
-// expects. NewTestNamespace and NewTestServer fail the test on bad options and clean up
+// expects, and [Eventually] polls a condition nothing waits on. NewTestNamespace and NewTestServer fail the test on bad options and clean up
 // after it.
 //
 // # Time and testing/synctest

@@ -126,13 +126,7 @@ func (e *env) relay(opts *pgoutbox.RelayOptions) (r *pgoutbox.Relay, stop func()
 // eventually waits until cond holds, failing the test after 20 s with what.
 func eventually(t testing.TB, what string, cond func() bool) {
 	t.Helper()
-	deadline := time.Now().Add(20 * time.Second)
-	for !cond() {
-		if time.Now().After(deadline) {
-			t.Fatalf("timed out waiting for %s", what)
-		}
-		time.Sleep(5 * time.Millisecond)
-	}
+	sbtest.Eventually(t, 20*time.Second, what, cond)
 }
 
 // drained waits until the outbox table is empty and the relays rs have nothing in
