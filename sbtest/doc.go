@@ -120,7 +120,13 @@
 // properties; GET /health answers 200. ServerOptions.AdminHTTPAddr serves both in plain
 // HTTP on a second port, as Microsoft's emulator serves them on port 5300.
 //
-// Not emulated: AMQP over web sockets, authorization, the AMQP rule operations (use the
+// Every port that serves HTTP also carries AMQP over WebSockets at
+// /$servicebus/websocket (with or without the trailing slash; subprotocol AMQPWSB10 or
+// amqp), which the SDKs use with their WebSocket transport (the Go SDK's
+// ClientOptions.NewWebSocketConn): wss:// on the AMQP port, ws:// on AdminHTTPAddr. The
+// tunnel is served as a TCP connection is, under the same limits.
+//
+// Not emulated: authorization, the AMQP rule operations (use the
 // administration API or the model), transactions, and the other $management operations
 // (status 501). A message without a time-to-live goes without a header ttl, as the
 // service sends it, so the SDK reports TimeToLive 0 for it.

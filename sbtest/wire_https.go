@@ -70,7 +70,7 @@ func newAdminServer(s *Server, plain net.Listener) (*adminServer, error) {
 	// its answer within the write timeout; an idle keep-alive connection is closed after
 	// AdminIdleTimeout (net/http keeps it forever without IdleTimeout and ReadTimeout).
 	a.http = &http.Server{
-		Handler:           a.api,
+		Handler:           s.httpRoutes(a.api),
 		ReadHeaderTimeout: s.limits.handshakeTimeout,
 		ReadTimeout:       s.limits.writeTimeout,
 		WriteTimeout:      s.limits.writeTimeout,
