@@ -124,7 +124,14 @@
 // /$servicebus/websocket (with or without the trailing slash; subprotocol AMQPWSB10 or
 // amqp), which the SDKs use with their WebSocket transport (the Go SDK's
 // ClientOptions.NewWebSocketConn): wss:// on the AMQP port, ws:// on AdminHTTPAddr. The
-// tunnel is served as a TCP connection is, under the same limits.
+// tunnel is served as a TCP connection is, under the same limits. The same ports serve
+// the runtime REST API's message calls ("Service Bus runtime REST API"): Send Message
+// and Send Message Batch, Peek-Lock Message, Receive and Delete Message, Unlock Message,
+// Delete Message and Renew-Lock for a Message, on queues and subscriptions, over the same
+// entities, locks and delivery counts as AMQP. Custom property names sent as headers
+// arrive in Go's canonical form ("Orderid" for "orderId"); the message reference of a
+// lock URL is not checked (the lock token names the message); a receive waits at most
+// half of WriteTimeout.
 //
 // Not emulated: authorization, the AMQP rule operations (use the
 // administration API or the model), transactions, and the other $management operations

@@ -13,6 +13,10 @@ func (s *Server) httpRoutes(admin http.Handler) http.Handler {
 			s.serveWebSocket(w, r)
 			return
 		}
+		if call, ok := s.isDataRequest(r); ok {
+			s.serveData(w, r, call)
+			return
+		}
 		admin.ServeHTTP(w, r)
 	})
 }

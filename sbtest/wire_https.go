@@ -77,6 +77,7 @@ func newAdminServer(s *Server, plain net.Listener) (*adminServer, error) {
 		IdleTimeout:       s.limits.adminIdle,
 		MaxHeaderBytes:    maxAdminHeader,
 		ConnState:         a.connState,
+		ConnContext:       connContext,
 		ErrorLog:          log.New(io.Discard, "", 0),
 	}
 	s.wg.Add(1)
