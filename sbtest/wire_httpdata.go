@@ -268,9 +268,9 @@ func sendBatch(ctx context.Context, snd *Sender, msgs []*azservicebus.Message) e
 // batchEntry is one message of Send Message Batch's JSON body ("Send Message Batch":
 // Body, BrokerProperties and UserProperties).
 type batchEntry struct {
-	Body             *string        `json:"Body"`
-	BrokerProperties *brokerIn      `json:"BrokerProperties"`
-	UserProperties   map[string]any `json:"UserProperties"`
+	JBody             *string        `json:"Body"`
+	JBrokerProperties *brokerIn      `json:"BrokerProperties"`
+	JUserProperties   map[string]any `json:"UserProperties"`
 }
 
 func decodeBatch(body []byte) ([]*azservicebus.Message, error) {
@@ -286,17 +286,17 @@ func decodeBatch(body []byte) ([]*azservicebus.Message, error) {
 	msgs := make([]*azservicebus.Message, len(entries))
 	for i, e := range entries {
 		m := &azservicebus.Message{}
-		if e.Body != nil {
-			m.Body = []byte(*e.Body)
+		if e.JBody != nil {
+			m.Body = []byte(*e.JBody)
 		}
-		if e.BrokerProperties != nil {
-			if err := e.BrokerProperties.apply(m); err != nil {
+		if e.JBrokerProperties != nil {
+			if err := e.JBrokerProperties.apply(m); err != nil {
 				return nil, err
 			}
 		}
-		if len(e.UserProperties) > 0 {
-			m.ApplicationProperties = make(map[string]any, len(e.UserProperties))
-			for k, v := range e.UserProperties {
+		if len(e.JUserProperties) > 0 {
+			m.ApplicationProperties = make(map[string]any, len(e.JUserProperties))
+			for k, v := range e.JUserProperties {
 				pv, err := jsonProperty(v)
 				if err != nil {
 					return nil, dataErr(http.StatusBadRequest, "UserProperties[%q]: %v", k, err)
@@ -324,54 +324,57 @@ func jsonProperty(v any) (any, error) {
 	return nil, fmt.Errorf("a property is a string, number or boolean, not %T", v)
 }
 
+// The JSON documents' fields are prefixed with J: the model uses the SDK's message fields
+// of the same names, which no server type may declare (seam_test.go).
+
 // brokerIn is the BrokerProperties a sender may set ("Message headers and properties":
 // the properties can appear in any order, others are ignored). TimeToLive is in
 // seconds; a batch's TimeToLiveTimeSpan is a .NET TimeSpan ("0.00:00:40", Send Message
 // Batch's example); dates are RFC 1123.
 type brokerIn struct {
-	CorrelationID           *string  `json:"CorrelationId"`
-	Label                   *string  `json:"Label"`
-	MessageID               *string  `json:"MessageId"`
-	PartitionKey            *string  `json:"PartitionKey"`
-	ReplyTo                 *string  `json:"ReplyTo"`
-	ReplyToSessionID        *string  `json:"ReplyToSessionId"`
-	ScheduledEnqueueTimeUtc *string  `json:"ScheduledEnqueueTimeUtc"`
-	SessionID               *string  `json:"SessionId"`
-	TimeToLive              *float64 `json:"TimeToLive"`
-	TimeToLiveTimeSpan      *string  `json:"TimeToLiveTimeSpan"`
-	To                      *string  `json:"To"`
+	JCorrelationID           *string  `json:"CorrelationId"`
+	JLabel                   *string  `json:"Label"`
+	JMessageID               *string  `json:"MessageId"`
+	JPartitionKey            *string  `json:"PartitionKey"`
+	JReplyTo                 *string  `json:"ReplyTo"`
+	JReplyToSessionID        *string  `json:"ReplyToSessionId"`
+	JScheduledEnqueueTimeUtc *string  `json:"ScheduledEnqueueTimeUtc"`
+	JSessionID               *string  `json:"SessionId"`
+	JTimeToLive              *float64 `json:"TimeToLive"`
+	JTimeToLiveTimeSpan      *string  `json:"TimeToLiveTimeSpan"`
+	JTo                      *string  `json:"To"`
 }
 
 // apply sets what b names on m, or returns a 400 for a value out of range.
 func (b *brokerIn) apply(m *azservicebus.Message) error {
-	m.CorrelationID, m.Subject, m.PartitionKey = b.CorrelationID, b.Label, b.PartitionKey
-	m.ReplyTo, m.ReplyToSessionID, m.SessionID, m.To = b.ReplyTo, b.ReplyToSessionID, b.SessionID, b.To
-	if b.MessageID != nil {
-		m.MessageID = b.MessageID
+	m.CorrelationID, m.Subject, m.PartitionKey = b.JCorrelationID, b.JLabel, b.JPartitionKey
+	m.ReplyTo, m.ReplyToSessionID, m.SessionID, m.To = b.JReplyTo, b.JReplyToSessionID, b.JSessionID, b.JTo
+	if b.JMessageID != nil {
+		m.MessageID = b.JMessageID
 	}
-	if b.SessionID != nil && b.PartitionKey != nil && *b.SessionID != *b.PartitionKey {
+	if b.JSessionID != nil && b.JPartitionKey != nil && *b.JSessionID != *b.JPartitionKey {
 		// "If the SessionId and PartitionKey properties are both set, they must be set to
 		// the same value." (Message headers and properties)
-		return dataErr(http.StatusBadRequest, "SessionId %q and PartitionKey %q differ.", *b.SessionID, *b.PartitionKey)
+		return dataErr(http.StatusBadRequest, "SessionId %q and PartitionKey %q differ.", *b.JSessionID, *b.JPartitionKey)
 	}
 	switch {
-	case b.TimeToLive != nil:
-		if *b.TimeToLive <= 0 || *b.TimeToLive > float64(maxTTLSeconds) {
-			return dataErr(http.StatusBadRequest, "TimeToLive %v is not a positive number of seconds.", *b.TimeToLive)
+	case b.JTimeToLive != nil:
+		if *b.JTimeToLive <= 0 || *b.JTimeToLive > float64(maxTTLSeconds) {
+			return dataErr(http.StatusBadRequest, "TimeToLive %v is not a positive number of seconds.", *b.JTimeToLive)
 		}
-		ttl := time.Duration(*b.TimeToLive * float64(time.Second))
+		ttl := time.Duration(*b.JTimeToLive * float64(time.Second))
 		m.TimeToLive = &ttl
-	case b.TimeToLiveTimeSpan != nil:
-		ttl, err := parseTimeSpan(*b.TimeToLiveTimeSpan)
+	case b.JTimeToLiveTimeSpan != nil:
+		ttl, err := parseTimeSpan(*b.JTimeToLiveTimeSpan)
 		if err != nil || ttl <= 0 {
-			return dataErr(http.StatusBadRequest, "TimeToLiveTimeSpan %q is not a positive [d.]hh:mm:ss[.fff] time span.", *b.TimeToLiveTimeSpan)
+			return dataErr(http.StatusBadRequest, "TimeToLiveTimeSpan %q is not a positive [d.]hh:mm:ss[.fff] time span.", *b.JTimeToLiveTimeSpan)
 		}
 		m.TimeToLive = &ttl
 	}
-	if b.ScheduledEnqueueTimeUtc != nil {
-		t, err := http.ParseTime(*b.ScheduledEnqueueTimeUtc)
+	if b.JScheduledEnqueueTimeUtc != nil {
+		t, err := http.ParseTime(*b.JScheduledEnqueueTimeUtc)
 		if err != nil {
-			return dataErr(http.StatusBadRequest, "ScheduledEnqueueTimeUtc %q is not an RFC 1123 date.", *b.ScheduledEnqueueTimeUtc)
+			return dataErr(http.StatusBadRequest, "ScheduledEnqueueTimeUtc %q is not an RFC 1123 date.", *b.JScheduledEnqueueTimeUtc)
 		}
 		m.ScheduledEnqueueTime = &t
 	}
@@ -581,27 +584,26 @@ func connContext(ctx context.Context, c net.Conn) context.Context {
 // brokerProps is the BrokerProperties header of a received message ("Message headers
 // and properties"; dates in RFC 1123, TimeToLive in seconds).
 type brokerProps struct {
-	ContentType             string   `json:"ContentType,omitempty"`
-	CorrelationID           string   `json:"CorrelationId,omitempty"`
-	DeadLetterSource        string   `json:"DeadLetterSource,omitempty"`
-	DeliveryCount           uint32   `json:"DeliveryCount"`
-	EnqueuedSequenceNumber  int64    `json:"EnqueuedSequenceNumber,omitempty"`
-	EnqueuedTimeUtc         string   `json:"EnqueuedTimeUtc,omitempty"`
-	Label                   string   `json:"Label,omitempty"`
-	LockToken               string   `json:"LockToken,omitempty"`
-	LockedUntilUtc          string   `json:"LockedUntilUtc,omitempty"`
-	MessageID               string   `json:"MessageId"`
-	PartitionKey            string   `json:"PartitionKey,omitempty"`
-	ReplyTo                 string   `json:"ReplyTo,omitempty"`
-	ReplyToSessionID        string   `json:"ReplyToSessionId,omitempty"`
-	ScheduledEnqueueTimeUtc string   `json:"ScheduledEnqueueTimeUtc,omitempty"`
-	SequenceNumber          int64    `json:"SequenceNumber"`
-	SessionID               string   `json:"SessionId,omitempty"`
-	State                   string   `json:"State"`
-	TimeToLive              *float64 `json:"TimeToLive,omitempty"`
-	To                      string   `json:"To,omitempty"`
-	DeadLetterReason        string   `json:"DeadLetterReason,omitempty"`
-	DeadLetterErrorDesc     string   `json:"DeadLetterErrorDescription,omitempty"`
+	JCorrelationID           string   `json:"CorrelationId,omitempty"`
+	JDeadLetterSource        string   `json:"DeadLetterSource,omitempty"`
+	JDeliveryCount           uint32   `json:"DeliveryCount"`
+	JEnqueuedSequenceNumber  int64    `json:"EnqueuedSequenceNumber,omitempty"`
+	JEnqueuedTimeUtc         string   `json:"EnqueuedTimeUtc,omitempty"`
+	JLabel                   string   `json:"Label,omitempty"`
+	JLockToken               string   `json:"LockToken,omitempty"`
+	JLockedUntilUtc          string   `json:"LockedUntilUtc,omitempty"`
+	JMessageID               string   `json:"MessageId"`
+	JPartitionKey            string   `json:"PartitionKey,omitempty"`
+	JReplyTo                 string   `json:"ReplyTo,omitempty"`
+	JReplyToSessionID        string   `json:"ReplyToSessionId,omitempty"`
+	JScheduledEnqueueTimeUtc string   `json:"ScheduledEnqueueTimeUtc,omitempty"`
+	JSequenceNumber          int64    `json:"SequenceNumber"`
+	JSessionID               string   `json:"SessionId,omitempty"`
+	JState                   string   `json:"State"`
+	JTimeToLive              *float64 `json:"TimeToLive,omitempty"`
+	JTo                      string   `json:"To,omitempty"`
+	JDeadLetterReason        string   `json:"DeadLetterReason,omitempty"`
+	JDeadLetterErrorDesc     string   `json:"DeadLetterErrorDescription,omitempty"`
 }
 
 func brokerOut(m *azservicebus.ReceivedMessage, lock bool) brokerProps {
@@ -618,38 +620,38 @@ func brokerOut(m *azservicebus.ReceivedMessage, lock bool) brokerProps {
 		return t.UTC().Format(http.TimeFormat)
 	}
 	b := brokerProps{
-		CorrelationID:           str(m.CorrelationID),
-		DeadLetterSource:        str(m.DeadLetterSource),
-		DeliveryCount:           m.DeliveryCount,
-		EnqueuedTimeUtc:         date(m.EnqueuedTime),
-		Label:                   str(m.Subject),
-		MessageID:               m.MessageID,
-		PartitionKey:            str(m.PartitionKey),
-		ReplyTo:                 str(m.ReplyTo),
-		ReplyToSessionID:        str(m.ReplyToSessionID),
-		ScheduledEnqueueTimeUtc: date(m.ScheduledEnqueueTime),
-		SessionID:               str(m.SessionID),
-		State:                   messageStateName(m.State),
-		To:                      str(m.To),
-		DeadLetterReason:        str(m.DeadLetterReason),
-		DeadLetterErrorDesc:     str(m.DeadLetterErrorDescription),
+		JCorrelationID:           str(m.CorrelationID),
+		JDeadLetterSource:        str(m.DeadLetterSource),
+		JDeliveryCount:           m.DeliveryCount,
+		JEnqueuedTimeUtc:         date(m.EnqueuedTime),
+		JLabel:                   str(m.Subject),
+		JMessageID:               m.MessageID,
+		JPartitionKey:            str(m.PartitionKey),
+		JReplyTo:                 str(m.ReplyTo),
+		JReplyToSessionID:        str(m.ReplyToSessionID),
+		JScheduledEnqueueTimeUtc: date(m.ScheduledEnqueueTime),
+		JSessionID:               str(m.SessionID),
+		JState:                   messageStateName(m.State),
+		JTo:                      str(m.To),
+		JDeadLetterReason:        str(m.DeadLetterReason),
+		JDeadLetterErrorDesc:     str(m.DeadLetterErrorDescription),
 	}
 	if m.SequenceNumber != nil {
-		b.SequenceNumber = *m.SequenceNumber
+		b.JSequenceNumber = *m.SequenceNumber
 	}
 	if m.EnqueuedSequenceNumber != nil {
-		b.EnqueuedSequenceNumber = *m.EnqueuedSequenceNumber
+		b.JEnqueuedSequenceNumber = *m.EnqueuedSequenceNumber
 	}
 	if m.TimeToLive != nil && *m.TimeToLive > 0 {
 		ttl := m.TimeToLive.Seconds()
 		if *m.TimeToLive == time.Duration(math.MaxInt64) {
 			ttl = maxTimeSpanSeconds // no time-to-live: the service reports TimeSpan.MaxValue
 		}
-		b.TimeToLive = &ttl
+		b.JTimeToLive = &ttl
 	}
 	if lock {
-		b.LockToken = formatLockToken(m.LockToken)
-		b.LockedUntilUtc = date(m.LockedUntil)
+		b.JLockToken = formatLockToken(m.LockToken)
+		b.JLockedUntilUtc = date(m.LockedUntil)
 	}
 	return b
 }

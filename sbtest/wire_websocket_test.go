@@ -5,6 +5,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"io"
 	"net"
 	"net/http"
 	"strings"
@@ -350,4 +351,95 @@ func (s *Server) handshakeCount() int {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	return s.handshakes.l.Len()
+}
+
+// BenchmarkServerTransports sends and receives one message at a time (send, peek-lock
+// receive, complete) with the Go SDK over TCP (the baseline), over WebSockets in the
+// clear and over TLS, and with the HTTP data plane (Send Message, Peek-Lock Message,
+// Delete Message), in the same run: what the tunnel and HTTP cost per message.
+func BenchmarkServerTransports(b *testing.B) {
+	srv := NewTestServer(b, &ServerOptions{AdminHTTPAddr: "127.0.0.1:0", Queues: map[string]*EntityOptions{"q": nil}})
+	amqpRoundTrips := func(b *testing.B, client *azservicebus.Client) {
+		ctx := context.Background()
+		s, err := client.NewSender("q", nil)
+		if err != nil {
+			b.Fatal(err)
+		}
+		defer s.Close(ctx)
+		r, err := client.NewReceiverForQueue("q", nil)
+		if err != nil {
+			b.Fatal(err)
+		}
+		defer r.Close(ctx)
+		b.ResetTimer()
+		start := time.Now()
+		for range b.N {
+			if err := s.SendMessage(ctx, &azservicebus.Message{Body: []byte("bench")}, nil); err != nil {
+				b.Fatal(err)
+			}
+			ms, err := r.ReceiveMessages(ctx, 1, nil)
+			if err != nil {
+				b.Fatal(err)
+			}
+			if err := r.CompleteMessage(ctx, ms[0], nil); err != nil {
+				b.Fatal(err)
+			}
+		}
+		b.ReportMetric(float64(b.N)/time.Since(start).Seconds(), "msgs/s")
+	}
+	b.Run("tcp", func(b *testing.B) {
+		client, err := azservicebus.NewClientFromConnectionString(srv.ConnectionString(), nil)
+		if err != nil {
+			b.Fatal(err)
+		}
+		defer client.Close(context.Background())
+		amqpRoundTrips(b, client)
+	})
+	for _, tls := range []bool{false, true} {
+		name := "ws"
+		if tls {
+			name = "wss"
+		}
+		b.Run(name, func(b *testing.B) {
+			url := wsURL(srv, tls, "/$servicebus/websocket")
+			dial := func(ctx context.Context, _ azservicebus.NewWebSocketConnArgs) (net.Conn, error) {
+				wc, _, err := websocket.Dial(ctx, url, &websocket.DialOptions{Subprotocols: []string{"AMQPWSB10"}, HTTPClient: srv.AdminHTTPClient()})
+				if err != nil {
+					return nil, err
+				}
+				return websocket.NetConn(ctx, wc, websocket.MessageBinary), nil
+			}
+			client, err := azservicebus.NewClientFromConnectionString(srv.ConnectionString(), &azservicebus.ClientOptions{NewWebSocketConn: dial})
+			if err != nil {
+				b.Fatal(err)
+			}
+			defer client.Close(context.Background())
+			amqpRoundTrips(b, client)
+		})
+	}
+	b.Run("http", func(b *testing.B) {
+		hc := &http.Client{}
+		base := srv.AdminHTTPURL() + "/q/messages"
+		call := func(method, url string, body string, want int) *http.Response {
+			req, _ := http.NewRequest(method, url, strings.NewReader(body))
+			resp, err := hc.Do(req)
+			if err != nil {
+				b.Fatal(err)
+			}
+			_, _ = io.Copy(io.Discard, resp.Body)
+			resp.Body.Close()
+			if resp.StatusCode != want {
+				b.Fatalf("%s %s: %d, want %d", method, url, resp.StatusCode, want)
+			}
+			return resp
+		}
+		b.ResetTimer()
+		start := time.Now()
+		for range b.N {
+			call("POST", base, "bench", http.StatusCreated)
+			resp := call("POST", base+"/head?timeout=5", "", http.StatusCreated)
+			call("DELETE", resp.Header.Get("Location"), "", http.StatusOK)
+		}
+		b.ReportMetric(float64(b.N)/time.Since(start).Seconds(), "msgs/s")
+	})
 }
