@@ -6,6 +6,7 @@ import (
 	"encoding/xml"
 	"errors"
 	"io"
+	"net"
 	"net/http"
 	"strings"
 	"testing"
@@ -379,4 +380,83 @@ func TestLockTokenGUID(t *testing.T) {
 			t.Errorf("parseLockToken(%q) accepted", bad)
 		}
 	}
+}
+
+// adminConnCount is how many HTTP connections the server serves.
+func (s *Server) adminConnCount() int {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return len(s.adminConns)
+}
+
+// TestServerHTTPDataHostile holds the data plane to the HTTP limits: a huge header is
+// refused with 431, a body that trickles in is cut after WriteTimeout, and a client that
+// never reads the message it asked for is disconnected after WriteTimeout, its lock kept
+// until it expires as for any receiver.
+func TestServerHTTPDataHostile(t *testing.T) {
+	srv := NewTestServer(t, &ServerOptions{AdminHTTPAddr: "127.0.0.1:0", WriteTimeout: 500 * time.Millisecond,
+		Queues: map[string]*EntityOptions{"q": nil}})
+	c := newDataClient(t, srv)
+	t.Run("huge header", func(t *testing.T) {
+		// The server answers 431 and closes at once, so the client may see the reset of
+		// the header bytes it never read instead: either way the request is refused.
+		req, _ := http.NewRequest("POST", c.base+"/q/messages", strings.NewReader("x"))
+		req.Header.Set("X-Big", strings.Repeat("a", 2*maxAdminHeader))
+		resp, err := c.hc.Do(req)
+		if err == nil {
+			resp.Body.Close()
+			if resp.StatusCode != http.StatusRequestHeaderFieldsTooLarge {
+				t.Fatalf("status %d, want 431", resp.StatusCode)
+			}
+		}
+		if n := srv.Namespace().mustEntity(t, "q").Counts().Active; n != 0 {
+			t.Fatalf("a request with a huge header sent %d messages", n)
+		}
+	})
+	t.Run("slow body", func(t *testing.T) {
+		nc, err := net.Dial("tcp", srv.admin.plain.Addr().String())
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer nc.Close()
+		_, _ = nc.Write([]byte("POST /q/messages HTTP/1.1\r\nHost: x\r\nContent-Length: 100\r\n\r\nabc")) // and 97 bytes never come
+		_ = nc.SetReadDeadline(time.Now().Add(wireTimeout))
+		start := time.Now()
+		_, _ = io.Copy(io.Discard, nc)
+		if d := time.Since(start); d > wireTimeout/2 {
+			t.Fatalf("a trickling body held its connection %v", d)
+		}
+		if n := srv.Namespace().mustEntity(t, "q").Counts().Active; n != 0 {
+			t.Fatalf("a partial body was sent: %d messages", n)
+		}
+	})
+	t.Run("never reads", func(t *testing.T) {
+		c.t = t
+		resp, body := c.do("POST", "/q/messages", nil, strings.Repeat("m", 200_000))
+		c.want(resp, body, http.StatusCreated)
+		c.hc.CloseIdleConnections()
+		eventually(t, "the sender's connection to be closed", func() bool { return srv.adminConnCount() == 0 })
+		nc, err := smallBufferClient().Transport.(*http.Transport).DialContext(context.Background(), "tcp", srv.admin.plain.Addr().String())
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer nc.Close()
+		_, _ = nc.Write([]byte("GET /health HTTP/1.1\r\nHost: x\r\n\r\n"))
+		eventually(t, "the connection to be served", func() bool { return srv.adminConnCount() == 1 })
+		// The same small buffer on the server's side (see dialRawNoRead), so that the
+		// 200 KB answer cannot sit in the kernel's buffers.
+		srv.mu.Lock()
+		for ac := range srv.adminConns {
+			if err := ac.(*peekedConn).Conn.(*net.TCPConn).SetWriteBuffer(8192); err != nil {
+				t.Error(err)
+			}
+		}
+		srv.mu.Unlock()
+		_, _ = nc.Write([]byte("POST /q/messages/head?timeout=1 HTTP/1.1\r\nHost: x\r\n\r\n")) // and never read
+		eventually(t, "the message to be locked", func() bool { return srv.Namespace().mustEntity(t, "q").Counts().Locked == 1 })
+		eventually(t, "the connection to be closed", func() bool { return srv.adminConnCount() == 0 })
+		if n := srv.Namespace().mustEntity(t, "q").Counts().Locked; n != 1 {
+			t.Fatalf("%d messages locked after the client went away, want 1 (until the lock expires)", n)
+		}
+	})
 }
