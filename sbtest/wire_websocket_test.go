@@ -8,6 +8,7 @@ import (
 	"io"
 	"net"
 	"net/http"
+	"runtime"
 	"strings"
 	"syscall"
 	"testing"
@@ -301,6 +302,7 @@ func TestServerWebSocketLimits(t *testing.T) {
 		eventually(t, "the tunnel to be dropped", func() bool { return srv.connCount() == 0 })
 	})
 	t.Run("close ends tunnels", func(t *testing.T) {
+		base := runtime.NumGoroutine()
 		srv, err := NewServer(&ServerOptions{AdminHTTPAddr: "127.0.0.1:0"})
 		if err != nil {
 			t.Fatal(err)
@@ -317,6 +319,9 @@ func TestServerWebSocketLimits(t *testing.T) {
 		if err := srv.Close(ctx); err != nil {
 			t.Fatalf("Close with open tunnels: %v", err)
 		}
+		_ = nc.Close()
+		_ = silent.Close()
+		noGoroutinesAbove(t, base)
 	})
 }
 
