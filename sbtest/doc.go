@@ -123,8 +123,9 @@
 // Every port that serves HTTP also carries AMQP over WebSockets at
 // /$servicebus/websocket (with or without the trailing slash; subprotocol AMQPWSB10 or
 // amqp), which the SDKs use with their WebSocket transport (the Go SDK's
-// ClientOptions.NewWebSocketConn): wss:// on the AMQP port, ws:// on AdminHTTPAddr. The
-// tunnel is served as a TCP connection is, under the same limits. The same ports serve
+// ClientOptions.NewWebSocketConn; Server.WebSocketClientOptions sets it up): wss:// on
+// the AMQP port, ws:// on AdminHTTPAddr. The tunnel is served as a TCP connection is,
+// under the same limits. The same ports serve
 // the runtime REST API's message calls ("Service Bus runtime REST API"): Send Message
 // and Send Message Batch, Peek-Lock Message, Receive and Delete Message, Unlock Message,
 // Delete Message and Renew-Lock for a Message, on queues and subscriptions, over the same

@@ -2,11 +2,13 @@ package sbtest
 
 import (
 	"bufio"
+	"context"
 	"net"
 	"net/http"
 	"strings"
 	"time"
 
+	"github.com/Azure/azure-sdk-for-go/sdk/messaging/azservicebus"
 	"github.com/coder/websocket"
 )
 
@@ -33,6 +35,29 @@ var webSocketPaths = []string{"/$servicebus/websocket", "/$servicebus/websocket/
 // webSocketSubprotocols are the subprotocols offered to clients, in order of preference:
 // the binding's name, then the Go SDK example's.
 var webSocketSubprotocols = []string{"AMQPWSB10", "amqp"}
+
+// WebSocketClientOptions returns client options that make the unmodified SDK tunnel AMQP
+// through a WebSocket to the server (ClientOptions.NewWebSocketConn, as in the SDK's
+// example ExampleNewClient_usingWebsocketsAndProxies): over TLS to the URL the SDK
+// builds from the connection string, wss://HOST:PORT/$servicebus/websocket, trusting the
+// server's certificate.
+//
+//	client, err := azservicebus.NewClientFromConnectionString(srv.ConnectionString(), srv.WebSocketClientOptions())
+//
+// Each call returns new options; the tunnels end when the client or the server closes.
+func (s *Server) WebSocketClientOptions() *azservicebus.ClientOptions {
+	hc := s.AdminHTTPClient()
+	return &azservicebus.ClientOptions{NewWebSocketConn: func(ctx context.Context, args azservicebus.NewWebSocketConnArgs) (net.Conn, error) {
+		wc, _, err := websocket.Dial(ctx, args.Host, &websocket.DialOptions{Subprotocols: webSocketSubprotocols[:1], HTTPClient: hc})
+		if err != nil {
+			return nil, err
+		}
+		// Not ctx, which the SDK's example passes: it is the context of the call that opens
+		// the connection (azservicebus internal/namespace.go), and NetConn's context bounds
+		// the connection's life.
+		return websocket.NetConn(context.Background(), wc, websocket.MessageBinary), nil
+	}}
+}
 
 // isWebSocketPath reports whether path is where AMQP over WebSockets is served.
 func isWebSocketPath(path string) bool {

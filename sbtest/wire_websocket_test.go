@@ -33,7 +33,9 @@ func wsClient(t *testing.T, srv *Server, url string, subprotocols ...string) *az
 		if err != nil {
 			return nil, err
 		}
-		return websocket.NetConn(ctx, wc, websocket.MessageBinary), nil
+		// Not ctx: it is the context of the call that opens the connection, and the
+		// connection must outlive it (TestServerWebSocketClientOptions).
+		return websocket.NetConn(context.Background(), wc, websocket.MessageBinary), nil
 	}
 	client, err := azservicebus.NewClientFromConnectionString(srv.ConnectionString(), &azservicebus.ClientOptions{NewWebSocketConn: dial})
 	if err != nil {
@@ -447,4 +449,39 @@ func BenchmarkServerTransports(b *testing.B) {
 		}
 		b.ReportMetric(float64(b.N)/time.Since(start).Seconds(), "msgs/s")
 	})
+}
+
+// TestServerWebSocketClientOptions: the SDK with Server.WebSocketClientOptions talks to
+// the server over wss:// from the connection string alone, and its connection outlives
+// the context of the call that opened it.
+func TestServerWebSocketClientOptions(t *testing.T) {
+	srv := NewTestServer(t, &ServerOptions{Queues: map[string]*EntityOptions{"q": nil}})
+	client, err := azservicebus.NewClientFromConnectionString(srv.ConnectionString(), srv.WebSocketClientOptions())
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer client.Close(context.Background())
+	s, err := client.NewSender("q", nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	first, cancel := context.WithTimeout(context.Background(), wireTimeout)
+	if err := s.SendMessage(first, &azservicebus.Message{Body: []byte("one")}, nil); err != nil {
+		t.Fatal(err)
+	}
+	cancel() // the context the connection was opened with ends
+	ctx := wireCtx(t)
+	if err := s.SendMessage(ctx, &azservicebus.Message{Body: []byte("two")}, nil); err != nil {
+		t.Fatal(err)
+	}
+	r, err := client.NewReceiverForQueue("q", &azservicebus.ReceiverOptions{ReceiveMode: azservicebus.ReceiveModeReceiveAndDelete})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got := receiveN(t, r, 2); string(got[0].Body) != "one" || string(got[1].Body) != "two" {
+		t.Fatalf("received %q, %q", got[0].Body, got[1].Body)
+	}
+	if n := srv.connID.Load(); n != 1 {
+		t.Fatalf("the client opened %d connections, want 1", n)
+	}
 }
