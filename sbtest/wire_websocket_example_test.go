@@ -5,10 +5,13 @@ import (
 	"fmt"
 	"io"
 	"log"
+	"net"
 	"net/http"
+	"os"
 	"strings"
 
 	"github.com/Azure/azure-sdk-for-go/sdk/messaging/azservicebus"
+	"github.com/coder/websocket"
 	"github.com/sbkit/sbkit/sbtest"
 )
 
@@ -57,4 +60,23 @@ func ExampleServer_WebSocketClientOptions() {
 	// Output:
 	// 201 Created order 1
 	// 200 OK
+}
+
+// Any SDK client reaches the emulator's WebSocket endpoint with NewWebSocketConn: here
+// ws:// on cmd/sbemulator's plain-HTTP port (5300), for the connection string it prints.
+// (Compiled, not run: it needs an emulator on that port.)
+func Example_webSocketToEmulator() {
+	conn := os.Getenv("SERVICEBUS_CONNECTION_STRING")
+	dial := func(ctx context.Context, args azservicebus.NewWebSocketConnArgs) (net.Conn, error) {
+		wc, _, err := websocket.Dial(ctx, "ws://127.0.0.1:5300/$servicebus/websocket", &websocket.DialOptions{Subprotocols: []string{"AMQPWSB10"}})
+		if err != nil {
+			return nil, err
+		}
+		return websocket.NetConn(context.Background(), wc, websocket.MessageBinary), nil
+	}
+	client, err := azservicebus.NewClientFromConnectionString(conn, &azservicebus.ClientOptions{NewWebSocketConn: dial})
+	if err != nil {
+		log.Fatal(err)
+	}
+	defer client.Close(context.Background())
 }
