@@ -485,3 +485,62 @@ func TestServerWebSocketClientOptions(t *testing.T) {
 		t.Fatalf("the client opened %d connections, want 1", n)
 	}
 }
+
+// TestServerWebSocketFramesInOrder: the AMQP byte stream may be split at any byte across
+// WebSocket messages ("AMQP WebSocket Binding" 2.2); transfers split so, followed by a
+// detach, are all stored, in arrival order, and answered before the detach, as over TCP
+// (TestServerAnswersTransfersBeforeDetach), with the latency model's waits overlapping.
+func TestServerWebSocketFramesInOrder(t *testing.T) {
+	const n = 20
+	srv := NewTestServer(t, &ServerOptions{AdminHTTPAddr: "127.0.0.1:0", Queues: map[string]*EntityOptions{"q": nil},
+		NamespaceOptions: &NamespaceOptions{Latency: Latency{RoundTrip: 3 * time.Millisecond}}})
+	nc, _ := wsDialRaw(t, srv)
+	c := &rawConn{t: t, nc: nc, br: bufio.NewReader(nc)}
+	c.open()
+	c.beginAndAttach()
+	var b []byte
+	for i := range uint32(n) {
+		msg, _ := (&amqp.Message{Data: [][]byte{[]byte(fmt.Sprint(i))}}).MarshalBinary()
+		var err error
+		b, err = amqp.AppendFrame(b, amqp.Frame{Type: amqp.FrameTypeAMQP, Body: &amqp.Transfer{Handle: 0, DeliveryID: amqp.Ptr(i),
+			DeliveryTag: []byte{byte(i)}, MessageFormat: amqp.Ptr(uint32(0))}, Payload: msg})
+		if err != nil {
+			t.Fatal(err)
+		}
+	}
+	b, err := amqp.AppendFrame(b, amqp.Frame{Type: amqp.FrameTypeAMQP, Body: &amqp.Detach{Handle: 0, Closed: true}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	for len(b) > 0 { // 7-byte WebSocket messages: every frame split across several
+		k := min(7, len(b))
+		c.write(b[:k])
+		b = b[k:]
+	}
+	accepted := 0
+	for done := false; !done; {
+		switch f := c.readFrame().Body.(type) {
+		case *amqp.Disposition:
+			last := f.First
+			if f.Last != nil {
+				last = *f.Last
+			}
+			accepted += int(last - f.First + 1)
+		case *amqp.Detach:
+			done = true
+		}
+	}
+	if accepted != n {
+		t.Fatalf("%d of %d transfers accepted before the detach's answer", accepted, n)
+	}
+	r, err := srv.Namespace().NewReceiverForQueue("q", &ReceiverOptions{ReceiveMode: azservicebus.ReceiveModeReceiveAndDelete})
+	if err != nil {
+		t.Fatal(err)
+	}
+	got := receiveN(t, r, n)
+	for i, m := range got {
+		if string(m.Body) != fmt.Sprint(i) {
+			t.Fatalf("message %d is %q: not in arrival order", i, m.Body)
+		}
+	}
+}
