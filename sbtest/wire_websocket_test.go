@@ -190,6 +190,11 @@ func TestServerWebSocketLimits(t *testing.T) {
 	t.Run("connections counted once open", func(t *testing.T) {
 		srv := NewTestServer(t, &ServerOptions{AdminHTTPAddr: "127.0.0.1:0", MaxConnections: 1, Queues: map[string]*EntityOptions{"q": nil}})
 		nc, _ := wsDialRaw(t, srv)
+		// The client sees the 101 a moment before the server has handed the connection
+		// over from HTTP (which counts it) to the tunnel's handshake (which does not).
+		eventually(t, "the upgraded connection to be a handshake", func() bool {
+			return srv.handshakeCount() == 1 && srv.adminConnCount() == 0
+		})
 		// Upgraded but not open: not counted, so a TCP client still gets in.
 		tcp := newWireOn(t, srv)
 		if n := srv.connCount(); n != 1 {
