@@ -115,8 +115,9 @@
 // UseDevelopmentEmulator=true) to the unmodified SDK. No Docker, no SQL, no account. The
 // entities, faults, latency and inspection are the Namespace's.
 //
-// The wire emulates SASL ANONYMOUS (any token is accepted; the $cbs put-token exchange
-// answers 404 for an entity that does not exist, as the service does), connections,
+// The wire emulates SASL ANONYMOUS (any token is accepted unless ServerOptions.SASKeys
+// names keys, when tokens are checked as the service checks them; the $cbs put-token
+// exchange answers 404 for an entity that does not exist, as the service does), connections,
 // sessions, links, multi-frame transfers and flow control; sending messages and batches;
 // receiving in peek-lock and receive-and-delete modes from queues, subscriptions and
 // their dead-letter queues; settlement by disposition, with lock tokens as delivery tags
@@ -140,16 +141,17 @@
 // amqp), which the SDKs use with their WebSocket transport (the Go SDK's
 // ClientOptions.NewWebSocketConn; Server.WebSocketClientOptions sets it up): wss:// on
 // the AMQP port, ws:// on AdminHTTPAddr. The tunnel is served as a TCP connection is,
-// under the same limits. The same ports serve
-// the runtime REST API's message calls ("Service Bus runtime REST API"): Send Message
-// and Send Message Batch, Peek-Lock Message, Receive and Delete Message, Unlock Message,
+// under the same limits and the same $cbs authorization. The same ports serve the
+// runtime REST API's message calls ("Service Bus runtime REST API"): Send Message and
+// Send Message Batch, Peek-Lock Message, Receive and Delete Message, Unlock Message,
 // Delete Message and Renew-Lock for a Message, on queues and subscriptions, over the same
-// entities, locks and delivery counts as AMQP. Custom property names sent as headers
-// arrive in Go's canonical form ("Orderid" for "orderId"); the message reference of a
-// lock URL is not checked (the lock token names the message); a receive waits at most
-// half of WriteTimeout.
+// entities, locks and delivery counts as AMQP, with the administration API's
+// Authorization check. Custom property names sent as headers arrive in Go's canonical
+// form ("Orderid" for "orderId"); the message reference of a lock URL is not checked (the
+// lock token names the message); a receive waits at most half of WriteTimeout.
 //
-// Not emulated: authorization, the AMQP rule operations (use the
+// Not emulated: authorization beyond shared access signatures
+// (no rights per key, no Microsoft Entra tokens), the AMQP rule operations (use the
 // administration API or the model), transactions, and the other $management operations
 // (status 501). A message without a time-to-live goes without a header ttl, as the
 // service sends it, so the SDK reports TimeToLive 0 for it.

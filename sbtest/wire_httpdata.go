@@ -369,12 +369,21 @@ func isTLSRequest(r *http.Request) bool {
 type tlsConnKey struct{}
 
 // connContext is the http.Server's ConnContext: it marks TLS connections, which reach
-// the HTTP server wrapped (tlsConn), so that the request's TLS field stays nil.
+// the HTTP server wrapped (a tlsConn, under the headConn of readRequestHead), so that the
+// request's TLS field stays nil.
 func connContext(ctx context.Context, c net.Conn) context.Context {
-	if _, ok := c.(*tlsConn); ok {
+	if _, ok := unwrapHead(c).(*tlsConn); ok {
 		return context.WithValue(ctx, tlsConnKey{}, true)
 	}
 	return ctx
+}
+
+// unwrapHead returns the connection under c's read-ahead header (headConn), if any.
+func unwrapHead(c net.Conn) net.Conn {
+	if hc, ok := c.(*headConn); ok {
+		return hc.Conn
+	}
+	return c
 }
 
 // dataSettle serves Unlock Message (PUT), Delete Message (DELETE) and Renew-Lock for a

@@ -447,7 +447,7 @@ func TestServerHTTPDataHostile(t *testing.T) {
 		// 200 KB answer cannot sit in the kernel's buffers.
 		srv.mu.Lock()
 		for ac := range srv.adminConns {
-			if err := ac.(*peekedConn).Conn.(*net.TCPConn).SetWriteBuffer(8192); err != nil {
+			if err := unwrapHead(ac).(*peekedConn).Conn.(*net.TCPConn).SetWriteBuffer(8192); err != nil {
 				t.Error(err)
 			}
 		}
@@ -459,4 +459,58 @@ func TestServerHTTPDataHostile(t *testing.T) {
 			t.Fatalf("%d messages locked after the client went away, want 1 (until the lock expires)", n)
 		}
 	})
+}
+
+// TestServerHTTPDataSAS: with ServerOptions.SASKeys the data plane needs a token that
+// covers the entity in its Authorization header, as the administration API does (401
+// otherwise, "Authorization failure" in the runtime REST API's status tables), and the
+// SDK over WebSockets authorizes on $cbs as over TCP.
+func TestServerHTTPDataSAS(t *testing.T) {
+	srv := NewTestServer(t, &ServerOptions{AdminHTTPAddr: "127.0.0.1:0", Queues: map[string]*EntityOptions{"q": nil, "other": nil},
+		SASKeys: map[string]string{"k": "secret"}})
+	c := &dataClient{t: t, base: srv.AdminHTTPURL(), hc: &http.Client{Timeout: wireTimeout}}
+	expiry := time.Now().Add(time.Hour).Unix()
+	host := "sb://" + srv.endpoint(srv.Addr()) + "/"
+	for _, tc := range []struct {
+		name, auth string
+		status     int
+	}{
+		{"no token", "", http.StatusUnauthorized},
+		{"a wrong key", sign("k", "wrong", host+"q", expiry), http.StatusUnauthorized},
+		{"a token for another entity", sign("k", "secret", host+"other", expiry), http.StatusUnauthorized},
+		{"a token for the entity", sign("k", "secret", host+"q", expiry), http.StatusCreated},
+		{"a token for the namespace", sign("k", "secret", host, expiry), http.StatusCreated},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			c.t = t
+			req, _ := http.NewRequest("POST", c.base+"/q/messages", strings.NewReader("x"))
+			if tc.auth != "" {
+				req.Header.Set("Authorization", tc.auth)
+			}
+			resp, err := c.hc.Do(req)
+			if err != nil {
+				t.Fatal(err)
+			}
+			resp.Body.Close()
+			if resp.StatusCode != tc.status {
+				t.Fatalf("status %d, want %d", resp.StatusCode, tc.status)
+			}
+		})
+	}
+	if n := srv.Namespace().mustEntity(t, "q").Counts().Active; n != 2 {
+		t.Fatalf("%d messages stored, want the 2 sent with valid tokens", n)
+	}
+	// Over WebSockets the SDK puts its token on $cbs: the right key works.
+	client, err := azservicebus.NewClientFromConnectionString(srv.ConnectionString(), srv.WebSocketClientOptions())
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer client.Close(context.Background())
+	r, err := client.NewReceiverForQueue("q", &azservicebus.ReceiverOptions{ReceiveMode: azservicebus.ReceiveModeReceiveAndDelete})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got := receiveN(t, r, 2); string(got[0].Body) != "x" {
+		t.Fatalf("received %q over WebSockets", got[0].Body)
+	}
 }

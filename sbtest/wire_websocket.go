@@ -87,11 +87,13 @@ func (s *Server) serveWebSocket(w http.ResponseWriter, r *http.Request) {
 		s.log.Debug("WebSocket upgrade refused", "remote", r.RemoteAddr, "err", err)
 		return
 	}
-	raw := hw.conn
-	if raw == nil { // the library hijacked through another path: nothing to bound by
+	if hw.conn == nil { // the library hijacked through another path: nothing to bound by
 		_ = wc.CloseNow()
 		return
 	}
+	// The socket (or TLS connection) under the read-ahead header, which the library has
+	// consumed: closeNow aborts a tlsConn without its close_notify.
+	raw := unwrapHead(hw.conn)
 	// The HTTP server's request deadlines stay on a hijacked connection: the AMQP
 	// connection sets its own.
 	_ = raw.SetDeadline(time.Time{})
@@ -110,6 +112,7 @@ func (s *Server) serveWebSocket(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	defer s.endHandshake(hs)
+	s.progressed(hs, handshakeStarted) // its upgrade request was whole and valid
 	nc := &wsConn{Conn: websocket.NetConn(s.ctx, wc, websocket.MessageBinary), raw: raw}
 	s.serveConn(nc, time.Now().Add(s.limits.handshakeTimeout), hs)
 }

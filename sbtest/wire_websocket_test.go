@@ -362,7 +362,7 @@ func mustClient(t *testing.T, srv *Server) *azservicebus.Client {
 func (s *Server) handshakeCount() int {
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	return s.handshakes.l.Len()
+	return s.handshakes.len()
 }
 
 // BenchmarkServerTransports sends and receives one message at a time (send, peek-lock
