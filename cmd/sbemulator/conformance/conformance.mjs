@@ -508,6 +508,32 @@ step("HTTP data plane: send over HTTP, settle over AMQP, and the reverse", async
   await s.close();
 }, { needs: () => (httpURL ? null : "the plain-HTTP port's URL (SBEMULATOR_HTTP_URL)") });
 
+// A second emulator, started with -sas-key, checks tokens as the service does.
+step("with -sas-key, the right key sends and a wrong key is UnauthorizedAccess", async () => {
+  const keyed = spawn(process.argv[2], ["-addr", "127.0.0.1:0", "-http-addr", "off", "-queue", "keyed",
+    "-sas-key", "RootManageSharedAccessKey=right-key"], { stdio: ["ignore", "pipe", "ignore"] });
+  try {
+    const conn = await new Promise((resolve) => createInterface({ input: keyed.stdout }).once("line", resolve));
+    const send = async (cs) => {
+      const c = new ServiceBusClient(cs, { retryOptions: { maxRetries: 0 } });
+      const s = c.createSender("keyed");
+      try {
+        await s.sendMessages({ body: "x" });
+        return "sent";
+      } catch (err) {
+        return err.code;
+      } finally {
+        await s.close();
+        await c.close();
+      }
+    };
+    expectEq(await send(conn), "sent", "send with the right key");
+    expectEq(await send(conn.replace("right-key", "wrong-key")), "UnauthorizedAccess", "send with a wrong key");
+  } finally {
+    keyed.kill("SIGTERM");
+  }
+}, { needs: () => (process.argv[2] ? null : "the emulator binary (a running emulator was given)") });
+
 step("a missing entity is MessagingEntityNotFound", async (client) => {
   const s = client.createSender("no-such-queue");
   try {
