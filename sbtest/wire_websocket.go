@@ -77,8 +77,9 @@ func (s *Server) serveWebSocket(w http.ResponseWriter, r *http.Request) {
 	hw := &hijackRecorder{ResponseWriter: w}
 	wc, err := websocket.Accept(hw, r, &websocket.AcceptOptions{
 		Subprotocols: webSocketSubprotocols,
-		// A browser page (rhea in a page, an explorer) connects from its own origin; the
-		// emulator checks no credentials anywhere, so the origin protects nothing.
+		// A browser page (rhea in a page, an explorer) connects from its own origin; what
+		// protects the namespace is the AMQP connection's own $cbs authorization
+		// (ServerOptions.SASKeys), not the origin.
 		InsecureSkipVerify: true,
 		// Compression costs a flate state per connection and buys nothing on loopback.
 		CompressionMode: websocket.CompressionDisabled,
