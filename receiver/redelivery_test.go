@@ -3,6 +3,7 @@ package receiver_test
 import (
 	"context"
 	"errors"
+	"fmt"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -415,3 +416,39 @@ func TestRedeliveryOptions(t *testing.T) {
 
 // sessionAcceptor is a SessionAcceptor for constructors that must fail before using it.
 type sessionAcceptor struct{ sbkit.SessionAcceptor }
+
+// TestSessionRetryAfterAbandons: a SessionProcessor's handler that returns
+// sbkit.RetryAfter gets its message abandoned (it comes back first, in order) and
+// ErrNoRedelivery reported: nothing is scheduled behind the session's later messages.
+func TestSessionRetryAfterAbandons(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		sq := newSessionQueue(t, &sbtest.EntityOptions{MaxDeliveryCount: 10})
+		sq.send(t, "s", "a", "b", "c")
+		var log errorLog
+		var mu sync.Mutex
+		var order []string
+		h := func(ctx context.Context, m *azservicebus.ReceivedMessage) error {
+			mu.Lock()
+			defer mu.Unlock()
+			order = append(order, m.MessageID)
+			if m.MessageID == "a" && m.DeliveryCount == 1 {
+				return sbkit.RetryAfter(time.Minute, errDown)
+			}
+			return nil
+		}
+		p, stop := startSessions(t, sq, h, &receiver.SessionOptions{Options: receiver.Options{Hooks: []receiver.Hook{&log}}})
+		if _, err := sq.q.WaitUntil(t.Context(), func(c sbtest.Counts) bool { return c.Active == 0 && c.Locked == 0 }); err != nil {
+			t.Fatal(err)
+		}
+		synctest.Wait()
+		if err := stop(); err != nil {
+			t.Fatal(err)
+		}
+		if got := fmt.Sprint(order); got != "[a a b c]" {
+			t.Errorf("order %s, want [a a b c]", got)
+		}
+		if log.countIs(receiver.ErrNoRedelivery) != 1 || sq.q.Stats().Scheduled != 0 || p.Stats().Abandoned != 1 {
+			t.Errorf("ErrNoRedelivery %d, scheduled %d, stats %+v", log.countIs(receiver.ErrNoRedelivery), sq.q.Stats().Scheduled, p.Stats())
+		}
+	})
+}
