@@ -109,6 +109,9 @@ type Settlement struct {
 	// Err is nil when the broker accepted the settlement, else the last error (the
 	// message then counts as LocksLost or LeftLocked, see [Stats]).
 	Err error
+	// Redelivered is true for the completion of a message whose copy was scheduled
+	// ([Options.Redelivery]): its work goes on in the copy.
+	Redelivered bool
 	// Attempts is how many settlement calls were made.
 	Attempts int
 	// Duration is how long the settlement took, retries included.

@@ -102,7 +102,7 @@ func (r *run) settle(ctx context.Context, job settleJob) error {
 		}
 	}
 	r.cfg.hooks.onSettle(d.hookContext(), Settlement{Message: d.msg, Action: job.action, DeadLetterReason: job.deadLetterReason(),
-		Err: err, Attempts: attempts, Duration: time.Since(start)})
+		Redelivered: job.redelivered, Err: err, Attempts: attempts, Duration: time.Since(start)})
 	switch {
 	case err == nil:
 		r.p.est.settle.add(time.Since(start))
