@@ -6,7 +6,8 @@
 // deliveries the broker made, the handler calls during the outage and the time to drain
 // the queue after the recovery. Durations run -scale times as fast as they read
 // (default 0.1: the 30 s outage lasts 3 s), and are printed in scenario time; the test
-// TestOutage runs the same scenario at scale 1 in virtual time (testing/synctest).
+// TestOutage runs the same scenario at scale 1 in virtual time (testing/synctest). With
+// -wire the real azservicebus client talks AMQP to the broker (sbtest.NewServer).
 package main
 
 import (
@@ -41,6 +42,7 @@ func run(ctx context.Context, args []string, out io.Writer) error {
 	outage := fs.Duration("outage", 30*time.Second, "how long the downstream fails every call (scenario time)")
 	scale := fs.Float64("scale", 0.1, "real time per scenario time (0.1: ten times as fast)")
 	concurrency := fs.Int("concurrency", 8, "handlers (MaxConcurrency)")
+	wire := fs.Bool("wire", false, "serve the in-memory broker over AMQP (sbtest.NewServer) to the real azservicebus client")
 	if err := fs.Parse(args); err != nil {
 		return err
 	}
@@ -48,12 +50,16 @@ func run(ctx context.Context, args []string, out io.Writer) error {
 		return fmt.Errorf("-n, -outage, -scale and -concurrency must be positive")
 	}
 	c := config{n: *n, outage: *outage, callTime: 5 * time.Millisecond, concurrency: *concurrency, scale: *scale,
-		limit: 10 * time.Minute}
+		limit: 10 * time.Minute, wire: *wire}
 	if *scale >= 1 {
 		c.latency = sbtest.Latency{RoundTrip: 7 * time.Millisecond, StoreTime: time.Millisecond}
 	}
-	fmt.Fprintf(out, "%d messages, MaxDeliveryCount 10, downstream down for %v, %d handlers, time scale %g\n\n",
-		c.n, c.outage, c.concurrency, c.scale)
+	where := "in memory"
+	if c.wire {
+		where = "azservicebus over AMQP to sbtest.NewServer"
+	}
+	fmt.Fprintf(out, "%d messages, MaxDeliveryCount 10, downstream down for %v, %d handlers, time scale %g, %s\n\n",
+		c.n, c.outage, c.concurrency, c.scale, where)
 	results := make([]result, 0, len(modes))
 	for _, m := range modes {
 		r, err := runMode(ctx, m, c)

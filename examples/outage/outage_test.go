@@ -51,3 +51,30 @@ func TestRunFlags(t *testing.T) {
 		t.Error("-n 0 accepted")
 	}
 }
+
+// TestOutageWire runs a smaller comparison in real time, ten times as fast, with the real
+// azservicebus client talking AMQP to sbtest.NewServer: delayed redelivery dead-letters
+// nothing there either.
+func TestOutageWire(t *testing.T) {
+	if testing.Short() {
+		t.Skip("runs in real time (about 20 s)")
+	}
+	c := config{n: 200, outage: 30 * time.Second, callTime: 5 * time.Millisecond, concurrency: 8, scale: 0.1,
+		limit: 10 * time.Minute, wire: true}
+	var results []result
+	for _, m := range modes {
+		r, err := runMode(context.Background(), m, c)
+		if err != nil {
+			t.Fatal(err)
+		}
+		results = append(results, r)
+		if m == "redelivery" || m == "redelivery+breaker" {
+			if r.deadLettered != 0 || r.completed != int64(c.n) {
+				t.Errorf("%s: %d dead-lettered, %d completed; want 0 and %d", m, r.deadLettered, r.completed, c.n)
+			}
+		}
+	}
+	var out bytes.Buffer
+	printTable(&out, results, c.outage)
+	t.Logf("\n%s", out.String())
+}

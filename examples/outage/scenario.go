@@ -28,6 +28,7 @@ type config struct {
 	scale       float64
 	latency     sbtest.Latency
 	limit       time.Duration // give up after this long (scenario time)
+	wire        bool          // the real azservicebus client on sbtest.NewServer
 }
 
 // result is what one mode cost.
@@ -105,16 +106,41 @@ func runMode(ctx context.Context, mode string, c config) (result, error) {
 			return result{}, err
 		}
 	}
-	rcv, err := ns.NewReceiverForQueue("orders", nil)
-	if err != nil {
-		return result{}, err
+	var rcv sbkit.LockingReceiver
+	var sched sbkit.MessageScheduler = snd
+	if c.wire {
+		srv, err := sbtest.NewServer(&sbtest.ServerOptions{Namespace: ns})
+		if err != nil {
+			return result{}, err
+		}
+		defer srv.Close(context.Background())
+		client, err := azservicebus.NewClientFromConnectionString(srv.ConnectionString(), nil)
+		if err != nil {
+			return result{}, err
+		}
+		defer client.Close(context.Background())
+		sdkSender, err := client.NewSender("orders", nil)
+		if err != nil {
+			return result{}, err
+		}
+		sdkReceiver, err := client.NewReceiverForQueue("orders", nil)
+		if err != nil {
+			return result{}, err
+		}
+		rcv, sched = sdkReceiver, sdkSender
+	} else {
+		r, err := ns.NewReceiverForQueue("orders", nil)
+		if err != nil {
+			return result{}, err
+		}
+		defer r.Close(context.Background())
+		rcv = r
 	}
-	defer rcv.Close(context.Background())
 
 	start := time.Now()
 	down := &downstream{recover: start.Add(c.scaled(c.outage)), callTime: c.scaled(c.callTime), done: map[string]bool{}}
 	o := &receiver.Options{MaxConcurrency: c.concurrency}
-	redelivery := &receiver.RedeliveryOptions{Scheduler: snd, MaxRedeliveries: 5,
+	redelivery := &receiver.RedeliveryOptions{Scheduler: sched, MaxRedeliveries: 5,
 		// 5 s, 10 s, 20 s, 40 s, 60 s: 135 s in all, well past a 30 s outage.
 		Delay: func(attempt int) time.Duration {
 			return c.scaled(min(5*time.Second<<(attempt-1), time.Minute))
