@@ -10,6 +10,7 @@ import (
 	"github.com/Azure/azure-sdk-for-go/sdk/messaging/azservicebus"
 
 	"github.com/sbkit/sbkit"
+	"github.com/sbkit/sbkit/dedupe"
 	"github.com/sbkit/sbkit/receiver"
 	"github.com/sbkit/sbkit/sbtest"
 )
@@ -172,4 +173,59 @@ func TestWireBreaker(t *testing.T) {
 	if !errors.Is(changes[0].Err, errDown) {
 		t.Errorf("opened by %v", changes[0].Err)
 	}
+}
+
+// TestWireRedeliveryFaults: over AMQP, a schedule refused for good leaves the original
+// abandoned (it comes back and is handled), and a completion that fails after the
+// schedule on an entity without duplicate detection leaves two copies, of which dedupe's
+// filter handles one and skips the other.
+func TestWireRedeliveryFaults(t *testing.T) {
+	t.Run("schedule fails for good", func(t *testing.T) {
+		s, r, q := wireQueue(t, &sbtest.EntityOptions{MaxDeliveryCount: 10})
+		if err := s.SendMessage(t.Context(), &azservicebus.Message{MessageID: new("x")}, nil); err != nil {
+			t.Fatal(err)
+		}
+		var calls atomic.Int64
+		h := func(ctx context.Context, m *azservicebus.ReceivedMessage) error {
+			if calls.Add(1) == 1 {
+				q.InjectFault(sbtest.Fault{Op: sbtest.OpSend, Count: 1, Err: sbtest.PermanentError})
+				return errDown
+			}
+			return nil
+		}
+		var log errorLog
+		p := newProcessor(t, r, h, &receiver.Options{Hooks: []receiver.Hook{&log},
+			Redelivery: &receiver.RedeliveryOptions{Scheduler: s, Delay: func(int) time.Duration { return time.Second }}})
+		runWire(t, p, q, func(c sbtest.Counts) bool { return drained(c) && calls.Load() == 2 })
+		if st := p.Stats(); st.Abandoned != 1 || st.Completed != 1 || st.Redelivered != 0 || log.countIs(receiver.ErrScheduleFailed) != 1 {
+			t.Errorf("stats %+v, ErrScheduleFailed %d", st, log.countIs(receiver.ErrScheduleFailed))
+		}
+	})
+	t.Run("complete fails without duplicate detection", func(t *testing.T) {
+		s, r, q := wireQueue(t, &sbtest.EntityOptions{MaxDeliveryCount: 10})
+		if err := s.SendMessage(t.Context(), &azservicebus.Message{MessageID: new("x")}, nil); err != nil {
+			t.Fatal(err)
+		}
+		q.InjectFault(sbtest.Fault{Op: sbtest.OpComplete, Count: 1, Err: &azservicebus.Error{Code: azservicebus.CodeLockLost}})
+		var done, failed atomic.Int64
+		h := func(ctx context.Context, m *azservicebus.ReceivedMessage) error {
+			if a, _ := sbkit.RedeliveryOf(m); a == 0 {
+				failed.Add(1)
+				return errDown
+			}
+			done.Add(1)
+			return nil
+		}
+		store, _ := dedupe.NewMemoryStore(nil)
+		f, err := dedupe.New(store, &dedupe.Options{Entity: "q"})
+		if err != nil {
+			t.Fatal(err)
+		}
+		p := newProcessor(t, r, sbkit.Chain(h, f.Middleware()), &receiver.Options{
+			Redelivery: &receiver.RedeliveryOptions{Scheduler: s, Delay: func(int) time.Duration { return 300 * time.Millisecond }}})
+		runWire(t, p, q, func(c sbtest.Counts) bool { return drained(c) && failed.Load() == 2 && q.Stats().Completed == 3 })
+		if done.Load() != 1 || p.Stats().Skipped != 1 || q.Stats().DuplicatesDropped != 0 {
+			t.Errorf("done %d, skipped %d, duplicates dropped %d; want dedupe to skip the second copy", done.Load(), p.Stats().Skipped, q.Stats().DuplicatesDropped)
+		}
+	})
 }
