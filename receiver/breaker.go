@@ -158,13 +158,20 @@ type breaker struct {
 	o     *BreakerOptions
 	hooks *hooks
 
-	mu        sync.Mutex
-	state     BreakerState
-	change    chan struct{} // closed and replaced at every change
-	openFor   time.Duration // the next open period
-	timer     *time.Timer   // ends the open period
-	permits   int           // probes not yet handed out (half-open)
-	successes int           // probes that succeeded (half-open)
+	mu      sync.Mutex
+	state   BreakerState
+	change  chan struct{} // closed and replaced at every change
+	openFor time.Duration // the next open period
+	until   time.Time     // the end of the open period
+	timer   *time.Timer   // ends the open period; nil while no Run is active
+	timerWG sync.WaitGroup
+	paused  bool // no Run is active: the open period ends when the next one starts
+	// pending are the changes the hooks have not heard of yet, in order; notifying is
+	// true while a goroutine tells them (and the ones added meanwhile).
+	pending   []BreakerChange
+	notifying bool
+	permits   int // probes not yet handed out (half-open)
+	successes int // probes that succeeded (half-open)
 	buckets   [breakerBuckets]struct {
 		start           time.Time
 		calls, failures int
@@ -178,7 +185,7 @@ func newBreaker(o *BreakerOptions, h *hooks) *breaker {
 	if o == nil {
 		return nil
 	}
-	return &breaker{o: o, hooks: h, change: make(chan struct{}), openFor: o.OpenDuration}
+	return &breaker{o: o, hooks: h, change: make(chan struct{}), openFor: o.OpenDuration, paused: true}
 }
 
 // setLocked moves b to state and returns the change to report (after unlocking).
@@ -192,7 +199,8 @@ func (b *breaker) setLocked(to BreakerState, e BreakerChange) BreakerChange {
 	case BreakerOpen:
 		b.opened.Add(1)
 		e.OpenFor = b.openFor
-		b.timer = time.AfterFunc(b.openFor, b.halfOpen)
+		b.until = time.Now().Add(b.openFor)
+		b.armLocked(b.openFor)
 		b.openFor = min(2*b.openFor, b.o.MaxOpenDuration)
 	case BreakerHalfOpen:
 		b.halfOpened.Add(1)
@@ -208,15 +216,82 @@ func (b *breaker) setLocked(to BreakerState, e BreakerChange) BreakerChange {
 	return e
 }
 
+// armLocked starts the timer that ends the open period after d, unless no Run is active.
+func (b *breaker) armLocked(d time.Duration) {
+	b.timerStopLocked()
+	if b.paused {
+		return
+	}
+	b.timerWG.Add(1)
+	b.timer = time.AfterFunc(d, func() {
+		defer b.timerWG.Done()
+		b.halfOpen()
+	})
+}
+
+func (b *breaker) timerStopLocked() {
+	if b.timer != nil && b.timer.Stop() {
+		b.timerWG.Done()
+	}
+	b.timer = nil
+}
+
+// pause stops the breaker's timer when a Run ends, and waits for a notice it is giving,
+// so that nothing of the breaker runs once Run returned. The state stays.
+func (b *breaker) pause() {
+	if b == nil {
+		return
+	}
+	b.mu.Lock()
+	b.paused = true
+	b.timerStopLocked()
+	b.mu.Unlock()
+	b.timerWG.Wait()
+}
+
+// resume starts the breaker's timer again when a Run starts: an open period that ended
+// meanwhile ends at once.
+func (b *breaker) resume() {
+	if b == nil {
+		return
+	}
+	b.mu.Lock()
+	b.paused = false
+	if b.state == BreakerOpen {
+		b.armLocked(max(0, time.Until(b.until)))
+	}
+	b.mu.Unlock()
+}
+
+// notifyLocked tells the hooks of e after the changes before it, and unlocks mu. The
+// goroutine that tells them of a change also tells them of those made meanwhile, so that
+// they hear the changes in order and no goroutine waits for another's hook.
+func (b *breaker) notifyLocked(e BreakerChange) {
+	b.pending = append(b.pending, e)
+	if b.notifying {
+		b.mu.Unlock()
+		return
+	}
+	b.notifying = true
+	for len(b.pending) > 0 {
+		next := b.pending[0]
+		b.pending = b.pending[1:]
+		b.mu.Unlock()
+		b.hooks.onBreaker(context.Background(), next)
+		b.mu.Lock()
+	}
+	b.notifying = false
+	b.mu.Unlock()
+}
+
 func (b *breaker) halfOpen() {
 	b.mu.Lock()
 	if b.state != BreakerOpen {
 		b.mu.Unlock()
 		return
 	}
-	e := b.setLocked(BreakerHalfOpen, BreakerChange{})
-	b.mu.Unlock()
-	b.hooks.onBreaker(context.Background(), e)
+	b.timer = nil
+	b.notifyLocked(b.setLocked(BreakerHalfOpen, BreakerChange{}))
 }
 
 // admit waits until a handler may run: at once when closed, for a probe's permit when
@@ -281,7 +356,6 @@ func (b *breaker) record(err error, probe bool) {
 	changed := false
 	switch {
 	case probe && b.state == BreakerHalfOpen && down:
-		b.timerStopLocked()
 		e, changed = b.setLocked(BreakerOpen, BreakerChange{Err: err}), true
 	case probe && b.state == BreakerHalfOpen:
 		b.successes++
@@ -294,10 +368,11 @@ func (b *breaker) record(err error, probe bool) {
 			e, changed = b.setLocked(BreakerOpen, BreakerChange{Calls: calls, Failures: failures, Err: err}), true
 		}
 	}
-	b.mu.Unlock()
 	if changed {
-		b.hooks.onBreaker(context.Background(), e)
+		b.notifyLocked(e)
+		return
 	}
+	b.mu.Unlock()
 }
 
 // countLocked adds a call to the window and returns the window's counts.
@@ -326,12 +401,6 @@ func (b *breaker) countLocked(now time.Time, down bool) (calls, failures int) {
 		}
 	}
 	return calls, failures
-}
-
-func (b *breaker) timerStopLocked() {
-	if b.timer != nil {
-		b.timer.Stop()
-	}
 }
 
 // stats writes b's gauge and counters into s.
@@ -411,4 +480,18 @@ func (r *sessionRun) breakerAccept() bool {
 	}
 	_, ok := r.p.breaker.receivable(r.acceptCtx, 1)
 	return ok
+}
+
+// breakerStart and breakerEnd resume and pause the processor's own breaker with its
+// Run (a SessionProcessor's sessions do not own theirs: see sessionRun).
+func (p *Processor) breakerStart() {
+	if p.ownsBreaker {
+		p.breaker.resume()
+	}
+}
+
+func (p *Processor) breakerEnd() {
+	if p.ownsBreaker {
+		p.breaker.pause()
+	}
 }

@@ -250,3 +250,69 @@ func TestBreakerOptions(t *testing.T) {
 		}
 	}
 }
+
+// slowHalfOpenLog is a breakerLog whose half-open notices take a moment, as a hook that
+// exports a span may.
+type slowHalfOpenLog struct{ breakerLog }
+
+func (l *slowHalfOpenLog) OnBreakerChange(ctx context.Context, e receiver.BreakerChange) {
+	if e.To == receiver.BreakerHalfOpen {
+		time.Sleep(time.Millisecond)
+	}
+	l.breakerLog.OnBreakerChange(ctx, e)
+}
+
+// TestBreakerHooksInOrder: the hooks hear the changes in the order they happened, even
+// when a probe fails while the hook is still being told of the half-open state.
+func TestBreakerHooksInOrder(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		e := newEnv(t, &sbtest.EntityOptions{MaxDeliveryCount: 10, LockDuration: time.Minute})
+		e.send(t, 10)
+		down := &outage{end: time.Now().Add(15 * time.Second)}
+		log := &slowHalfOpenLog{}
+		p := newProcessor(t, e.r, down.call, &receiver.Options{DisablePrefetch: true, Hooks: []receiver.Hook{log},
+			Breaker: &receiver.BreakerOptions{IsDependencyDown: isDown, MinimumCalls: 3, OpenDuration: 10 * time.Second}})
+		runUntil(t, p, e.q, drained)
+		changes, _ := log.all()
+		for i := 1; i < len(changes); i++ {
+			if changes[i].From != changes[i-1].To {
+				t.Fatalf("change %d is %v→%v after a change to %v: out of order (%+v)", i, changes[i].From, changes[i].To, changes[i-1].To, changes)
+			}
+		}
+		if len(changes) != 5 {
+			t.Errorf("%d changes, want open, half-open, open, half-open, closed", len(changes))
+		}
+	})
+}
+
+// TestBreakerAcrossRuns: a breaker open when Run returns stays open, with no timer
+// running, and its open period ends when the next Run starts, at once if it is over.
+func TestBreakerAcrossRuns(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		e := newEnv(t, &sbtest.EntityOptions{MaxDeliveryCount: 10, LockDuration: time.Minute})
+		e.send(t, 10)
+		down := &outage{end: time.Now().Add(20 * time.Second)}
+		log := &breakerLog{}
+		p := newProcessor(t, e.r, down.call, &receiver.Options{DisablePrefetch: true, Hooks: []receiver.Hook{log},
+			Breaker: &receiver.BreakerOptions{IsDependencyDown: isDown, MinimumCalls: 3, OpenDuration: 10 * time.Second}})
+		ctx, cancel := context.WithCancel(context.Background())
+		wait := start(t, p, ctx)
+		time.Sleep(time.Second)
+		cancel()
+		if err := wait(); !errors.Is(err, context.Canceled) {
+			t.Fatalf("Run = %v", err)
+		}
+		time.Sleep(time.Minute) // no Run: the breaker changes nothing
+		if s := p.Stats(); s.BreakerState != int64(receiver.BreakerOpen) || s.BreakerHalfOpened != 0 {
+			t.Fatalf("after Run: %v, half-opened %d", receiver.BreakerState(s.BreakerState), s.BreakerHalfOpened)
+		}
+		runUntil(t, p, e.q, drained)
+		changes, at := log.all()
+		if len(changes) != 3 || changes[1].To != receiver.BreakerHalfOpen || changes[2].To != receiver.BreakerClosed {
+			t.Fatalf("changes %+v", changes)
+		}
+		if d := at[1].Sub(at[0]); d != 61*time.Second {
+			t.Errorf("half-open %v after opening, want when the second Run started (61s)", d)
+		}
+	})
+}

@@ -84,7 +84,9 @@ func (p *Processor) Run(ctx context.Context) error {
 	if err != nil {
 		return err
 	}
+	p.breakerStart() // breaker.go
 	err = r.serve()
+	p.breakerEnd()
 	p.runs.end()
 	close(r.done)
 	return err

@@ -100,6 +100,7 @@ func (p *SessionProcessor) Run(ctx context.Context) error {
 	if err != nil {
 		return err
 	}
+	p.breaker.resume() // breaker.go; serve pauses it
 	err = r.serve()
 	p.runs.end()
 	return err
@@ -255,6 +256,7 @@ func (r *sessionRun) serve() error {
 		f()
 	}
 	r.endCloses()
+	r.p.breaker.pause() // breaker.go
 	close(r.done)
 	r.mu.Lock()
 	defer r.mu.Unlock()
