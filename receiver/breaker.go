@@ -39,8 +39,10 @@ const breakerBuckets = 10
 // messages are handled (the held ones first, else received), and it closes when they all
 // succeed, or opens again, for twice as long as the last time (at most MaxOpenDuration),
 // when one fails with the dependency down. Results of handlers that were running when it
-// opened do not count. Every change is told to the [BreakerHook]s and counted in
-// [Stats]. A shutdown ends every wait at once, whatever the state.
+// opened do not count. Every change is told to the [BreakerHook]s, in order, and counted
+// in [Stats]. A shutdown ends every wait at once, whatever the state. The breaker keeps
+// its state from one Run to the next, and runs no timer between them: an open period
+// that ended meanwhile ends when the next Run starts.
 type BreakerOptions struct {
 	// IsDependencyDown classifies a handler's non-nil result: true when it failed
 	// because the dependency the breaker protects is down. Required: only the caller
