@@ -167,7 +167,8 @@ type breaker struct {
 	until   time.Time     // the end of the open period
 	timer   *time.Timer   // ends the open period; nil while no Run is active
 	timerWG sync.WaitGroup
-	paused  bool // no Run is active: the open period ends when the next one starts
+	timerID uint64 // which timer is current: a stopped one that fired anyway changes nothing
+	paused  bool   // no Run is active: the open period ends when the next one starts
 	// pending are the changes the hooks have not heard of yet, in order; notifying is
 	// true while a goroutine tells them (and the ones added meanwhile).
 	pending   []BreakerChange
@@ -225,9 +226,11 @@ func (b *breaker) armLocked(d time.Duration) {
 		return
 	}
 	b.timerWG.Add(1)
+	b.timerID++
+	id := b.timerID
 	b.timer = time.AfterFunc(d, func() {
 		defer b.timerWG.Done()
-		b.halfOpen()
+		b.halfOpen(id)
 	})
 }
 
@@ -286,9 +289,10 @@ func (b *breaker) notifyLocked(e BreakerChange) {
 	b.mu.Unlock()
 }
 
-func (b *breaker) halfOpen() {
+// halfOpen ends the open period, when timer id is still the current one.
+func (b *breaker) halfOpen(id uint64) {
 	b.mu.Lock()
-	if b.state != BreakerOpen {
+	if b.state != BreakerOpen || id != b.timerID {
 		b.mu.Unlock()
 		return
 	}
