@@ -16,8 +16,8 @@ const (
 	// RedeliveryAttemptProperty is the copy's redelivery number: 1 for the first copy of
 	// an original message, 2 for a copy of that copy, and so on (an int64).
 	RedeliveryAttemptProperty = "sbkit-redelivery-attempt"
-	// RedeliveryFirstFailureProperty is when the original message first failed (a
-	// time.Time, UTC).
+	// RedeliveryFirstFailureProperty is when the original message failed the delivery
+	// that made its first copy (a time.Time, UTC): the start of its redeliveries.
 	RedeliveryFirstFailureProperty = "sbkit-redelivery-first-failure"
 	// RedeliveryOriginalIDProperty is the MessageID of the original message (a string):
 	// every copy of one message carries the same one (see OriginalMessageID).
@@ -67,7 +67,7 @@ func OriginalMessageID(message *azservicebus.ReceivedMessage) string {
 }
 
 // RedeliveryOf returns the redelivery attempt message stands for (0 for an original, one
-// that no processor redelivered) and, for a copy, when its original first failed (the
+// that no processor redelivered) and, for a copy, when its redeliveries began (the
 // zero time when the property is missing).
 func RedeliveryOf(message *azservicebus.ReceivedMessage) (attempt int, firstFailure time.Time) {
 	if message == nil {

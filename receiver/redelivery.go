@@ -144,7 +144,7 @@ type Redelivery struct {
 	Attempt int
 	// OriginalMessageID is the MessageID of the original message.
 	OriginalMessageID string
-	// FirstFailure is when the original first failed.
+	// FirstFailure is when the original failed the delivery that made its first copy.
 	FirstFailure time.Time
 	// Due is when the copy is enqueued; zero when Exhausted.
 	Due time.Time
