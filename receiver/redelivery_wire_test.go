@@ -201,6 +201,43 @@ func TestWireRedeliveryFaults(t *testing.T) {
 			t.Errorf("stats %+v, ErrScheduleFailed %d", st, log.countIs(receiver.ErrScheduleFailed))
 		}
 	})
+	t.Run("Close while the schedule hangs", func(t *testing.T) {
+		s, r, q := wireQueue(t, &sbtest.EntityOptions{MaxDeliveryCount: 10, LockDuration: 5 * time.Second})
+		if err := s.SendMessage(t.Context(), &azservicebus.Message{MessageID: new("x")}, nil); err != nil {
+			t.Fatal(err)
+		}
+		q.InjectFault(sbtest.Fault{Op: sbtest.OpSend, Hang: true})
+		var calls atomic.Int64
+		h := func(context.Context, *azservicebus.ReceivedMessage) error { calls.Add(1); return errDown }
+		p := newProcessor(t, r, h, &receiver.Options{Redelivery: &receiver.RedeliveryOptions{Scheduler: s}})
+		wait := start(t, p, context.Background())
+		for deadline := time.Now().Add(10 * time.Second); q.Stats().InFlightSends == 0; time.Sleep(10 * time.Millisecond) {
+			if time.Now().After(deadline) {
+				t.Fatal("the schedule never reached the broker")
+			}
+		}
+		ctx, cancel := context.WithTimeout(context.Background(), time.Second)
+		defer cancel()
+		begin := time.Now()
+		_ = p.Close(ctx)
+		if took := time.Since(begin); took > 1500*time.Millisecond {
+			t.Errorf("Close took %v with a 1 s deadline", took)
+		}
+		if err := wait(); err != nil {
+			t.Fatal(err)
+		}
+		q.ClearFaults()
+		st := p.Stats()
+		checkReconciled(t, st)
+		if st.Redelivered != 0 || st.LeftLocked+st.Abandoned != 1 {
+			t.Errorf("stats %+v", st)
+		}
+		waitCtx, cancelWait := context.WithTimeout(t.Context(), 20*time.Second)
+		defer cancelWait()
+		if _, err := q.WaitUntil(waitCtx, func(c sbtest.Counts) bool { return c.Active == 1 && c.Locked == 0 }); err != nil {
+			t.Errorf("the message did not come back: %v (counts %+v)", err, q.Counts())
+		}
+	})
 	t.Run("complete fails without duplicate detection", func(t *testing.T) {
 		s, r, q := wireQueue(t, &sbtest.EntityOptions{MaxDeliveryCount: 10})
 		if err := s.SendMessage(t.Context(), &azservicebus.Message{MessageID: new("x")}, nil); err != nil {
