@@ -445,8 +445,9 @@ func (r *run) breakerAdmit(d *delivery) bool {
 	if b == nil {
 		return true
 	}
-	probe, ok := b.admit(r.recvCtx, b.o.AbandonHeld)
-	if !ok && r.recvCtx.Err() == nil && r.cfg.peekLock {
+	// A ReceiveAndDelete message cannot be given back: it waits, as with AbandonHeld off.
+	probe, ok := b.admit(r.recvCtx, b.o.AbandonHeld && r.cfg.peekLock)
+	if !ok && r.recvCtx.Err() == nil {
 		r.abandonNow(d)
 		return false
 	}

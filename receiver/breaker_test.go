@@ -316,3 +316,44 @@ func TestBreakerAcrossRuns(t *testing.T) {
 		}
 	})
 }
+
+// TestBreakerReceiveAndDelete: in ReceiveAndDelete mode the messages held when the
+// breaker opens cannot be given back, so they wait even with AbandonHeld: no handler
+// runs while it is open, and every message is handled once it closes.
+func TestBreakerReceiveAndDelete(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		e := newEnv(t, nil)
+		e.r = e.receiver(t, &sbtest.ReceiverOptions{ReceiveMode: azservicebus.ReceiveModeReceiveAndDelete})
+		e.send(t, 10)
+		begin := time.Now()
+		down := &outage{end: begin.Add(5 * time.Second)}
+		var handled []string
+		var mu sync.Mutex
+		h := func(ctx context.Context, m *azservicebus.ReceivedMessage) error {
+			err := down.call(ctx, m)
+			if err == nil {
+				mu.Lock()
+				handled = append(handled, m.MessageID)
+				mu.Unlock()
+			}
+			return err
+		}
+		p := newProcessor(t, e.r, h, &receiver.Options{ReceiveMode: azservicebus.ReceiveModeReceiveAndDelete, PrefetchCount: 10,
+			Breaker: &receiver.BreakerOptions{IsDependencyDown: isDown, MinimumCalls: 2, OpenDuration: 10 * time.Second, AbandonHeld: true}})
+		wait := start(t, p, context.Background())
+		time.Sleep(time.Minute)
+		synctest.Wait()
+		if err := p.Close(context.Background()); err != nil {
+			t.Fatal(err)
+		}
+		if err := wait(); err != nil {
+			t.Fatal(err)
+		}
+		if n := down.callsBetween(begin.Add(time.Nanosecond), begin.Add(10*time.Second)); n != 0 {
+			t.Errorf("%d handler calls while open", n)
+		}
+		if s := p.Stats(); len(handled) != 8 || s.Dropped != 0 || s.Received != 10 {
+			t.Errorf("handled %d (want the 8 not failed), stats %+v", len(handled), s)
+		}
+	})
+}
