@@ -69,7 +69,8 @@ type BreakerOptions struct {
 	// AbandonHeld gives back the messages held when the breaker opens (abandoning them,
 	// which counts a delivery each) instead of holding them locked until it closes.
 	// Default false: holding spends no delivery (see docs/recoverability.md in the
-	// repository for the measurement).
+	// repository for the measurement). In ReceiveAndDelete mode held messages always
+	// wait: they cannot be given back.
 	AbandonHeld bool
 }
 
