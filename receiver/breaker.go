@@ -104,6 +104,12 @@ type BreakerHook interface {
 	OnBreakerChange(ctx context.Context, e BreakerChange)
 }
 
+// BreakerHookFunc adapts a function to a [BreakerHook].
+type BreakerHookFunc func(ctx context.Context, e BreakerChange)
+
+// OnBreakerChange calls f(ctx, e).
+func (f BreakerHookFunc) OnBreakerChange(ctx context.Context, e BreakerChange) { f(ctx, e) }
+
 // BreakerChange is one change of a circuit breaker's state.
 type BreakerChange struct {
 	// From and To are the states before and after.

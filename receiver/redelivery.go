@@ -135,6 +135,12 @@ type RedeliveryHook interface {
 	OnRedelivery(ctx context.Context, e Redelivery)
 }
 
+// RedeliveryHookFunc adapts a function to a [RedeliveryHook].
+type RedeliveryHookFunc func(ctx context.Context, e Redelivery)
+
+// OnRedelivery calls f(ctx, e).
+func (f RedeliveryHookFunc) OnRedelivery(ctx context.Context, e Redelivery) { f(ctx, e) }
+
 // Redelivery is one decision of the redelivery policy.
 type Redelivery struct {
 	// Message is the failed message.
