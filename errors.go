@@ -5,6 +5,7 @@ import (
 	"errors"
 
 	"github.com/Azure/azure-sdk-for-go/sdk/messaging/azservicebus"
+	"github.com/Azure/go-amqp"
 )
 
 // ErrLockLost is the cause given to a handler's context when sbkit knows that the
@@ -13,9 +14,31 @@ import (
 var ErrLockLost = errors.New("sbkit: message lock lost")
 
 // IsLockLost reports whether err means that a message's lock is no longer held: [ErrLockLost],
-// or an [*azservicebus.Error] with Code CodeLockLost, anywhere in err's chain.
+// an [*azservicebus.Error] with Code CodeLockLost, or an [*amqp.Error] with the
+// condition com.microsoft:message-lock-lost, anywhere in err's chain.
 func IsLockLost(err error) bool {
-	return errors.Is(err, ErrLockLost) || hasCode(err, azservicebus.CodeLockLost)
+	return errors.Is(err, ErrLockLost) || hasCode(err, azservicebus.CodeLockLost) || hasCondition(err, condLockLost)
+}
+
+// condLockLost is Service Bus's AMQP condition for a lost lock.
+const condLockLost = amqp.ErrCond("com.microsoft:message-lock-lost")
+
+// fatalConditions are the AMQP conditions the SDK treats as fatal (it neither retries
+// nor recovers the link: amqpConditionsToRecoveryKind in azservicebus's
+// internal/errors.go) and that no retry of the same operation cures. The SDK returns
+// most of them bare, as an [*amqp.Error] (or in the [*amqp.LinkError] of a detach),
+// not as an [*azservicebus.Error] with a Code: a send on a link the broker detached for
+// a deleted entity fails with amqp:not-found. Two of the SDK's fatal conditions are
+// left out: amqp:resource-limit-exceeded (an entity's quota, cured as its messages are
+// consumed) and com.microsoft:session-cannot-be-locked (another receiver holds the
+// session for now).
+var fatalConditions = map[amqp.ErrCond]bool{
+	amqp.ErrCondNotFound:            true,
+	amqp.ErrCondUnauthorizedAccess:  true,
+	amqp.ErrCondMessageSizeExceeded: true,
+	amqp.ErrCondNotAllowed:          true,
+	"com.microsoft:entity-disabled": true,
+	condLockLost:                    true,
 }
 
 // IsTransient reports whether retrying the operation that returned err may succeed: an
@@ -40,14 +63,21 @@ func IsTransient(err error) bool {
 }
 
 // IsPermanent reports whether err can never be cured by retrying: a cancelled or expired
-// context, [azservicebus.ErrMessageTooLarge], [ErrLockLost], or an [*azservicebus.Error] with
-// Code CodeUnauthorizedAccess, CodeNotFound, CodeClosed or CodeLockLost.
+// context, [azservicebus.ErrMessageTooLarge], [ErrLockLost], an [*azservicebus.Error] with
+// Code CodeUnauthorizedAccess, CodeNotFound, CodeClosed or CodeLockLost, or an
+// [*amqp.Error] (bare, or in an [*amqp.LinkError]) with a condition the SDK treats as
+// fatal: amqp:not-found, amqp:unauthorized-access, amqp:link:message-size-exceeded,
+// amqp:not-allowed, com.microsoft:entity-disabled or com.microsoft:message-lock-lost.
 func IsPermanent(err error) bool {
 	switch {
 	case err == nil:
 		return false
 	case errors.Is(err, context.Canceled), errors.Is(err, context.DeadlineExceeded),
 		errors.Is(err, azservicebus.ErrMessageTooLarge), errors.Is(err, ErrLockLost):
+		return true
+	}
+	var amqpErr *amqp.Error
+	if errors.As(err, &amqpErr) && fatalConditions[amqpErr.Condition] {
 		return true
 	}
 	var sbErr *azservicebus.Error
@@ -59,6 +89,11 @@ func IsPermanent(err error) bool {
 		return true
 	}
 	return false
+}
+
+func hasCondition(err error, c amqp.ErrCond) bool {
+	var amqpErr *amqp.Error
+	return errors.As(err, &amqpErr) && amqpErr.Condition == c
 }
 
 func hasCode(err error, code azservicebus.Code) bool {

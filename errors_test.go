@@ -8,9 +8,14 @@ import (
 	"testing"
 
 	"github.com/Azure/azure-sdk-for-go/sdk/messaging/azservicebus"
+	"github.com/Azure/go-amqp"
 
 	"github.com/sbkit/sbkit"
 )
+
+func amqpErr(c amqp.ErrCond) *amqp.Error {
+	return &amqp.Error{Condition: c, Description: "from the broker"}
+}
 
 type timeoutErr struct{}
 
@@ -40,6 +45,19 @@ func TestErrorClassification(t *testing.T) {
 		{"deadline", fmt.Errorf("send: %w", context.DeadlineExceeded), false, true, false},
 		{"net timeout", &net.OpError{Op: "dial", Err: timeoutErr{}}, true, false, false},
 		{"unknown error is neither", errors.New("boom"), false, false, false},
+		// The AMQP conditions the SDK treats as fatal (azservicebus's internal/errors.go,
+		// amqpConditionsToRecoveryKind), as its sender returns them: bare, or in the
+		// *amqp.LinkError of a detach.
+		{"amqp not-found", amqpErr(amqp.ErrCondNotFound), false, true, false},
+		{"amqp not-found detach", &amqp.LinkError{RemoteErr: amqpErr(amqp.ErrCondNotFound)}, false, true, false},
+		{"amqp unauthorized", amqpErr(amqp.ErrCondUnauthorizedAccess), false, true, false},
+		{"amqp message size exceeded", amqpErr(amqp.ErrCondMessageSizeExceeded), false, true, false},
+		{"amqp not-allowed", amqpErr(amqp.ErrCondNotAllowed), false, true, false},
+		{"entity disabled", amqpErr("com.microsoft:entity-disabled"), false, true, false},
+		{"amqp lock lost", amqpErr("com.microsoft:message-lock-lost"), false, true, true},
+		{"amqp detach-forced is neither", amqpErr(amqp.ErrCondDetachForced), false, false, false},
+		{"quota exceeded is neither", amqpErr(amqp.ErrCondResourceLimitExceeded), false, false, false},
+		{"server busy is neither", amqpErr("com.microsoft:server-busy"), false, false, false},
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {

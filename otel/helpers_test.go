@@ -16,6 +16,7 @@ import (
 	"go.opentelemetry.io/otel/trace"
 
 	sbotel "github.com/sbkit/sbkit/otel"
+	"github.com/sbkit/sbkit/sbtest"
 )
 
 // rig is a Telemetry on the SDK's providers, with an in-memory span recorder and a
@@ -189,16 +190,10 @@ func linkedTo(s sdktrace.ReadOnlySpan, sc trace.SpanContext) bool {
 	return false
 }
 
-// waitFor polls cond every millisecond until it holds or d passes.
+// waitFor polls cond until it holds, failing the test after d.
 func waitFor(t *testing.T, d time.Duration, what string, cond func() bool) {
 	t.Helper()
-	deadline := time.Now().Add(d)
-	for !cond() {
-		if time.Now().After(deadline) {
-			t.Fatalf("timed out waiting for %s", what)
-		}
-		time.Sleep(time.Millisecond)
-	}
+	sbtest.Eventually(t, d, what, cond)
 }
 
 // traceparent formats sc as W3C traceparent.

@@ -64,7 +64,7 @@
 // StoreTime, StoreConcurrency) reproduces the service's timing at any scale, for
 // benchmarks. Active, Locked, Deferred, Scheduled, DeadLetters, Counts (one snapshot),
 // Sessions and Stats inspect an entity; WaitUntil and WaitDrained wait for what a test
-// expects. NewTestNamespace and NewTestServer fail the test on bad options and clean up
+// expects, and [Eventually] polls a condition nothing waits on. NewTestNamespace and NewTestServer fail the test on bad options and clean up
 // after it.
 //
 // # Time and testing/synctest
@@ -150,8 +150,8 @@
 // com.microsoft:timeout, which the SDK retries by itself before it reports CodeTimeout
 // (so test settlement failures with CodeLockLost faults), a Hang fault until the link
 // closes. Every cost a client can cause is bounded and documented on ServerOptions
-// (connections, handshakes, sessions, links, unread frames, administration state);
-// hostile input closes the offending connection only.
+// (connections, handshakes, sessions, links, unread frames, $management answers,
+// administration state); hostile input closes the offending connection only.
 package sbtest
 
 // How the code is laid out, for contributors. The model is the files without a prefix

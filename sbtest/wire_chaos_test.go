@@ -20,8 +20,10 @@ import (
 
 // TestServerChaos drives the server with seeded go-amqp clients that pipeline sends
 // (settled and pre-settled) to a queue and a session queue, receive and settle in every
-// mode with every outcome, and detach or drop their connection at random moments. Then
-// it checks what the server promises whatever the client does:
+// mode with every outcome, and detach or drop their connection at random moments, while
+// chaosSideline adds an SDK client, unread $management answers on several sessions of
+// one connection, connections dropped mid-frame and a queue deleted and created again
+// under load. Then it checks what the server promises whatever the client does:
 //
 //   - every message the server accepted (an unsettled send it accepted, or a pre-settled
 //     one before a detach it answered) was delivered or is still queued, and none is
@@ -31,6 +33,7 @@ import (
 //     effect: completed messages are gone, dead-lettered ones in the dead-letter queue,
 //     deferred ones deferred;
 //   - once the locks have expired nothing is locked, and no session is held;
+//   - the SDK client receives what it sent, and the heap grew by less than 64 MiB;
 //   - no goroutine is left once the clients are gone and the server is closed.
 //
 // The clients' choices follow the seed (SBTEST_CHAOS_SEED picks one); the interleaving
@@ -70,6 +73,9 @@ func runChaos(t *testing.T, seed uint64) {
 	}
 	defer func() { _ = srv.Close(context.Background()) }()
 	ledger := newChaosLedger()
+	heapBefore := heapInUse()
+	sideCtx, stopSide := context.WithCancel(context.Background())
+	sideDone := chaosSideline(sideCtx, t, srv)
 	var wg sync.WaitGroup
 	for i := range chaosClients {
 		c := &chaosClient{t: t, id: i, addr: srv.Addr().String(), ledger: ledger,
@@ -81,6 +87,8 @@ func runChaos(t *testing.T, seed uint64) {
 		}()
 	}
 	wg.Wait()
+	stopSide()
+	<-sideDone
 	if t.Failed() {
 		t.Fatalf("seed %d: a client failed", seed)
 	}
@@ -110,11 +118,126 @@ func runChaos(t *testing.T, seed uint64) {
 		}
 	}
 	ledger.check(t, seed, q, sq)
+	if grown := int64(heapInUse()) - int64(heapBefore); grown > 64<<20 {
+		t.Errorf("seed %d: the heap grew by %d MiB over the run", seed, grown>>20)
+	}
 
 	if err := srv.Close(context.Background()); err != nil {
 		t.Fatal(err)
 	}
 	noGoroutinesAbove(t, base)
+}
+
+// chaosSideline runs, beside the chaos clients and until ctx ends, what they do not do:
+// an SDK client sending and receiving on its own queue (every message comes back), a
+// client that asks $management for peeks on several sessions of one connection and
+// never reads the answers, connections dropped in the middle of a frame, and a queue
+// deleted and created again while a client sends to it. The returned channel closes when
+// all of it stopped.
+func chaosSideline(ctx context.Context, t *testing.T, srv *Server) <-chan struct{} {
+	ns := srv.Namespace()
+	if _, err := ns.NewQueue("sdk", nil); err != nil {
+		t.Fatal(err)
+	}
+	var wg sync.WaitGroup
+	run := func(f func()) {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			for ctx.Err() == nil {
+				f()
+			}
+		}()
+	}
+	client, err := azservicebus.NewClientFromConnectionString(srv.ConnectionString(), nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	sdkSender, _ := client.NewSender("sdk", nil)
+	sdkReceiver, _ := client.NewReceiverForQueue("sdk", nil)
+	n := 0
+	run(func() { // the SDK client: what it sends, it receives
+		n++
+		body := fmt.Sprint("sdk-", n)
+		if err := sdkSender.SendMessage(ctx, &azservicebus.Message{Body: []byte(body)}, nil); err != nil {
+			if ctx.Err() == nil {
+				t.Errorf("SDK client beside the chaos: send: %v", err)
+			}
+			return
+		}
+		ms, err := sdkReceiver.ReceiveMessages(ctx, 1, nil)
+		if err != nil || len(ms) != 1 {
+			if ctx.Err() == nil {
+				t.Errorf("SDK client beside the chaos: receive: %d, %v", len(ms), err)
+			}
+			return
+		}
+		if string(ms[0].Body) != body {
+			t.Errorf("SDK client beside the chaos: received %q, want %q", ms[0].Body, body)
+		}
+		_ = sdkReceiver.CompleteMessage(ctx, ms[0], nil)
+	})
+	run(func() { // peeks whose answers are never read, on three sessions of one connection
+		cctx, cancel := context.WithTimeout(ctx, wireTimeout)
+		defer cancel()
+		conn, err := goamqp.Dial(cctx, "amqp://"+srv.Addr().String(), &goamqp.ConnOptions{SASLType: goamqp.SASLTypeAnonymous()})
+		if err != nil {
+			return
+		}
+		defer conn.Close()
+		for i := range 3 {
+			sess, err := conn.NewSession(cctx, nil)
+			if err != nil {
+				return
+			}
+			replyTo := fmt.Sprint("unread-", i)
+			if _, err := sess.NewReceiver(cctx, "q/$management", &goamqp.ReceiverOptions{Credit: -1, TargetAddress: replyTo}); err != nil {
+				return
+			}
+			snd, err := sess.NewSender(cctx, "q/$management", nil)
+			if err != nil {
+				return
+			}
+			for j := range 4 {
+				_ = snd.Send(cctx, &goamqp.Message{
+					Properties:            &goamqp.MessageProperties{MessageID: uint64(j), ReplyTo: &replyTo},
+					ApplicationProperties: map[string]any{"operation": opPeek},
+					Value:                 map[string]any{"from-sequence-number": int64(1), "message-count": int32(1000)},
+				}, nil)
+			}
+		}
+	})
+	run(func() { // a connection dropped in the middle of a frame
+		nc, err := net.Dial("tcp", srv.Addr().String())
+		if err != nil {
+			return
+		}
+		frame := []byte{0, 0, 1, 0, 2, 0, 0, 0, 0, 0x53, 0x10} // a 256-byte frame, cut short
+		_, _ = nc.Write(append([]byte("AMQP\x00\x01\x00\x00"), frame...))
+		_ = nc.Close()
+	})
+	run(func() { // a queue deleted and created again while a client sends to it
+		if _, err := ns.NewQueue("churn", nil); err != nil {
+			return
+		}
+		s, err := client.NewSender("churn", nil)
+		if err == nil {
+			sctx, cancel := context.WithTimeout(ctx, time.Second)
+			_ = s.SendMessage(sctx, &azservicebus.Message{Body: []byte("c")}, nil)
+			cancel()
+			_ = s.Close(ctx)
+		}
+		_ = ns.DeleteQueue("churn")
+	})
+	done := make(chan struct{})
+	go func() {
+		wg.Wait()
+		cctx, cancel := context.WithTimeout(context.Background(), wireTimeout)
+		defer cancel()
+		_ = client.Close(cctx)
+		close(done)
+	}()
+	return done
 }
 
 // chaosLedger is what the clients know: what they sent and settled and what they were

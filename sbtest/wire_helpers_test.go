@@ -103,13 +103,7 @@ func receiveN(t *testing.T, r interface {
 // eventually polls cond until it holds, failing the test after wireTimeout.
 func eventually(t *testing.T, what string, cond func() bool) {
 	t.Helper()
-	deadline := time.Now().Add(wireTimeout)
-	for !cond() {
-		if time.Now().After(deadline) {
-			t.Fatalf("timed out waiting for %s", what)
-		}
-		time.Sleep(5 * time.Millisecond)
-	}
+	Eventually(t, wireTimeout, what, cond)
 }
 
 // noGoroutinesAbove fails the test unless the number of goroutines drops to at most

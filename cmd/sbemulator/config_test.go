@@ -3,9 +3,11 @@ package main
 import (
 	"context"
 	"errors"
+	"runtime"
 	"strings"
 	"testing"
 	"time"
+	"weak"
 
 	"github.com/Azure/azure-sdk-for-go/sdk/messaging/azservicebus"
 	"github.com/Azure/azure-sdk-for-go/sdk/messaging/azservicebus/admin"
@@ -305,4 +307,54 @@ func TestParseConfigWithComments(t *testing.T) {
 	if !errors.Is(err, errConfig) || !strings.Contains(err.Error(), `line 11, column 19: subscription t/s: rule "r": FilterType "True"`) {
 		t.Errorf("unknown filter type: %v, want the rule's line and column (11, 19)", err)
 	}
+}
+
+// Entities made from Config.json are freed with their messages once deleted, as those
+// made any other way: nothing of the configuration keeps them.
+func TestConfigEntitiesFreedOnDelete(t *testing.T) {
+	t.Parallel()
+	e := newEntities()
+	cfg := `{"UserConfig":{"Namespaces":[{"Queues":[{"Name":"q","Properties":{"ForwardTo":"t"}}],
+		"Topics":[{"Name":"t","Subscriptions":[{"Name":"s","Rules":[{"Name":"r","Properties":{"FilterType":"Sql","SqlFilter":{"SqlExpression":"1=1"}}}]}]}]}]}}`
+	if err := parseConfig([]byte(cfg), e); err != nil {
+		t.Fatal(err)
+	}
+	ns := sbtest.NewNamespace(&sbtest.NamespaceOptions{MaxMessageSize: 2 << 20})
+	if err := e.create(ns); err != nil {
+		t.Fatal(err)
+	}
+	snd, _ := ns.NewSender("q", nil)
+	if err := snd.SendMessage(context.Background(), &azservicebus.Message{Body: make([]byte, 1<<20)}, nil); err != nil {
+		t.Fatal(err)
+	}
+	sub, _ := ns.Entity("t/Subscriptions/s")
+	if _, err := sub.WaitUntil(context.Background(), func(c sbtest.Counts) bool { return c.Active == 1 }); err != nil {
+		t.Fatal(err)
+	}
+	q, _ := ns.Entity("q")
+	top, _ := ns.Topic("t")
+	ptrs := []func() bool{weakGone(q), weakGone(sub), weakGone(top)}
+	q, sub, top = nil, nil, nil
+	_ = snd.Close(context.Background())
+	if err := ns.DeleteQueue("q"); err != nil {
+		t.Fatal(err)
+	}
+	if err := ns.DeleteTopic("t"); err != nil {
+		t.Fatal(err)
+	}
+	for range 3 {
+		runtime.GC()
+	}
+	for i, gone := range ptrs {
+		if !gone() {
+			t.Errorf("entity %d of the file (q, t/Subscriptions/s, t) still reachable after its delete", i)
+		}
+	}
+	runtime.KeepAlive(e)
+}
+
+// weakGone returns a function reporting whether p was garbage collected.
+func weakGone[T any](p *T) func() bool {
+	w := weak.Make(p)
+	return func() bool { return w.Value() == nil }
 }

@@ -29,9 +29,14 @@ var ErrNoTransaction = errors.New("pgoutbox: no transaction")
 // string field stays nil and an empty one stays empty (an empty SessionID is a session).
 //
 // The messages of one transaction to one destination are sent in the order of the Add
-// calls and of msgs; so are the messages that share a SessionID (or, without one, a
-// PartitionKey) across transactions, in the order the relays find them committed. Add
-// notifies the relays (NOTIFY on [Outbox.Channel]), which PostgreSQL delivers at commit.
+// calls and of msgs. The messages that share a SessionID (or, without one, a
+// PartitionKey) across transactions are sent in the order the relays find them
+// committed: the messages of the transactions committed by then in the order they were
+// added, and a transaction that commits after later-added messages were sent after
+// those (serialize the writers of a session, with a row lock for example, when their
+// order must be the order of the calls). Add notifies the relays (NOTIFY on
+// [Outbox.Channel]), which PostgreSQL delivers at commit, unless
+// [Options.DisableNotify] is set.
 //
 // Errors: [ErrNoTransaction] for a nil tx; an error wrapping [sbkit.ErrNilMessage] for a
 // nil message and one wrapping [ErrInvalidMessage] for an empty destination or a message
@@ -75,7 +80,9 @@ func (ob *Outbox) Add(ctx context.Context, tx pgx.Tx, destination string, msgs .
 	for _, e := range rows {
 		b.Queue(ob.insert, append([]any{destination, e.orderKey()}, e.args()...)...)
 	}
-	b.Queue(ob.notify, ob.channel)
+	if ob.addNotify {
+		b.Queue(ob.notify, ob.channel)
+	}
 	if err := tx.SendBatch(ctx, &b).Close(); err != nil {
 		return fmt.Errorf("pgoutbox: add: %w", err)
 	}

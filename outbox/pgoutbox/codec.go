@@ -14,15 +14,15 @@ import (
 	"github.com/Azure/azure-sdk-for-go/sdk/messaging/azservicebus"
 	"github.com/Azure/go-amqp"
 	"github.com/jackc/pgx/v5"
-	"github.com/sbkit/sbkit/sender"
 )
 
 // ErrInvalidMessage is wrapped by Add's error for a message the outbox cannot store
 // faithfully, and by the error a row is dead-lettered with when the relay cannot decode it
 // (a row changed by hand): a nil message, a string field (MessageID, ContentType, CorrelationID,
 // Subject, SessionID, PartitionKey, ReplyTo, ReplyToSessionID, To) or a property name
-// that is not valid UTF-8 or contains a NUL byte (PostgreSQL text cannot hold it), or an
-// application property whose type AMQP's application-properties section cannot carry.
+// that is not valid UTF-8 or contains a NUL byte (PostgreSQL text cannot hold it), an
+// application property whose type AMQP's application-properties section cannot carry,
+// or a time.Time property outside the years 0000 to 9999 (stored as RFC 3339 text).
 var ErrInvalidMessage = errors.New("pgoutbox: invalid message")
 
 // encoded is a message as the outbox table's columns hold it (see messageColumns).
@@ -182,7 +182,13 @@ func encodeValue(v any) (typ, val string, err error) {
 	case []byte:
 		return tBytes, base64.StdEncoding.EncodeToString(v), nil
 	case time.Time:
-		return tTime, v.UTC().Format(time.RFC3339Nano), nil
+		// RFC 3339 holds the years 0000 to 9999 only: Format writes other years, but
+		// Parse refuses them.
+		t := v.UTC().Format(time.RFC3339Nano)
+		if back, err := time.Parse(time.RFC3339Nano, t); err != nil || !back.Equal(v) {
+			return "", "", fmt.Errorf("time %v is outside the years 0000 to 9999 the outbox stores", v)
+		}
+		return tTime, t, nil
 	case amqp.UUID:
 		return tUUID, v.String(), nil
 	}
@@ -302,20 +308,24 @@ type row struct {
 	// Set by the run that claimed the row.
 	claim    *claim
 	order    *order
-	blocked  bool // found by the claim, but an earlier row of its order is not the run's
-	stranded bool // locked by the claim, but an earlier row of its order could not be
-	sender   *sender.Sender
+	blocked  bool            // found by the claim, but an earlier row of its order is not the run's
+	over     bool            // found by the claim, but past its bytes: left for a later claim
+	size     int64           // bytes of its body and properties, as the claim counted them
+	stranded bool            // locked by the claim, but an earlier row of its order could not be
+	dest     *dest           // the destination's sender it was given to
 	ctx      context.Context // bounds the send: the claim's, or its order's; nil: not sent
 	chained  bool            // sent with other rows of its transaction
 }
 
-// rowColumns are the columns a claim returns after its blocked flag, in scan order.
+// rowColumns are the columns a claim returns after its blocked and over flags and its
+// size, in scan order.
 const rowColumns = `id, destination, order_key, attempts, message_id, body, content_type,
 correlation_id, subject, session_id, partition_key, reply_to, reply_to_session_id,
 to_address, time_to_live, scheduled_enqueue_time, application_properties`
 
-// scanRow reads one row of a claim: its blocked flag, then rowColumns. The message of a
-// blocked row is not decoded (its body and properties are not sent).
+// scanRow reads one row of a claim: its blocked and over flags, its size, then
+// rowColumns. The message of a blocked or over row is not decoded (its body and
+// properties are not sent).
 func scanRow(rows pgx.Rows) (*row, error) {
 	r := &row{msg: &azservicebus.Message{}}
 	m := r.msg
@@ -324,10 +334,10 @@ func scanRow(rows pgx.Rows) (*row, error) {
 		ttl   *int64
 		props []byte
 	)
-	err := rows.Scan(&r.blocked, &r.id, &r.destination, &r.orderKey, &r.attempts, &id, &m.Body, &m.ContentType,
+	err := rows.Scan(&r.blocked, &r.over, &r.size, &r.id, &r.destination, &r.orderKey, &r.attempts, &id, &m.Body, &m.ContentType,
 		&m.CorrelationID, &m.Subject, &m.SessionID, &m.PartitionKey, &m.ReplyTo, &m.ReplyToSessionID,
 		&m.To, &ttl, &m.ScheduledEnqueueTime, &props)
-	if err != nil || r.blocked {
+	if err != nil || r.blocked || r.over {
 		return r, err
 	}
 	m.MessageID = &id

@@ -2,6 +2,8 @@ package pgoutbox
 
 import (
 	"context"
+	"errors"
+	"fmt"
 	"strings"
 	"time"
 
@@ -29,15 +31,20 @@ func (u *run) mark(c *claim) {
 	u.finish(c, err == nil)
 }
 
-// writeMarks writes outcomes and commits, in one round trip.
+// writeMarks writes outcomes and commits, in one round trip. A row to dead-letter whose
+// id the dead-letter table already holds stays, with its next attempt: its outcome
+// becomes that retry, with an error wrapping [ErrDeadLetterIDTaken].
 func (r *Relay) writeMarks(ctx context.Context, conn *pgx.Conn, outcomes []outcome) error {
 	var (
-		sent     []int64
-		deadIDs  []int64
-		deadErrs []string
-		retIDs   []int64
-		retDelay []int64
-		retErrs  []string
+		sent      []int64
+		deadIDs   []int64
+		deadErrs  []string
+		takenErrs []string
+		takenWait []int64
+		retIDs    []int64
+		retDelay  []int64
+		retErrs   []string
+		wait      = make(map[int64]time.Duration) // the next attempt of a row that cannot be dead-lettered
 	)
 	for _, oc := range outcomes {
 		id := oc.row.id
@@ -46,6 +53,9 @@ func (r *Relay) writeMarks(ctx context.Context, conn *pgx.Conn, outcomes []outco
 			sent = append(sent, id)
 		case outcomeDead:
 			deadIDs, deadErrs = append(deadIDs, id), append(deadErrs, errText(oc.err))
+			takenErrs = append(takenErrs, errText(deadTaken(oc.err)))
+			wait[id] = r.retryDelay(oc.row.attempts + 1)
+			takenWait = append(takenWait, wait[id].Microseconds())
 		case outcomeRetry:
 			retIDs, retDelay, retErrs = append(retIDs, id), append(retDelay, oc.delay.Microseconds()), append(retErrs, errText(oc.err))
 		}
@@ -54,14 +64,36 @@ func (r *Relay) writeMarks(ctx context.Context, conn *pgx.Conn, outcomes []outco
 	if len(sent) > 0 {
 		b.Queue(r.sentSQL, sent)
 	}
+	taken := make(map[int64]bool)
 	if len(deadIDs) > 0 {
 		b.Queue(r.deadSQL, deadIDs, deadErrs)
+		b.Queue(r.deadTakenSQL, deadIDs, takenWait, takenErrs).Query(func(rows pgx.Rows) error {
+			var id int64
+			_, err := pgx.ForEachRow(rows, []any{&id}, func() error {
+				taken[id] = true
+				return nil
+			})
+			return err
+		})
 	}
 	if len(retIDs) > 0 {
 		b.Queue(r.retrySQL, retIDs, retDelay, retErrs)
 	}
 	b.Queue("COMMIT")
-	return conn.SendBatch(ctx, b).Close()
+	if err := conn.SendBatch(ctx, b).Close(); err != nil {
+		return err
+	}
+	for i := range outcomes {
+		if oc := &outcomes[i]; oc.kind == outcomeDead && taken[oc.row.id] {
+			oc.kind, oc.err, oc.delay = outcomeRetry, deadTaken(oc.err), wait[oc.row.id]
+		}
+	}
+	return nil
+}
+
+// deadTaken is the error of a row that could not move to the dead-letter table.
+func deadTaken(err error) error {
+	return fmt.Errorf("%w; the send's error: %w", ErrDeadLetterIDTaken, err)
 }
 
 // errText is err's message as PostgreSQL's text holds it (valid UTF-8, no NUL).
@@ -98,7 +130,12 @@ func (u *run) finish(c *claim, marked bool) {
 			if due < 0 || oc.delay < due {
 				due = oc.delay
 			}
-			r.o.Logger.Debug("pgoutbox: send failed, retrying", "id", rw.id, "destination", rw.destination, "retryIn", oc.delay, "err", oc.err)
+			if errors.Is(oc.err, ErrDeadLetterIDTaken) {
+				r.o.Logger.Error("pgoutbox: message not dead-lettered, its id is taken in the dead-letter table", "id", rw.id,
+					"destination", rw.destination, "messageID", e.MessageID, "retryIn", oc.delay, "err", oc.err)
+			} else {
+				r.o.Logger.Debug("pgoutbox: send failed, retrying", "id", rw.id, "destination", rw.destination, "retryIn", oc.delay, "err", oc.err)
+			}
 		default:
 			e.Outcome = OutcomeReleased
 			r.stats.released.Add(1)
@@ -111,6 +148,11 @@ func (u *run) finish(c *claim, marked bool) {
 		}
 	}
 	r.stats.inFlight.Add(-int64(len(c.outcomes)))
+	var size int64
+	for _, rw := range c.rows {
+		size += rw.size
+	}
+	u.addBytes(-size)
 	u.giveBack(len(c.outcomes), true)
 	u.signal()
 	if due >= 0 {

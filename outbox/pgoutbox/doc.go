@@ -54,6 +54,18 @@
 // accepted at its first attempt costs its row an insert (Add) and a delete (the relay),
 // nothing more. PostgreSQL 13 or later is required.
 //
+// # Wake-up, memory and destinations
+//
+// Add notifies the relays at commit (NOTIFY on [Outbox.Channel]), and relays poll as
+// well. PostgreSQL holds one cluster-wide lock through the commit of every transaction
+// that notifies, so notifying writers commit one at a time: [Options.DisableNotify]
+// leaves the NOTIFY out, and [Outbox.Notify] after the commit wakes the relays with a
+// NOTIFY shared by concurrent writers (docs/benchmarks.md, "What Add's NOTIFY costs the
+// writers"). A relay holds at most [RelayOptions.MaxInFlight] rows and
+// [RelayOptions.MaxInFlightBytes] bytes of them in memory. A destination whose sender
+// fails for good (closed, its entity deleted) gets a new one from [Destinations], so an
+// entity deleted and re-created is sent to again.
+//
 // # Observation
 //
 // [Relay.Stats] and the [RelayResultHook] and [RelayErrorHook] observe the relay's rows

@@ -7,7 +7,6 @@ import (
 	"github.com/Azure/azure-sdk-for-go/sdk/messaging/azservicebus"
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgxpool"
-	"github.com/sbkit/sbkit"
 	"github.com/sbkit/sbkit/dedupe/pgdedupe"
 	"github.com/sbkit/sbkit/outbox/pgoutbox"
 	"github.com/sbkit/sbkit/sender"
@@ -65,9 +64,7 @@ func ExampleRelay() {
 	if err != nil {
 		log.Fatal(err)
 	}
-	relay, err := pgoutbox.NewRelay(ob, func(dest string) (sbkit.MessageSender, error) {
-		return client.NewSender(dest, nil)
-	}, &pgoutbox.RelayOptions{
+	relay, err := pgoutbox.NewRelay(ob, pgoutbox.ClientDestinations(client, nil), &pgoutbox.RelayOptions{
 		// SenderHooks: func(dest string) []sender.Hook { return []sender.Hook{tel.Sender(dest)} },
 		Sender: &sender.Options{MaxInFlightMessages: 2048},
 	})

@@ -23,10 +23,11 @@ import (
 // env is a database with an outbox (in a schema of its own) and an sbtest namespace
 // whose queues detect duplicates.
 type env struct {
-	t    testing.TB
-	pool *pgxpool.Pool
-	ob   *pgoutbox.Outbox
-	ns   *sbtest.Namespace
+	t      testing.TB
+	schema string
+	pool   *pgxpool.Pool
+	ob     *pgoutbox.Outbox
+	ns     *sbtest.Namespace
 }
 
 func newEnv(t testing.TB) *env {
@@ -40,7 +41,7 @@ func newEnv(t testing.TB) *env {
 	if err := ob.CreateSchema(context.Background()); err != nil {
 		t.Fatal(err)
 	}
-	return &env{t: t, pool: pool, ob: ob, ns: sbtest.NewNamespace(nil)}
+	return &env{t: t, schema: schema, pool: pool, ob: ob, ns: sbtest.NewNamespace(nil)}
 }
 
 // queue creates a queue with duplicate detection.
@@ -125,13 +126,7 @@ func (e *env) relay(opts *pgoutbox.RelayOptions) (r *pgoutbox.Relay, stop func()
 // eventually waits until cond holds, failing the test after 20 s with what.
 func eventually(t testing.TB, what string, cond func() bool) {
 	t.Helper()
-	deadline := time.Now().Add(20 * time.Second)
-	for !cond() {
-		if time.Now().After(deadline) {
-			t.Fatalf("timed out waiting for %s", what)
-		}
-		time.Sleep(5 * time.Millisecond)
-	}
+	sbtest.Eventually(t, 20*time.Second, what, cond)
 }
 
 // drained waits until the outbox table is empty and the relays rs have nothing in

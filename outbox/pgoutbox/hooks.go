@@ -142,18 +142,19 @@ type RelayStats struct {
 	DBErrors int64
 	// Wakeups counts notifications received.
 	Wakeups int64
-	// InFlight is the rows claimed and not yet marked.
-	InFlight int64
+	// InFlight is the rows claimed and not yet marked; InFlightBytes their bodies' and
+	// properties' bytes (bounded by [RelayOptions.MaxInFlightBytes]).
+	InFlight, InFlightBytes int64
 }
 
 type relayCounters struct {
-	claims, claimed, sent, sendRetries, dead, released, abandoned, dbErrors, wakeups, inFlight atomic.Int64
+	claims, claimed, sent, sendRetries, dead, released, abandoned, dbErrors, wakeups, inFlight, inFlightBytes atomic.Int64
 }
 
 func (c *relayCounters) snapshot() RelayStats {
 	return RelayStats{
 		Claims: c.claims.Load(), Claimed: c.claimed.Load(), Sent: c.sent.Load(), SendRetries: c.sendRetries.Load(),
 		DeadLettered: c.dead.Load(), Released: c.released.Load(), Abandoned: c.abandoned.Load(),
-		DBErrors: c.dbErrors.Load(), Wakeups: c.wakeups.Load(), InFlight: c.inFlight.Load(),
+		DBErrors: c.dbErrors.Load(), Wakeups: c.wakeups.Load(), InFlight: c.inFlight.Load(), InFlightBytes: c.inFlightBytes.Load(),
 	}
 }

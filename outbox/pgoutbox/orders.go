@@ -19,7 +19,7 @@ type order struct {
 	held    int                                // rows locked by the run's open claims
 	pins    int                                // claims being made that count on last
 	failed  bool                               // a row will be sent again: the later ones wait
-	waiters bool                               // a claim found later rows it could not take
+	waiters bool                               // a claim found later rows it could not take: skipped until a row is marked
 	chained bool                               // a transaction's rows, sent with its OrderKey
 	cancels map[*claim]context.CancelCauseFunc // the contexts of the order's rows, per claim
 }
@@ -43,8 +43,10 @@ func (o *order) follows(limit int) bool {
 // row it counts on (unpin releases them once the claim's rows are dispatched):
 //   - own: the last row of every order whose later rows the run may claim now;
 //   - skip: the orders the claim must leave alone, as parallel destination and key
-//     lists: the run's orders that failed or hold orderLimit rows, and the orders
-//     another relay was found holding (see noteBlocked).
+//     lists: the run's orders that failed, hold orderLimit rows, or whose later rows
+//     a claim found blocked behind the run's own (until one of its rows is marked:
+//     claiming them again before would find them blocked again, and the claim loop
+//     would spin), and the orders another relay was found holding (see noteBlocked).
 func (u *run) claimParams() (own []int64, skipDest, skipKey []string, pinned []*order) {
 	// Never nil: pgx sends a nil slice as NULL, and "x <> ALL(NULL)" is NULL, not true.
 	own, skipDest, skipKey = []int64{}, []string{}, []string{}
@@ -54,6 +56,10 @@ func (u *run) claimParams() (own []int64, skipDest, skipKey []string, pinned []*
 	for _, o := range u.orders {
 		switch {
 		case o.held == 0:
+		case o.waiters:
+			// Its later rows were found blocked behind the run's own: they stay so until
+			// one of its rows is marked (settle then rescans).
+			skipDest, skipKey = append(skipDest, o.dest), append(skipKey, o.okey)
 		case o.follows(limit):
 			own = append(own, o.last)
 			o.pins++
@@ -192,8 +198,9 @@ func (u *run) settle(c *claim) {
 		if o == nil {
 			continue
 		}
-		if o.held == limit || (o.held == 1 && (o.failed || o.waiters)) {
+		if o.held == limit || (o.held == 1 && o.failed) || o.waiters {
 			u.rescan.Store(true) // rows the claims left behind may be free now
+			o.waiters = false    // the next claim looks at them again
 		}
 		o.held--
 		if cancel := o.cancels[c]; cancel != nil {

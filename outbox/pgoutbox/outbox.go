@@ -5,6 +5,8 @@ import (
 	"errors"
 	"fmt"
 	"strings"
+	"sync"
+	"time"
 
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgxpool"
@@ -17,7 +19,14 @@ var ErrNilPool = errors.New("pgoutbox: nil pool")
 // DefaultTable + "_dead".
 const DefaultTable = "sbkit_outbox"
 
+// maxIdentifier is the longest identifier and channel name PostgreSQL keeps whole
+// (NAMEDATALEN-1 bytes).
+const maxIdentifier = 63
+
 // Options configures an Outbox. nil options, and zero fields, mean the defaults.
+// Names PostgreSQL would cut are refused (an error wrapping [ErrInvalidOptions]): a
+// Schema of up to 63 bytes, a Table of up to 57 (its indexes are Table + "_order" and
+// Table + "_retry"), and together, with Schema, up to 62 (the channel "schema.table").
 type Options struct {
 	// Schema is the schema of both tables; "" (the default) means the connection's
 	// search_path.
@@ -26,6 +35,13 @@ type Options struct {
 	// dead-letter table is Table + "_dead", and the notification channel is the
 	// schema-qualified table name ("schema.table", or "table" without Schema).
 	Table string
+	// DisableNotify leaves the NOTIFY out of Add: the relays then find the rows by
+	// polling ([RelayOptions.PollInterval]), or when [Outbox.Notify] is called after
+	// the commit. PostgreSQL takes one lock, cluster-wide, through the commit of every
+	// transaction that notifies, so notifying writers commit one at a time (measured in
+	// docs/benchmarks.md); without the NOTIFY their commits are grouped again. Default
+	// false: Add notifies, and PostgreSQL delivers the notification at commit.
+	DisableNotify bool
 }
 
 // Outbox is a transactional outbox in PostgreSQL: [Outbox.Add] stores messages in the
@@ -40,10 +56,22 @@ type Outbox struct {
 	channel string // LISTEN/NOTIFY channel
 
 	insert, notify string
+	addNotify      bool // Add notifies
+
+	nmu      sync.Mutex
+	nPending *notifyRound // the next NOTIFY of Notify, not started yet
+	nRunning bool         // a goroutine sends Notify's rounds
+}
+
+// notifyRound is one NOTIFY sent for the Notify calls that joined it.
+type notifyRound struct {
+	done chan struct{}
+	err  error
 }
 
 // New returns an Outbox whose tables live in pool's database. nil options mean
-// defaults. It returns [ErrNilPool] for a nil pool. It does not create the tables: call
+// defaults. It returns [ErrNilPool] for a nil pool, and an error wrapping
+// [ErrInvalidOptions] for names PostgreSQL would cut (see [Options]). It does not create the tables: call
 // CreateSchema (or run its SQL in your migrations).
 func New(pool *pgxpool.Pool, opts *Options) (*Outbox, error) {
 	if pool == nil {
@@ -56,6 +84,19 @@ func New(pool *pgxpool.Pool, opts *Options) (*Outbox, error) {
 	if o.Table == "" {
 		o.Table = DefaultTable
 	}
+	// PostgreSQL cuts identifiers and channel names to NAMEDATALEN-1 (63) bytes:
+	// "_order", "_retry" and "_dead" cut would name one object twice, and a channel of
+	// 64 bytes makes pg_notify fail (aborting the caller's transaction) while LISTEN
+	// cuts it silently ("Identifiers and Key Words", PostgreSQL documentation).
+	switch {
+	case len(o.Schema) > maxIdentifier:
+		return nil, fmt.Errorf("%w: Schema of %d bytes, at most %d", ErrInvalidOptions, len(o.Schema), maxIdentifier)
+	case len(o.Table)+len("_order") > maxIdentifier:
+		return nil, fmt.Errorf("%w: Table of %d bytes, at most %d (with its suffix _order)", ErrInvalidOptions, len(o.Table), maxIdentifier-len("_order"))
+	case o.Schema != "" && len(o.Schema)+1+len(o.Table) > maxIdentifier:
+		return nil, fmt.Errorf("%w: Schema and Table of %d bytes together, at most %d (the channel Schema.Table)",
+			ErrInvalidOptions, len(o.Schema)+len(o.Table), maxIdentifier-1)
+	}
 	qualify := func(name string) string {
 		if o.Schema == "" {
 			return pgx.Identifier{name}.Sanitize()
@@ -63,12 +104,13 @@ func New(pool *pgxpool.Pool, opts *Options) (*Outbox, error) {
 		return pgx.Identifier{o.Schema, name}.Sanitize()
 	}
 	ob := &Outbox{
-		pool:    pool,
-		table:   qualify(o.Table),
-		dead:    qualify(o.Table + "_dead"),
-		index:   pgx.Identifier{o.Table + "_order"}.Sanitize(),
-		retries: pgx.Identifier{o.Table + "_retry"}.Sanitize(),
-		channel: o.Table,
+		pool:      pool,
+		table:     qualify(o.Table),
+		dead:      qualify(o.Table + "_dead"),
+		index:     pgx.Identifier{o.Table + "_order"}.Sanitize(),
+		retries:   pgx.Identifier{o.Table + "_retry"}.Sanitize(),
+		channel:   o.Table,
+		addNotify: !o.DisableNotify,
 	}
 	if o.Schema != "" {
 		ob.channel = o.Schema + "." + o.Table
@@ -79,13 +121,64 @@ VALUES ($1, coalesce($2, 't:' || pg_current_xact_id()::text), $3, $4, $5, $6, $7
 	return ob, nil
 }
 
+// notifyTimeout bounds one NOTIFY of Notify.
+const notifyTimeout = 5 * time.Second
+
+// Notify wakes the relays now, in a transaction of its own: the wake-up for writers
+// that set [Options.DisableNotify], called after their commit. Concurrent calls share
+// NOTIFYs: a call joins the next one to start (never one already sent, which could
+// reach a relay before the caller's commit is visible), so that many writers cost one
+// NOTIFY per round trip, not one each. It returns the NOTIFY's error, or ctx's when ctx
+// ends first. While NOTIFYs are pending, one goroutine sends them; none remains after.
+func (ob *Outbox) Notify(ctx context.Context) error {
+	ob.nmu.Lock()
+	r := ob.nPending
+	if r == nil {
+		r = &notifyRound{done: make(chan struct{})}
+		ob.nPending = r
+		if !ob.nRunning {
+			ob.nRunning = true
+			go ob.notifyRounds()
+		}
+	}
+	ob.nmu.Unlock()
+	select {
+	case <-r.done:
+		return r.err
+	case <-ctx.Done():
+		return ctx.Err()
+	}
+}
+
+// notifyRounds sends the pending rounds of Notify, one at a time, until none is left.
+func (ob *Outbox) notifyRounds() {
+	for {
+		ob.nmu.Lock()
+		r := ob.nPending
+		ob.nPending = nil
+		if r == nil {
+			ob.nRunning = false
+			ob.nmu.Unlock()
+			return
+		}
+		ob.nmu.Unlock()
+		ctx, cancel := context.WithTimeout(context.Background(), notifyTimeout)
+		if _, err := ob.pool.Exec(ctx, ob.notify, ob.channel); err != nil {
+			r.err = fmt.Errorf("pgoutbox: notify: %w", err)
+		}
+		cancel()
+		close(r.done)
+	}
+}
+
 // Table returns the quoted, schema-qualified name of the outbox table.
 func (ob *Outbox) Table() string { return ob.table }
 
 // DeadLetterTable returns the quoted, schema-qualified name of the dead-letter table.
 func (ob *Outbox) DeadLetterTable() string { return ob.dead }
 
-// Channel returns the name of the LISTEN/NOTIFY channel that Add notifies at commit.
+// Channel returns the name of the LISTEN/NOTIFY channel that Add notifies at commit
+// (unless [Options.DisableNotify]) and Notify notifies.
 func (ob *Outbox) Channel() string { return ob.channel }
 
 // messageColumns are the columns holding an [azservicebus.Message], in the order of

@@ -7,6 +7,7 @@ import (
 	"sync"
 	"time"
 
+	"github.com/Azure/azure-sdk-for-go/sdk/messaging/azservicebus"
 	"github.com/cenkalti/backoff/v4"
 	"github.com/sbkit/sbkit"
 	ihooks "github.com/sbkit/sbkit/outbox/pgoutbox/internal/hooks"
@@ -15,12 +16,27 @@ import (
 )
 
 // Destinations returns the sender for one destination (a queue or topic name, as given
-// to [Outbox.Add]): for example a client's NewSender, or sbtest's Namespace.NewSender.
-// The relay calls it once per destination per Run, wraps the result in a [sender.Sender]
-// and closes it when Run returns if it has a Close(context.Context) error method (as
-// [*azservicebus.Sender] and sbtest's sender do). An error is the send error of that
-// destination's rows (an [*azservicebus.Error] with CodeNotFound dead-letters them).
+// to [Outbox.Add]): for example a client's NewSender ([ClientDestinations]), or sbtest's
+// Namespace.NewSender. The relay calls it once per destination per Run, and again when
+// that destination's sender failed for good: it was closed (CodeClosed), or the broker
+// detached its link for a reason the SDK does not recover from (the entity deleted or
+// disabled, the rights revoked: an [*azservicebus.Error] with CodeNotFound or
+// CodeUnauthorizedAccess, or the bare amqp:not-found the SDK returns for such a detach),
+// so that an entity deleted and re-created is sent to again. It should return a new
+// sender each time: the relay wraps the result in a [sender.Sender] and closes it when
+// Run returns, or when it replaces it, if it has a Close(context.Context) error method
+// (as [*azservicebus.Sender] and sbtest's sender do). An error is the send error of
+// that destination's rows (an [*azservicebus.Error] with CodeNotFound dead-letters
+// them).
 type Destinations func(destination string) (sbkit.MessageSender, error)
+
+// ClientDestinations returns [Destinations] that make a new sender of client for each
+// destination, with opts (nil for the SDK's defaults). client must not be nil.
+func ClientDestinations(client *azservicebus.Client, opts *azservicebus.NewSenderOptions) Destinations {
+	return func(destination string) (sbkit.MessageSender, error) {
+		return client.NewSender(destination, opts)
+	}
+}
 
 // ErrNilOutbox is returned by NewRelay for a nil outbox.
 var ErrNilOutbox = errors.New("pgoutbox: nil outbox")
@@ -30,6 +46,15 @@ var ErrNilDestinations = errors.New("pgoutbox: nil destinations")
 
 // ErrClosed is returned by Run after Close.
 var ErrClosed = errors.New("pgoutbox: relay closed")
+
+// ErrDeadLetterIDTaken is the error of a row the relay could not move to the
+// dead-letter table because a dead-letter row already has its id: the outbox's ids
+// restarted (TRUNCATE ... RESTART IDENTITY, or the outbox table re-created while the
+// dead-letter table kept its rows). The row stays in the outbox with this error (and
+// the send's) as its last_error, and is retried like a failed send (RelayResult's
+// Outcome is OutcomeRetry), so nothing is lost: move the identity past the dead-letter
+// table's ids (ALTER TABLE ... ALTER COLUMN id RESTART WITH ...) to let it go.
+var ErrDeadLetterIDTaken = errors.New("pgoutbox: the dead-letter table already holds a row with this id (the outbox's ids restarted)")
 
 // ErrRunning is returned by Run while another Run of the same Relay is active.
 var ErrRunning = errors.New("pgoutbox: relay already running")
@@ -100,7 +125,7 @@ type Relay struct {
 	errorHooks  []RelayErrorHook
 	stats       relayCounters
 
-	beginSQL, claimSQL, relockSQL, sentSQL, deadSQL, retrySQL string
+	beginSQL, claimSQL, relockSQL, sentSQL, deadSQL, deadTakenSQL, retrySQL string
 
 	mu     sync.Mutex
 	cur    *run
@@ -148,7 +173,8 @@ func (r *Relay) Owner() string { return r.o.Owner }
 // so Run does not return for them.
 //
 // When ctx ends, Run stops claiming and lets the rows in flight finish for
-// [RelayOptions.ShutdownGrace] (Close's context when Close is called instead); then it
+// [RelayOptions.ShutdownGrace], or until the context of a Close ends if that comes
+// first (Close's context alone when Close is called instead of ctx ending); then it
 // cancels the sends still running and ends their claims: the rows not sent are free for
 // another relay at once, and the sent ones are deleted if the database answers within a
 // second (otherwise they are sent again later, and dropped as duplicates). Then it
@@ -186,8 +212,13 @@ func (r *Relay) Run(ctx context.Context) error {
 
 // Close stops the relay: it stops claiming, waits for the rows in flight to be sent and
 // marked until ctx ends, then cancels the rest (see Run), and waits for Run to return.
-// It returns nil when every row in flight finished, ctx's error when some were cut
-// short. Closing a relay that is not running, or closing twice, is safe.
+// ctx's deadline holds whenever Close is called: after Run's context ended (its
+// ShutdownGrace, even a negative one, does not outlast ctx) and during another Close
+// (the earliest deadline of them all cuts the rows short). Close returns nil when every
+// row in flight finished, and ctx's error when some were cut short, or when ctx ended
+// before Run returned (Run then returns within about a second, once the marks of the
+// cut rows are written or given up). Closing a relay that is not running, or closing
+// twice, is safe.
 func (r *Relay) Close(ctx context.Context) error {
 	r.mu.Lock()
 	r.closed = true
@@ -197,7 +228,17 @@ func (r *Relay) Close(ctx context.Context) error {
 		return nil
 	}
 	u.stop(ctx)
-	<-u.done
+	select {
+	case <-u.done:
+	case <-ctx.Done():
+		// The abort is under way; the run ends within finalMarkTimeout of the database
+		// answering, without the caller waiting for it.
+		select {
+		case <-u.done:
+		default:
+			return ctx.Err()
+		}
+	}
 	if u.cutShort() {
 		if err := ctx.Err(); err != nil {
 			return err

@@ -16,18 +16,22 @@ import (
 
 // Defaults of [RelayOptions].
 const (
-	DefaultLease         = 30 * time.Second
-	DefaultClaimBatch    = 500
-	DefaultMaxInFlight   = 2000
-	DefaultMaxOpenClaims = 4
-	DefaultPollInterval  = time.Second
-	DefaultShutdownGrace = 5 * time.Second
-	DefaultMaxRetries    = 10
-	DefaultRetryDelay    = time.Second
-	DefaultMaxRetryDelay = time.Minute
+	DefaultLease       = 30 * time.Second
+	DefaultClaimBatch  = 500
+	DefaultMaxInFlight = 2000
+	// DefaultMaxInFlightBytes is four times the senders' window
+	// ([sender.DefaultMaxInFlightBytes]), so that claims keep them full.
+	DefaultMaxInFlightBytes = 64 << 20
+	DefaultMaxOpenClaims    = 4
+	DefaultPollInterval     = time.Second
+	DefaultShutdownGrace    = 5 * time.Second
+	DefaultMaxRetries       = 10
+	DefaultRetryDelay       = time.Second
+	DefaultMaxRetryDelay    = time.Minute
 )
 
-// ErrInvalidOptions is wrapped by NewRelay's error for options it cannot use.
+// ErrInvalidOptions is wrapped by NewRelay's and New's errors for options they cannot
+// use.
 var ErrInvalidOptions = errors.New("pgoutbox: invalid options")
 
 // RelayOptions configures a [Relay]. nil options, and zero fields, mean the defaults.
@@ -77,6 +81,14 @@ type RelayOptions struct {
 	// negative is an error (the rows in flight are held in memory).
 	MaxInFlight int
 
+	// MaxInFlightBytes bounds the bytes (bodies and application properties, as stored)
+	// of the rows claimed by this relay and not yet marked: a claim reads no row that
+	// starts past what is left, and none when nothing is left, so that the memory a
+	// relay holds stays bounded whatever the messages' sizes (one row larger than the
+	// bound is still claimed, alone). Default DefaultMaxInFlightBytes (64 MiB);
+	// negative is an error (the rows in flight are held in memory).
+	MaxInFlightBytes int64
+
 	// MaxOpenClaims bounds the claims open at once. Each holds one database connection
 	// of the relay's own (made from the outbox pool's configuration, outside the pool, so
 	// that a relay never takes the application's connections) until its rows are
@@ -108,8 +120,12 @@ type RelayOptions struct {
 	// senders retry quick transient failures themselves first; see Sender.Retry). A row
 	// whose error is transient ([sbkit.IsTransient]: the broker unreachable, a timeout)
 	// is retried for as long as it takes, MaxRetryDelay apart at most, so a broker outage
-	// loses nothing; a row whose error is permanent (too large, entity not found,
-	// unauthorized) is dead-lettered at once; a row whose error is neither is
+	// loses nothing; so is a row whose destination sender was closed by the application
+	// (CodeClosed: its next attempt goes through a new sender from [Destinations]). A
+	// row whose error is permanent ([sbkit.IsPermanent]: too large, entity not found,
+	// unauthorized) is dead-lettered at once, unless the sender's link failed after the
+	// broker had accepted sends of it (the entity deleted, perhaps re-created): that row
+	// is retried once through a new sender first. A row whose error is neither is
 	// dead-lettered after MaxRetries retries. Default: MaxRetries DefaultMaxRetries (10),
 	// RetryDelay DefaultRetryDelay (1 s), MaxRetryDelay DefaultMaxRetryDelay (1 min).
 	Retry sbkit.RetryOptions
@@ -146,6 +162,8 @@ func (o *RelayOptions) withDefaults() (RelayOptions, error) {
 		bad = fmt.Sprintf("ClaimBatch %d", v.ClaimBatch)
 	case v.MaxInFlight < 0:
 		bad = fmt.Sprintf("MaxInFlight %d", v.MaxInFlight)
+	case v.MaxInFlightBytes < 0:
+		bad = fmt.Sprintf("MaxInFlightBytes %d", v.MaxInFlightBytes)
 	case v.MaxOpenClaims < 0:
 		bad = fmt.Sprintf("MaxOpenClaims %d", v.MaxOpenClaims)
 	case v.PollInterval < 0:
@@ -165,6 +183,9 @@ func (o *RelayOptions) withDefaults() (RelayOptions, error) {
 	}
 	if v.MaxInFlight == 0 {
 		v.MaxInFlight = DefaultMaxInFlight
+	}
+	if v.MaxInFlightBytes == 0 {
+		v.MaxInFlightBytes = DefaultMaxInFlightBytes
 	}
 	if v.MaxOpenClaims == 0 {
 		v.MaxOpenClaims = DefaultMaxOpenClaims

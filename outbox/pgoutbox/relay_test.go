@@ -245,7 +245,7 @@ func TestNewRelayErrors(t *testing.T) {
 	if _, err := pgoutbox.New(nil, nil); err != pgoutbox.ErrNilPool {
 		t.Fatalf("nil pool: %v", err)
 	}
-	for _, o := range []pgoutbox.RelayOptions{{Lease: -1}, {ClaimBatch: -1}, {MaxInFlight: -1}, {MaxOpenClaims: -1},
+	for _, o := range []pgoutbox.RelayOptions{{Lease: -1}, {ClaimBatch: -1}, {MaxInFlight: -1}, {MaxInFlightBytes: -1}, {MaxOpenClaims: -1},
 		{PollInterval: -1}, {Sender: &sender.Options{MaxInFlightMessages: -1}},
 		{Hooks: []pgoutbox.Hook{misspelt{}}}, {Hooks: []pgoutbox.Hook{nil}}} {
 		if _, err := pgoutbox.NewRelay(e.ob, e.destinations, &o); !errors.Is(err, pgoutbox.ErrInvalidOptions) {

@@ -157,6 +157,8 @@ func TestAddRejectsBadInput(t *testing.T) {
 	}{
 		{"nil message", "q", []*azservicebus.Message{ok, nil}, sbkit.ErrNilMessage},
 		{"empty destination", "", []*azservicebus.Message{ok}, pgoutbox.ErrInvalidMessage},
+		{"time property after year 9999", "q", []*azservicebus.Message{ok, {ApplicationProperties: map[string]any{"t": time.Date(10000, 1, 1, 0, 0, 0, 0, time.UTC)}}}, pgoutbox.ErrInvalidMessage},
+		{"time property before year 0", "q", []*azservicebus.Message{{ApplicationProperties: map[string]any{"t": time.Date(-1, 1, 1, 0, 0, 0, 0, time.UTC)}}}, pgoutbox.ErrInvalidMessage},
 		{"duration property", "q", []*azservicebus.Message{ok, {ApplicationProperties: map[string]any{"d": time.Second}}}, pgoutbox.ErrInvalidMessage},
 		{"map property", "q", []*azservicebus.Message{{ApplicationProperties: map[string]any{"m": map[string]any{}}}}, pgoutbox.ErrInvalidMessage},
 		{"pointer property", "q", []*azservicebus.Message{{ApplicationProperties: map[string]any{"p": ptr(1)}}}, pgoutbox.ErrInvalidMessage},

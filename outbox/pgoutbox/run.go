@@ -2,6 +2,7 @@ package pgoutbox
 
 import (
 	"context"
+	"maps"
 	"slices"
 	"sync"
 	"sync/atomic"
@@ -21,11 +22,13 @@ type run struct {
 	life  context.Context // ends when the run aborts: sends are cancelled
 	abort context.CancelCauseFunc
 
-	stopOnce  sync.Once
-	stopCtx   context.Context // ends when claiming must stop
-	stopNow   context.CancelFunc
-	stopAfter func() bool   // stops the abort scheduled at the stop context's end
-	done      chan struct{} // closed when Run has returned
+	stopMu     sync.Mutex
+	stopCtx    context.Context // ends when claiming must stop
+	stopNow    context.CancelFunc
+	stopAfters []func() bool // stop the aborts scheduled at the end of each grace
+	stopped    bool          // the run is over: stop schedules nothing more
+	cutOnce    sync.Once
+	done       chan struct{} // closed when Run has returned
 
 	markCtx    context.Context // ends finalMarkTimeout after the run aborted: bounds the marks
 	markCancel context.CancelFunc
@@ -45,6 +48,7 @@ type run struct {
 
 	mu         sync.Mutex
 	inFlight   int           // claimed rows not yet marked
+	bytes      int64         // their bodies' and properties' bytes
 	openClaims int           // claims not yet marked
 	cut        bool          // the grace ended with rows in flight
 	idle       chan struct{} // closed when inFlight drops to 0; nil when nobody waits
@@ -65,8 +69,10 @@ type run struct {
 
 // dest is a destination's sender.
 type dest struct {
-	s   *sender.Sender
-	dst any // what Destinations returned, closed at the end of the run
+	name string
+	s    *sender.Sender
+	dst  any         // what Destinations returned, closed at the end of the run or when retired
+	ok   atomic.Bool // the broker accepted a send of it
 }
 
 func newRun(r *Relay) *run {
@@ -80,18 +86,37 @@ func newRun(r *Relay) *run {
 }
 
 // stop asks the run to stop claiming and to abort what is still in flight when grace
-// ends. Only the first call counts.
+// ends. Every call counts: the earliest end of the graces given (Run's ShutdownGrace,
+// each Close's context) aborts the run.
 func (u *run) stop(grace context.Context) {
-	u.stopOnce.Do(func() {
-		u.stopAfter = context.AfterFunc(grace, func() {
-			u.mu.Lock()
-			u.cut = u.inFlight > 0
-			u.markTimer = time.AfterFunc(finalMarkTimeout, u.markCancel)
-			u.mu.Unlock()
-			u.abort(errClosing)
-		})
-		u.stopNow()
+	u.stopMu.Lock()
+	if !u.stopped {
+		u.stopAfters = append(u.stopAfters, context.AfterFunc(grace, u.cutNow))
+	}
+	u.stopMu.Unlock()
+	u.stopNow()
+}
+
+// cutNow aborts the run: the sends in flight are cancelled, and the marks get
+// finalMarkTimeout. Only the first call counts.
+func (u *run) cutNow() {
+	u.cutOnce.Do(func() {
+		u.mu.Lock()
+		u.cut = u.inFlight > 0
+		u.markTimer = time.AfterFunc(finalMarkTimeout, u.markCancel)
+		u.mu.Unlock()
+		u.abort(errClosing)
 	})
+}
+
+// unstop cancels the aborts stop scheduled, for good: the run is over.
+func (u *run) unstop() {
+	u.stopMu.Lock()
+	defer u.stopMu.Unlock()
+	u.stopped = true
+	for _, f := range u.stopAfters {
+		f()
+	}
 }
 
 // cutShort reports whether the grace ended with rows in flight.
@@ -141,13 +166,13 @@ func (u *run) serve(ctx context.Context) {
 	}
 	<-dispatched // every claimed row is in a sender, or reported (the abort ends a wait for room)
 	u.waitIdle(u.life.Done())
-	for _, d := range u.dests {
+	for _, d := range u.destList() {
 		_ = d.s.Close(u.life) // nothing in flight, or aborted: cancels the requests in flight
 	}
 	u.waitIdle(nil) // the marks of the sends the closes cut short
 	stopListening()
 	u.workers.Wait()
-	u.stopAfter()
+	u.unstop()
 	u.mu.Lock()
 	if u.markTimer != nil {
 		u.markTimer.Stop()
@@ -163,7 +188,7 @@ func (u *run) serve(ctx context.Context) {
 	u.abort(errClosing) // releases the run's contexts
 	closeCtx, cancel := context.WithTimeout(context.Background(), time.Second)
 	defer cancel()
-	for _, d := range u.dests {
+	for _, d := range u.destList() {
 		if c, ok := d.dst.(interface{ Close(context.Context) error }); ok {
 			_ = c.Close(closeCtx)
 		}
@@ -189,20 +214,29 @@ func (u *run) waitIdle(abort <-chan struct{}) {
 }
 
 // take reserves up to n rows of the in-flight window and a claim, and returns how many
-// rows it got (0: no room, or MaxOpenClaims claims open); the claim gives back what it
-// did not use.
-func (u *run) take(n int) int {
+// rows it got (0: no room, no bytes left, or MaxOpenClaims claims open) and the bytes
+// the claim may read; the claim gives back what it did not use.
+func (u *run) take(n int) (int, int64) {
 	u.mu.Lock()
 	defer u.mu.Unlock()
-	if u.openClaims >= u.r.o.MaxOpenClaims {
-		return 0
+	budget := u.r.o.MaxInFlightBytes - u.bytes
+	if u.openClaims >= u.r.o.MaxOpenClaims || budget <= 0 {
+		return 0, 0
 	}
 	got := max(0, min(n, u.r.o.MaxInFlight-u.inFlight))
 	if got > 0 {
 		u.inFlight += got
 		u.openClaims++
 	}
-	return got
+	return got, budget
+}
+
+// addBytes adds n (negative: removes) bytes to the window's bytes.
+func (u *run) addBytes(n int64) {
+	u.mu.Lock()
+	u.bytes += n
+	u.mu.Unlock()
+	u.r.stats.inFlightBytes.Add(n)
 }
 
 // giveBack returns what a claim reserved with take and did not use: rows, and the claim
@@ -240,10 +274,10 @@ func (u *run) claimLoop(ctx context.Context) {
 			return
 		default:
 		}
-		if n := u.take(u.r.o.ClaimBatch); n > 0 {
+		if n, budget := u.take(u.r.o.ClaimBatch); n > 0 {
 			// The statement runs to its end when claiming stops (a cancelled query costs
 			// its connection); only an abort cancels it.
-			c, more, err := u.claim(n)
+			c, more, err := u.claim(n, budget)
 			got := 0
 			if c != nil {
 				got = len(c.rows)
@@ -305,9 +339,9 @@ func (u *run) dispatch(c *claim) {
 			u.report(rw, u.r.classify(rw, err))
 			continue
 		}
-		rw.sender = d.s
+		rw.dest = d
 		u.rows.Store(rw.msg, rw)
-		_, _ = rw.sender.SendAsync(rw.ctx, rw.msg) // the result hook reports the outcome, accepted or not
+		_, _ = d.s.SendAsync(rw.ctx, rw.msg) // the result hook reports the outcome, accepted or not
 		used[d.s] = true
 	}
 	// The claim's rows are all in the senders, and the next claim's come later than a
@@ -359,22 +393,74 @@ func (u *run) dest(name string) (*dest, error) {
 		}
 		return nil, err
 	}
-	d := &dest{s: s, dst: dst}
+	d := &dest{name: name, s: s, dst: dst}
 	u.dests[name] = d
 	return d, nil
+}
+
+// destList returns the destinations' senders. The closes at the end of a run range
+// over a copy: a result those closes report may retire a sender meanwhile.
+func (u *run) destList() []*dest {
+	u.destMu.Lock()
+	defer u.destMu.Unlock()
+	return slices.Collect(maps.Values(u.dests))
+}
+
+// retire forgets d after its sender failed for good (see linkFailed): the
+// destination's next rows get a new sender from Destinations. d's sender is closed
+// once the requests it still holds end (they fail on the same link), and then what
+// Destinations returned. Only the first call for d counts.
+func (u *run) retire(d *dest, err error) {
+	u.destMu.Lock()
+	if u.dests[d.name] != d {
+		u.destMu.Unlock()
+		return
+	}
+	delete(u.dests, d.name)
+	u.destMu.Unlock()
+	u.r.o.Logger.Warn("pgoutbox: destination's sender failed for good, asking Destinations for a new one",
+		"destination", d.name, "err", err)
+	u.workers.Go(func() {
+		_ = d.s.Close(u.life)
+		closeDest(d.dst)
+	})
+}
+
+// closeDest closes what Destinations returned, if it has a Close method, within a
+// second.
+func closeDest(dst any) {
+	if c, ok := dst.(interface{ Close(context.Context) error }); ok {
+		ctx, cancel := context.WithTimeout(context.Background(), time.Second)
+		defer cancel()
+		_ = c.Close(ctx)
+	}
 }
 
 // resultHook learns every outcome of the run's senders.
 type resultHook struct{ u *run }
 
-// OnSendResult classifies the outcome of a row's send and records it.
+// OnSendResult classifies the outcome of a row's send and records it. A sender whose
+// link failed for good is retired first; a row that failed so on a sender the broker
+// had accepted sends from (the entity was deleted and may be back) is retried through
+// the new one instead of being dead-lettered.
 func (h resultHook) OnSendResult(_ context.Context, e sender.SendResult) {
 	v, ok := h.u.rows.LoadAndDelete(e.Message)
 	if !ok {
 		return
 	}
 	rw := v.(*row)
-	h.u.report(rw, h.u.r.classify(rw, e.Err))
+	d := rw.dest
+	if e.Err == nil {
+		d.ok.Store(true)
+	}
+	oc := h.u.r.classify(rw, e.Err)
+	if e.Err != nil && linkFailed(e.Err) {
+		h.u.retire(d, e.Err)
+		if oc.kind == outcomeDead && d.ok.Load() && rw.attempts == 0 {
+			oc = outcome{kind: outcomeRetry, err: e.Err, delay: h.u.r.retryDelay(rw.attempts + 1)}
+		}
+	}
+	h.u.report(rw, oc)
 }
 
 // report records rw's outcome. A row that will be sent again stops the later rows of

@@ -438,6 +438,32 @@ step("the admin client creates, reads, lists and deletes entities", async (_clie
   expectEq(code, 0, `admin.mjs exit code (${stderr.trim()})`);
 }, { needs: () => (emulator || !ownCert ? null : "the emulator's certificate (SBEMULATOR_ADMIN_CERT_FILE)") });
 
+// A second emulator, started with -sas-key, checks tokens as the service does.
+step("with -sas-key, the right key sends and a wrong key is UnauthorizedAccess", async () => {
+  const keyed = spawn(process.argv[2], ["-addr", "127.0.0.1:0", "-http-addr", "off", "-queue", "keyed",
+    "-sas-key", "RootManageSharedAccessKey=right-key"], { stdio: ["ignore", "pipe", "ignore"] });
+  try {
+    const conn = await new Promise((resolve) => createInterface({ input: keyed.stdout }).once("line", resolve));
+    const send = async (cs) => {
+      const c = new ServiceBusClient(cs, { retryOptions: { maxRetries: 0 } });
+      const s = c.createSender("keyed");
+      try {
+        await s.sendMessages({ body: "x" });
+        return "sent";
+      } catch (err) {
+        return err.code;
+      } finally {
+        await s.close();
+        await c.close();
+      }
+    };
+    expectEq(await send(conn), "sent", "send with the right key");
+    expectEq(await send(conn.replace("right-key", "wrong-key")), "UnauthorizedAccess", "send with a wrong key");
+  } finally {
+    keyed.kill("SIGTERM");
+  }
+}, { needs: () => (process.argv[2] ? null : "the emulator binary (a running emulator was given)") });
+
 step("a missing entity is MessagingEntityNotFound", async (client) => {
   const s = client.createSender("no-such-queue");
   try {

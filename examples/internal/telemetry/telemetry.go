@@ -56,7 +56,9 @@ type Setup struct {
 	served   chan error
 	tp       *sdktrace.TracerProvider
 	mp       *sdkmetric.MeterProvider
-	shutdown sync.Once
+	closeMu  sync.Mutex
+	closed   chan struct{} // made by the first Close, closed when it is done
+	closeErr error         // the first Close's result, read after closed
 }
 
 // Start starts what f asks for, for the program service (its service.name): the
@@ -107,10 +109,24 @@ func Start(f Flags, service string, out io.Writer) (*Setup, error) {
 }
 
 // Close waits for -metrics-hold (or for ctx to end), then stops the endpoint and flushes
-// the span printer. Safe to call twice.
+// the span printer. Safe to call twice: a later Close waits for the first one until its
+// own ctx ends, and returns the first one's result, or ctx's error.
 func (s *Setup) Close(ctx context.Context) error {
-	var err error
-	s.shutdown.Do(func() {
+	s.closeMu.Lock()
+	if s.closed != nil {
+		closed := s.closed
+		s.closeMu.Unlock()
+		select {
+		case <-closed:
+			return s.closeErr
+		case <-ctx.Done():
+			return ctx.Err()
+		}
+	}
+	s.closed = make(chan struct{})
+	s.closeMu.Unlock()
+	defer close(s.closed)
+	s.closeErr = func() error {
 		if s.srv != nil && s.hold > 0 {
 			t := time.NewTimer(s.hold)
 			select {
@@ -134,7 +150,7 @@ func (s *Setup) Close(ctx context.Context) error {
 		if s.mp != nil {
 			errs = append(errs, s.mp.Shutdown(stop))
 		}
-		err = errors.Join(errs...)
-	})
-	return err
+		return errors.Join(errs...)
+	}()
+	return s.closeErr
 }

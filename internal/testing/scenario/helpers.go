@@ -13,6 +13,7 @@ import (
 
 	"github.com/sbkit/sbkit"
 	"github.com/sbkit/sbkit/receiver"
+	"github.com/sbkit/sbkit/sbtest"
 )
 
 // Timing of the scenarios. Waits are deadlines, never expectations: a scenario polls
@@ -24,8 +25,6 @@ const (
 	// quietWait is the default of Properties.QuietWait: sbtest delivers at once, over
 	// loopback or not.
 	quietWait = 200 * time.Millisecond
-	// pollInterval is how often a condition is checked.
-	pollInterval = 5 * time.Millisecond
 )
 
 // shortLockQueue returns a queue made with opts, which ask for a short LockDuration, and
@@ -135,13 +134,7 @@ func message(id, body string) *azservicebus.Message {
 // waitFor polls cond until it is true, failing t after waitTimeout.
 func waitFor(t *testing.T, what string, cond func() bool) {
 	t.Helper()
-	deadline := time.Now().Add(waitTimeout)
-	for !cond() {
-		if time.Now().After(deadline) {
-			t.Fatalf("timed out after %v waiting for %s", waitTimeout, what)
-		}
-		time.Sleep(pollInterval)
-	}
+	sbtest.Eventually(t, waitTimeout, what, cond)
 }
 
 // processing is a [receiver.Processor] running in the background.

@@ -1,0 +1,142 @@
+package pgoutbox_test
+
+import (
+	"context"
+	"errors"
+	"runtime"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/Azure/azure-sdk-for-go/sdk/messaging/azservicebus"
+	"github.com/sbkit/sbkit"
+	"github.com/sbkit/sbkit/outbox/pgoutbox"
+	"github.com/sbkit/sbkit/sbtest"
+	"github.com/sbkit/sbkit/sender"
+)
+
+// closeWithin calls r.Close with a context that ends after d and fails t unless Close
+// returns the context's error before watchdog: a Close must keep its deadline, however
+// the shutdown began.
+func closeWithin(t *testing.T, r *pgoutbox.Relay, d time.Duration) {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), d)
+	defer cancel()
+	got := make(chan error, 1)
+	go func() { got <- r.Close(ctx) }()
+	watchdog := time.NewTimer(5 * time.Second)
+	defer watchdog.Stop()
+	select {
+	case err := <-got:
+		if !errors.Is(err, context.DeadlineExceeded) {
+			t.Fatalf("Close = %v, want context.DeadlineExceeded", err)
+		}
+	case <-watchdog.C:
+		t.Errorf("Close(%v) has not returned after 5 s", d)
+		t.FailNow()
+	}
+}
+
+// gateSender holds every send until its context ends or the gate opens; started is
+// closed when the first send began.
+type gateSender struct {
+	*sbtest.Sender
+	started chan struct{}
+	once    sync.Once
+	open    chan struct{}
+}
+
+func newGateSender(s *sbtest.Sender) *gateSender {
+	return &gateSender{Sender: s, started: make(chan struct{}), open: make(chan struct{})}
+}
+
+func (g *gateSender) wait(ctx context.Context) error {
+	g.once.Do(func() { close(g.started) })
+	select {
+	case <-ctx.Done():
+		return ctx.Err()
+	case <-g.open:
+		return nil
+	}
+}
+
+func (g *gateSender) SendMessage(ctx context.Context, m *azservicebus.Message, o *azservicebus.SendMessageOptions) error {
+	if err := g.wait(ctx); err != nil {
+		return err
+	}
+	return g.Sender.SendMessage(ctx, m, o)
+}
+
+func (g *gateSender) SendBatch(ctx context.Context, b sbkit.Batch, o *azservicebus.SendMessageBatchOptions) error {
+	if err := g.wait(ctx); err != nil {
+		return err
+	}
+	return g.Sender.SendBatch(ctx, b, o)
+}
+
+// hangingRelay runs a relay whose one row's send hangs (for an hour, as far as the
+// sender and the Lease are concerned), with the given ShutdownGrace; it returns once
+// the send started, with Run's cancel and its result. The send is let go when the
+// test ends, so that a failed test does not hang.
+func hangingRelay(t *testing.T, grace time.Duration) (r *pgoutbox.Relay, cancel context.CancelFunc, done chan error) {
+	e := newEnv(t)
+	e.queue("q", nil)
+	s, err := e.ns.NewSender("q", nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	g := newGateSender(s)
+	t.Cleanup(func() { close(g.open) })
+	r, err = pgoutbox.NewRelay(e.ob, func(string) (sbkit.MessageSender, error) { return g, nil },
+		&pgoutbox.RelayOptions{ShutdownGrace: grace, Lease: 2 * time.Hour, Sender: &sender.Options{AttemptTimeout: time.Hour}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	done = make(chan error, 1)
+	go func() { done <- r.Run(ctx) }()
+	e.add("q", msg("h", "x"))
+	<-g.started
+	return r, cancel, done
+}
+
+// TestCloseKeepsLaterDeadline: once Run's context ended (the shutdown began with
+// ShutdownGrace, here 1 h or unlimited), a Close with a shorter deadline still returns
+// by it, cutting the send short; so does a Close made while another Close (without a
+// deadline) waits. Run then returns, and no goroutine remains.
+func TestCloseKeepsLaterDeadline(t *testing.T) {
+	for _, tt := range []struct {
+		name  string
+		grace time.Duration
+	}{{"grace 1h", time.Hour}, {"grace unlimited", -1}} {
+		t.Run(tt.name+"/after Run's context", func(t *testing.T) {
+			leakCheck(t)
+			r, cancel, done := hangingRelay(t, tt.grace)
+			cancel()
+			// Run's own shutdown began: it waits for the send.
+			eventually(t, "Run to wait for the rows in flight", func() bool {
+				buf := make([]byte, 1<<20)
+				return strings.Contains(string(buf[:runtime.Stack(buf, true)]), "(*run).waitIdle")
+			})
+			closeWithin(t, r, 200*time.Millisecond)
+			if err := <-done; err != nil {
+				t.Fatalf("Run = %v, want nil (closed)", err)
+			}
+		})
+		t.Run(tt.name+"/during another Close", func(t *testing.T) {
+			leakCheck(t)
+			r, cancel, done := hangingRelay(t, tt.grace)
+			defer cancel()
+			first := make(chan error, 1)
+			go func() { first <- r.Close(context.Background()) }()
+			closeWithin(t, r, 200*time.Millisecond)
+			if err := <-done; err != nil {
+				t.Fatalf("Run = %v", err)
+			}
+			if err := <-first; !errors.Is(err, context.DeadlineExceeded) {
+				t.Fatalf("first Close = %v, want context.DeadlineExceeded (cut short by the second)", err)
+			}
+		})
+	}
+}
