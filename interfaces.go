@@ -2,6 +2,7 @@ package sbkit
 
 import (
 	"context"
+	"time"
 
 	"github.com/Azure/azure-sdk-for-go/sdk/messaging/azservicebus"
 )
@@ -67,11 +68,20 @@ type LockingReceiver interface {
 	LockRenewer
 }
 
+// MessageScheduler schedules messages to be enqueued at a later time: what a processor's
+// delayed redelivery needs of the message's entity. [*azservicebus.Sender] satisfies it, and
+// so does the sender of package sbtest. ScheduleMessages returns the sequence numbers of
+// the scheduled messages, in order.
+type MessageScheduler interface {
+	ScheduleMessages(ctx context.Context, messages []*azservicebus.Message, scheduledEnqueueTime time.Time, options *azservicebus.ScheduleMessagesOptions) ([]int64, error)
+}
+
 // Compile-time proof that the SDK's types satisfy the interfaces the toolkit consumes.
 var (
-	_ MessageSender   = (*azservicebus.Sender)(nil)
-	_ Batch           = (*azservicebus.MessageBatch)(nil)
-	_ LockingReceiver = (*azservicebus.Receiver)(nil)
-	_ MessageReceiver = (*azservicebus.SessionReceiver)(nil)
-	_ BatchSender     = (*sdkBatchSender)(nil)
+	_ MessageSender    = (*azservicebus.Sender)(nil)
+	_ MessageScheduler = (*azservicebus.Sender)(nil)
+	_ Batch            = (*azservicebus.MessageBatch)(nil)
+	_ LockingReceiver  = (*azservicebus.Receiver)(nil)
+	_ MessageReceiver  = (*azservicebus.SessionReceiver)(nil)
+	_ BatchSender      = (*sdkBatchSender)(nil)
 )

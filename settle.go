@@ -3,6 +3,7 @@ package sbkit
 import (
 	"errors"
 	"fmt"
+	"time"
 )
 
 // Action is the settlement a handler's result asks for. The zero value is no action
@@ -51,11 +52,22 @@ type SettleError struct {
 	Properties map[string]any
 	// Err is the cause, or nil.
 	Err error
+	// Redeliver asks for a delayed redelivery through the broker (see RetryAfter), and
+	// Delay is the delay asked for (zero: the processor's policy decides). Action is then
+	// ActionAbandon, what a processor without a redelivery policy does.
+	Redeliver bool
+	Delay     time.Duration
 }
 
 // Error returns "sbkit: <action>" followed by the reason, description and cause that are set.
 func (e *SettleError) Error() string {
 	msg := "sbkit: " + e.Action.String()
+	if e.Redeliver {
+		msg = "sbkit: redeliver"
+		if e.Delay > 0 {
+			msg += " after " + e.Delay.String()
+		}
+	}
 	if e.Reason != "" {
 		msg += ": " + e.Reason
 	}

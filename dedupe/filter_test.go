@@ -269,6 +269,12 @@ func TestKeys(t *testing.T) {
 	}{
 		{"same id", dedupe.Options{Entity: "q"}, msg("x"), msg("x"), true},
 		{"different ids", dedupe.Options{Entity: "q"}, msg("x"), msg("y"), false},
+		// A copy made by a processor's delayed redelivery is the same work as its
+		// original, and as every other copy of it.
+		{"original and its copy", dedupe.Options{Entity: "q"}, msg("x"), redeliveredCopy("x", 1), true},
+		{"two copies of one attempt", dedupe.Options{Entity: "q"}, redeliveredCopy("x", 2), redeliveredCopy("x", 2), true},
+		{"copies of two attempts", dedupe.Options{Entity: "q"}, redeliveredCopy("x", 1), redeliveredCopy("x", 2), true},
+		{"copies of two messages", dedupe.Options{Entity: "q"}, redeliveredCopy("x", 1), redeliveredCopy("y", 1), false},
 		{"custom key", dedupe.Options{Key: func(m *azservicebus.ReceivedMessage) string {
 			return *m.CorrelationID
 		}}, &azservicebus.ReceivedMessage{MessageID: "x", CorrelationID: new("c")},
@@ -491,5 +497,17 @@ func TestLockLostDuringHandler(t *testing.T) {
 	}
 	if f.Stats().DuplicatesSkipped != 1 {
 		t.Fatalf("stats %+v", f.Stats())
+	}
+}
+
+// redeliveredCopy is the attempt-th copy of the message originalID, as package receiver's
+// delayed redelivery schedules it.
+func redeliveredCopy(originalID string, attempt int) *azservicebus.ReceivedMessage {
+	return &azservicebus.ReceivedMessage{
+		MessageID: sbkit.RedeliveryMessageID(originalID, attempt),
+		ApplicationProperties: map[string]any{
+			sbkit.RedeliveryAttemptProperty:    int64(attempt),
+			sbkit.RedeliveryOriginalIDProperty: originalID,
+		},
 	}
 }

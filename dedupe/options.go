@@ -94,7 +94,8 @@ type Options struct {
 	Entity string
 
 	// Key returns a message's key; "" means the message has no key (see MissingKey).
-	// Default: [MessageIDKey](Entity): Entity + ":" + MessageID, or "" when MessageID is
+	// Default: [MessageIDKey](Entity): Entity + ":" + MessageID (a redelivered copy's
+	// original's, see MessageIDKey), or "" when MessageID is
 	// empty. A custom Key replaces the default entirely (Entity is then unused: namespace
 	// keys yourself when a store is shared). It must be fast and safe for concurrent use.
 	Key func(message *azservicebus.ReceivedMessage) string
@@ -170,16 +171,21 @@ type Options struct {
 }
 
 // MessageIDKey returns the default of [Options.Key] for entity: a function that returns
-// entity + ":" + the message's MessageID, or "" when the MessageID is empty. Filters that
+// entity + ":" + the message's MessageID, or "" when the MessageID is empty. The MessageID
+// of a copy made by a processor's delayed redelivery (package receiver) is its
+// original's ([sbkit.OriginalMessageID]): every copy of one message is the same work, so
+// a second copy of one attempt (scheduled twice when a completion failed) is skipped once
+// the first was handled. Filters that
 // share a store (a [Filter] and pgdedupe's TxFilter on one table) must derive keys the
 // same way; this is that one derivation. The function is safe for concurrent use.
 func MessageIDKey(entity string) func(message *azservicebus.ReceivedMessage) string {
 	prefix := entity + ":"
 	return func(m *azservicebus.ReceivedMessage) string {
-		if m.MessageID == "" {
+		id := sbkit.OriginalMessageID(m)
+		if id == "" {
 			return ""
 		}
-		return prefix + m.MessageID
+		return prefix + id
 	}
 }
 

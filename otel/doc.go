@@ -28,7 +28,8 @@
 // A [ProcessorHook] starts a process span per handler call (kind CONSUMER, "process
 // <entity>", messaging.operation.type process), with messaging.message.id,
 // messaging.servicebus.message.delivery_count, messaging.servicebus.message.enqueued_time
-// and messaging.message.conversation_id (the CorrelationID). It links to the producer's
+// and messaging.message.conversation_id (the CorrelationID), and, for a copy made by
+// delayed redelivery, sbkit.redelivery.attempt. It links to the producer's
 // creation context and, by default, is that context's child, so that one trace runs from
 // the producer's request to the consumer's handler and everything the handler does. The
 // conventions make links the default and allow the parent "exclusively for single
@@ -79,7 +80,10 @@
 //	sbkit.sender.inflight.messages      {message}  gauge (SenderHook.Observe)
 //	sbkit.sender.inflight.bytes         By         gauge (SenderHook.Observe)
 //	sbkit.processor.outcomes            {message}  counter by sbkit.outcome: complete, abandon, dead_letter,
-//	                                               defer, lock_lost, left_locked, dropped
+//	                                               defer, lock_lost, left_locked, dropped, redelivered
+//	sbkit.processor.redeliveries        {message}  counter by sbkit.redelivery.outcome: scheduled,
+//	                                               schedule_failed, exhausted
+//	sbkit.processor.breaker.changes     {change}   counter by sbkit.breaker.state: open, half-open, closed
 //	sbkit.processor.settle.failures     {attempt}  counter: failed settlement calls
 //	sbkit.processor.errors              {error}    counter by sbkit.error.source
 //	sbkit.processor.handlers.running    {handler}  gauge (ProcessorHook.Observe)
@@ -95,7 +99,9 @@
 // They agree with the Stats snapshots: sent.messages without error.type is
 // [sender.Stats].Sent, with it Failed; sbkit.sender.rejected is Rejected; the outcomes
 // are [receiver.Stats].Completed, Abandoned, DeadLettered, Deferred, LocksLost,
-// LeftLocked and Dropped; consumed.messages is Received; the count of
+// LeftLocked, Dropped and Redelivered; the redeliveries scheduled and exhausted are
+// Scheduled and Exhausted; the breaker's changes are BreakerOpened, BreakerHalfOpened
+// and BreakerClosed; consumed.messages is Received; the count of
 // messaging.process.duration is Handled, with error.type HandlerErrors (panic: Panics);
 // the settle failures are SettleErrors; renewals and renew failures are Renewed and
 // RenewErrors; the dedupe outcomes are [dedupe.Stats].Processed, DuplicatesSkipped,

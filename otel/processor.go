@@ -40,19 +40,21 @@ type ProcessorHook struct {
 	entity      string
 	processName string
 
-	startAttrs  []attribute.KeyValue // process span, messaging.process.duration
-	processOpts []trace.SpanStartOption
-	base        []attribute.KeyValue
-	consumed    []metric.AddOption
-	receiveOK   []metric.RecordOption
-	receiveOp   []attribute.KeyValue
-	processOK   []metric.RecordOption
-	settle      [5]settleAttrs // by sbkit.Action
-	outcomes    map[string][]metric.AddOption
-	errSources  [6][]metric.AddOption // by receiver.ErrorSource
-	kinds       [2][]metric.AddOption // renewals: message, session
-	dedupe      map[string][]metric.AddOption
-	gaugeOpt    metric.ObserveOption
+	startAttrs   []attribute.KeyValue // process span, messaging.process.duration
+	processOpts  []trace.SpanStartOption
+	base         []attribute.KeyValue
+	consumed     []metric.AddOption
+	receiveOK    []metric.RecordOption
+	receiveOp    []attribute.KeyValue
+	processOK    []metric.RecordOption
+	settle       [5]settleAttrs // by sbkit.Action
+	outcomes     map[string][]metric.AddOption
+	errSources   [6][]metric.AddOption // by receiver.ErrorSource
+	kinds        [2][]metric.AddOption // renewals: message, session
+	dedupe       map[string][]metric.AddOption
+	redeliveries map[string][]metric.AddOption
+	breaker      [3][]metric.AddOption // by receiver.BreakerState
+	gaugeOpt     metric.ObserveOption
 
 	spans sync.Map // *azservicebus.ReceivedMessage -> trace.Span, while its handler runs (recording spans only)
 }
@@ -71,13 +73,14 @@ type settleAttrs struct {
 func (t *Telemetry) Processor(entity, subscription string) *ProcessorHook {
 	base := t.entityAttrs(entity, subscription)
 	h := &ProcessorHook{
-		t:           t,
-		entity:      entity,
-		processName: "process " + entity,
-		base:        base,
-		outcomes:    make(map[string][]metric.AddOption),
-		dedupe:      make(map[string][]metric.AddOption),
-		gaugeOpt:    metric.WithAttributeSet(attribute.NewSet(base...)),
+		t:            t,
+		entity:       entity,
+		processName:  "process " + entity,
+		base:         base,
+		outcomes:     make(map[string][]metric.AddOption),
+		dedupe:       make(map[string][]metric.AddOption),
+		redeliveries: make(map[string][]metric.AddOption),
+		gaugeOpt:     metric.WithAttributeSet(attribute.NewSet(base...)),
 	}
 	h.startAttrs = with(base, semconv.MessagingOperationName("process"), semconv.MessagingOperationTypeProcess)
 	h.processOpts = []trace.SpanStartOption{trace.WithSpanKind(trace.SpanKindConsumer), trace.WithAttributes(h.startAttrs...)}
@@ -104,7 +107,7 @@ func (t *Telemetry) Processor(entity, subscription string) *ProcessorHook {
 			outcome: []metric.AddOption{metric.WithAttributeSet(set(base, OutcomeKey.String(op)))},
 		}
 	}
-	for _, o := range []string{"lock_lost", "left_locked", "dropped"} {
+	for _, o := range []string{"lock_lost", "left_locked", "dropped", "redelivered"} {
 		h.outcomes[o] = []metric.AddOption{metric.WithAttributeSet(set(base, OutcomeKey.String(o)))}
 	}
 	for s := receiver.SourceReceive; s <= receiver.SourceAccept; s++ {
@@ -115,6 +118,12 @@ func (t *Telemetry) Processor(entity, subscription string) *ProcessorHook {
 	}
 	for _, o := range []string{"fresh", "duplicate", "contended", "lease_lost"} {
 		h.dedupe[o] = []metric.AddOption{metric.WithAttributeSet(set(base, DedupeOutcomeKey.String(o)))}
+	}
+	for _, o := range []string{"scheduled", "schedule_failed", "exhausted"} {
+		h.redeliveries[o] = []metric.AddOption{metric.WithAttributeSet(set(base, RedeliveryOutcomeKey.String(o)))}
+	}
+	for _, s := range []receiver.BreakerState{receiver.BreakerClosed, receiver.BreakerOpen, receiver.BreakerHalfOpen} {
+		h.breaker[s] = []metric.AddOption{metric.WithAttributeSet(set(base, BreakerStateKey.String(s.String())))}
 	}
 	return h
 }
@@ -160,7 +169,7 @@ type recordedKey struct{ h *ProcessorHook }
 
 // messageAttrs are the attributes of a process span that describe its message.
 func messageAttrs(m *azservicebus.ReceivedMessage) []attribute.KeyValue {
-	kv := make([]attribute.KeyValue, 0, 5)
+	kv := make([]attribute.KeyValue, 0, 6)
 	kv = append(kv, semconv.MessagingMessageID(m.MessageID))
 	if m.DeliveryCount > 0 {
 		kv = append(kv, semconv.MessagingServiceBusMessageDeliveryCount(int(m.DeliveryCount)))
@@ -173,6 +182,9 @@ func messageAttrs(m *azservicebus.ReceivedMessage) []attribute.KeyValue {
 	}
 	if m.SessionID != nil {
 		kv = append(kv, SessionIDKey.String(*m.SessionID))
+	}
+	if attempt, _ := sbkit.RedeliveryOf(m); attempt > 0 {
+		kv = append(kv, RedeliveryAttemptKey.Int(attempt))
 	}
 	return kv
 }
@@ -214,7 +226,11 @@ func (h *ProcessorHook) OnSettle(ctx context.Context, e receiver.Settlement) {
 	failures := e.Attempts
 	if e.Err == nil {
 		failures--
-		h.t.outcomes.Add(ctx, 1, s.outcome...)
+		if e.Redelivered {
+			h.t.outcomes.Add(ctx, 1, h.outcomes["redelivered"]...)
+		} else {
+			h.t.outcomes.Add(ctx, 1, s.outcome...)
+		}
 		h.t.opDur.Float64Histogram.Record(ctx, e.Duration.Seconds(), s.ok...)
 	} else {
 		h.t.opDur.RecordSet(ctx, e.Duration.Seconds(), set(s.opAttrs, errorAttr(e.Err)))
@@ -420,4 +436,26 @@ func (h *ProcessorHook) observe(o metric.Observer, st receiver.Stats) {
 	o.ObserveInt64(h.t.running, st.InFlight, h.gaugeOpt)
 	o.ObserveInt64(h.t.buffered, st.Buffered, h.gaugeOpt)
 	o.ObserveInt64(h.t.held, st.Held, h.gaugeOpt)
+}
+
+// OnRedelivery counts the delayed redelivery decision in sbkit.processor.redeliveries
+// (sbkit.redelivery.outcome scheduled, schedule_failed or exhausted). The copy's own
+// process span carries its attempt (sbkit.redelivery.attempt).
+func (h *ProcessorHook) OnRedelivery(ctx context.Context, e receiver.Redelivery) {
+	o := "scheduled"
+	switch {
+	case e.Exhausted:
+		o = "exhausted"
+	case e.Err != nil:
+		o = "schedule_failed"
+	}
+	h.t.redeliveries.Add(ctx, 1, h.redeliveries[o]...)
+}
+
+// OnBreakerChange counts the circuit breaker's change in sbkit.processor.breaker.changes
+// by the state entered (sbkit.breaker.state).
+func (h *ProcessorHook) OnBreakerChange(ctx context.Context, e receiver.BreakerChange) {
+	if e.To >= receiver.BreakerClosed && e.To <= receiver.BreakerHalfOpen {
+		h.t.breaker.Add(ctx, 1, h.breaker[e.To]...)
+	}
 }

@@ -87,6 +87,8 @@ type Telemetry struct {
 	renewFailures metric.Int64Counter
 	locksLost     metric.Int64Counter
 	dedupe        metric.Int64Counter
+	redeliveries  metric.Int64Counter
+	breaker       metric.Int64Counter
 }
 
 // New returns a Telemetry with opts (nil means the defaults). Its instruments are
@@ -180,6 +182,10 @@ func (t *Telemetry) instruments() error {
 	t.locksLost = counter("sbkit.lock.lost", "{lock}", "Locks lost, by reason.")
 	t.dedupe = counter("sbkit.dedupe.outcomes", "{delivery}",
 		"Duplicate filter events: fresh, duplicate, contended, lease_lost, store_error.")
+	t.redeliveries = counter("sbkit.processor.redeliveries", "{message}",
+		"Delayed redelivery decisions: scheduled, schedule_failed, exhausted.")
+	t.breaker = counter("sbkit.processor.breaker.changes", "{change}",
+		"Circuit breaker state changes, by the state entered: open, half-open, closed.")
 	return errors.Join(errs...)
 }
 
@@ -187,6 +193,14 @@ func (t *Telemetry) instruments() error {
 const (
 	// OutcomeKey is how a received message ended ([Telemetry]'s sbkit.processor.outcomes).
 	OutcomeKey = attribute.Key("sbkit.outcome")
+	// RedeliveryAttemptKey is a redelivered copy's attempt (its
+	// [sbkit.RedeliveryAttemptProperty]), on its process span.
+	RedeliveryAttemptKey = attribute.Key("sbkit.redelivery.attempt")
+	// RedeliveryOutcomeKey is a delayed redelivery decision: scheduled, schedule_failed,
+	// exhausted.
+	RedeliveryOutcomeKey = attribute.Key("sbkit.redelivery.outcome")
+	// BreakerStateKey is the state a circuit breaker entered: open, half-open, closed.
+	BreakerStateKey = attribute.Key("sbkit.breaker.state")
 	// ErrorSourceKey is the part of the processor an error came from.
 	ErrorSourceKey = attribute.Key("sbkit.error.source")
 	// LockKindKey is "message" or "session".

@@ -186,6 +186,14 @@ func chaosRun(t *testing.T, seed uint64) {
 	if rng.IntN(5) == 0 {
 		opts.DisableAutoLockRenewal = true
 	}
+	if brng := rand.New(rand.NewPCG(seed, 37)); brng.IntN(2) == 0 {
+		// A circuit breaker that the chaos handler's errors open: receiving and handling
+		// pause and resume amid the faults (its own source, so that the seeds' other
+		// draws stay as they were).
+		opts.Breaker = &receiver.BreakerOptions{IsDependencyDown: func(err error) bool { return err.Error() == "chaos" },
+			FailureRatio: 0.1, MinimumCalls: 2 + brng.IntN(4), OpenDuration: time.Duration(1+brng.IntN(5)) * time.Second,
+			Probes: 1 + brng.IntN(2), AbandonHeld: brng.IntN(3) == 0}
+	}
 	out := newOutcomes(func(m *azservicebus.ReceivedMessage) [16]byte { return m.LockToken })
 	opts.Hooks = []receiver.Hook{out}
 

@@ -30,6 +30,9 @@ type delivery struct {
 	// settling: a settle goroutine took its settlement; it counts in run.settling until
 	// its end.
 	settling atomic.Bool
+	// probe: a half-open circuit breaker let d through as a probe (breaker.go); only
+	// its handler goroutine uses it.
+	probe bool
 
 	mu        sync.Mutex
 	ctx       context.Context         // for hooks: Run's values, then the start hooks' context
@@ -125,7 +128,10 @@ func (r *run) unref(d *delivery) {
 func (r *run) handlerWorker() {
 	defer r.workers.Done()
 	for d := range r.buf {
-		r.process(d)
+		if r.breakerAdmit(d) { // breaker.go
+			r.process(d)
+			r.breakerUnprobe(d)
+		}
 		r.unref(d)
 	}
 }
@@ -185,6 +191,7 @@ func (r *run) process(d *delivery) {
 	r.p.counters.inFlight.Add(-1)
 	r.p.counters.handled.Add(1)
 	action, _ := sbkit.SettlementOf(err)
+	r.breakerRecord(d, err) // breaker.go
 	r.cfg.hooks.onHandlerEnd(ctx, HandlerEnd{Message: d.msg, Err: err, Action: action, Duration: took})
 	r.afterHandler(d, err)
 }
@@ -216,6 +223,13 @@ func (r *run) afterHandler(d *delivery, err error) {
 	if err == nil && r.cfg.DisableAutoComplete {
 		job.action = sbkit.ActionAbandon
 		r.report(d.hookContext(), &Error{Source: SourceHandler, Message: d.msg, Err: ErrNotSettled})
+	}
+	if job.action == sbkit.ActionAbandon && err != nil {
+		var decided bool
+		if job, decided = r.planRedelivery(d, job, err); decided { // redelivery.go
+			r.queue(job)
+			return
+		}
 	}
 	if job.action == sbkit.ActionAbandon && err != nil && r.cfg.AbandonDelay != nil {
 		if delay := r.cfg.AbandonDelay(d.msg, err); delay > 0 && r.hold(job, delay) {

@@ -34,6 +34,14 @@
 // the message skipped; any other error, and a recovered panic, abandons (optionally after
 // holding the message for [Options.AbandonDelay]).
 //
+// Recoverability, both opt-in: [Options.Redelivery] redelivers a failed message through
+// the broker, by a copy scheduled on its entity at now + a backoff (a handler asks for it
+// with [sbkit.RetryAfter]), completing the original once the copy is accepted and
+// dead-lettering the message when its redeliveries are spent; [Options.Breaker] stops
+// receiving while the handler's dependency is down and probes before it resumes. See
+// [RedeliveryOptions] and [BreakerOptions] for the guarantees; docs/recoverability.md in
+// the repository gives the measurements.
+//
 // In peek-lock mode the locks of received messages, handled or waiting, are renewed by a
 // [locks.Engine] until they are settled or [Options.MaxAutoLockRenewalDuration] passes.
 // When a lock is lost the handler's context is cancelled with a cause for which
@@ -53,8 +61,8 @@
 // Options.ShutdownGrace) allows, then cancels them and abandons their messages, so that
 // nothing stays locked until its lock expires; Close returns by its context's deadline
 // even when the broker does not answer, reporting what it could not settle. Once Run has
-// returned, Stats reconcile: every received message was completed, abandoned,
-// dead-lettered, deferred, counted LocksLost, or counted LeftLocked.
+// returned, Stats reconcile: every received message was completed, redelivered,
+// abandoned, dead-lettered, deferred, counted LocksLost, or counted LeftLocked.
 //
 // What a restart costs in deliveries: a shutdown abandons the buffered messages (at most
 // the prefetch; first, before the running handlers are waited for), the messages of
@@ -69,7 +77,8 @@
 //
 // Observation is through [Options.Hooks]: receive calls, handler starts (which may derive
 // the handler's context, for a trace) and ends, settlements, and errors as [*Error] values
-// that name their source (receive, handler, settle, renew); the lock engine's hooks get
+// that name their source (receive, handler, settle, renew), redelivery decisions
+// ([RedeliveryHook]) and circuit breaker changes ([BreakerHook]); the lock engine's hooks get
 // its events for the processor's messages. Errors also go to the optional [*slog.Logger].
 //
 // [SessionProcessor] processes session-enabled queues and subscriptions: it holds up to

@@ -140,9 +140,9 @@ func (l *errorLog) all() []*receiver.Error {
 // checkReconciled asserts that every received message ended in exactly one outcome.
 func checkReconciled(t *testing.T, s receiver.Stats) {
 	t.Helper()
-	if sum := s.Completed + s.Abandoned + s.DeadLettered + s.Deferred + s.LocksLost + s.LeftLocked; sum != s.Received {
-		t.Errorf("received %d != completed %d + abandoned %d + dead-lettered %d + deferred %d + lock-lost %d + left locked %d = %d",
-			s.Received, s.Completed, s.Abandoned, s.DeadLettered, s.Deferred, s.LocksLost, s.LeftLocked, sum)
+	if sum := s.Completed + s.Redelivered + s.Abandoned + s.DeadLettered + s.Deferred + s.LocksLost + s.LeftLocked; sum != s.Received {
+		t.Errorf("received %d != completed %d + redelivered %d + abandoned %d + dead-lettered %d + deferred %d + lock-lost %d + left locked %d = %d",
+			s.Received, s.Completed, s.Redelivered, s.Abandoned, s.DeadLettered, s.Deferred, s.LocksLost, s.LeftLocked, sum)
 	}
 }
 

@@ -13,7 +13,8 @@ import (
 )
 
 // Hook observes a Processor's events. A Hook implements any of [ReceiveHook],
-// [HandlerStartHook], [HandlerEndHook], [SettleHook] and [ErrorHook] (and of the lock
+// [HandlerStartHook], [HandlerEndHook], [SettleHook], [ErrorHook], [RedeliveryHook] and
+// [BreakerHook] (and of the lock
 // engine's hooks, see [Options.Hooks]); [New] and [NewSessionProcessor] refuse a value that
 // implements none (an error wrapping [ErrInvalidOptions]), so that a misspelt method is
 // not silently ignored. Hooks are called synchronously on the processor's goroutines,
@@ -22,12 +23,12 @@ import (
 type Hook any
 
 // hookNames are the interfaces a [Hook] may implement, for errors.
-const hookNames = "ReceiveHook, HandlerStartHook, HandlerEndHook, SettleHook, ErrorHook, locks.RenewHook, locks.RenewErrorHook, locks.LockLostHook"
+const hookNames = "ReceiveHook, HandlerStartHook, HandlerEndHook, SettleHook, ErrorHook, RedeliveryHook, BreakerHook, locks.RenewHook, locks.RenewErrorHook, locks.LockLostHook"
 
 // isHook reports whether x implements one of the interfaces of hookNames.
 func isHook(x any) bool {
 	switch x.(type) {
-	case ReceiveHook, HandlerStartHook, HandlerEndHook, SettleHook, ErrorHook,
+	case ReceiveHook, HandlerStartHook, HandlerEndHook, SettleHook, ErrorHook, RedeliveryHook, BreakerHook,
 		locks.RenewHook, locks.RenewErrorHook, locks.LockLostHook:
 		return true
 	}
@@ -134,6 +135,9 @@ type Settlement struct {
 	// Err is nil when the broker accepted the settlement, else the last error (the
 	// message then counts as LocksLost or LeftLocked, see [Stats]).
 	Err error
+	// Redelivered is true for the completion of a message whose copy was scheduled
+	// ([Options.Redelivery]): its work goes on in the copy.
+	Redelivered bool
 	// Attempts is how many settlement calls were made.
 	Attempts int
 	// Duration is how long the settlement took, retries included.
@@ -160,6 +164,8 @@ type hooks struct {
 	end     []HandlerEndHook
 	settle  []SettleHook
 	errs    []ErrorHook
+	redeliv []RedeliveryHook
+	breaker []BreakerHook
 	logger  *slog.Logger
 }
 
@@ -170,6 +176,8 @@ func newHooks(hs []Hook, logger *slog.Logger) hooks {
 		end:     ihooks.Select[HandlerEndHook](hs),
 		settle:  ihooks.Select[SettleHook](hs),
 		errs:    ihooks.Select[ErrorHook](hs),
+		redeliv: ihooks.Select[RedeliveryHook](hs),
+		breaker: ihooks.Select[BreakerHook](hs),
 		logger:  logger,
 	}
 }
@@ -197,4 +205,12 @@ func (h *hooks) onSettle(ctx context.Context, e Settlement) {
 
 func (h *hooks) onError(ctx context.Context, e *Error) {
 	ihooks.Call(ctx, h.logger, "receiver", "ErrorHook", h.errs, func(x ErrorHook) { x.OnError(ctx, e) })
+}
+
+func (h *hooks) onRedelivery(ctx context.Context, e Redelivery) {
+	ihooks.Call(ctx, h.logger, "receiver", "RedeliveryHook", h.redeliv, func(x RedeliveryHook) { x.OnRedelivery(ctx, e) })
+}
+
+func (h *hooks) onBreaker(ctx context.Context, e BreakerChange) {
+	ihooks.Call(ctx, h.logger, "receiver", "BreakerHook", h.breaker, func(x BreakerHook) { x.OnBreakerChange(ctx, e) })
 }

@@ -121,6 +121,16 @@ type Options struct {
 	// rest of the queue stays with other consumers. Give a fixed PrefetchCount room if a
 	// few poison messages must not slow the healthy ones.
 	AbandonDelay func(message *azservicebus.ReceivedMessage, err error) time.Duration
+	// Redelivery, when set, redelivers failed messages through the broker with a delay
+	// (a copy scheduled on the entity) instead of abandoning them, once their immediate
+	// attempts are spent, and dead-letters them when its redeliveries are spent: see
+	// [RedeliveryOptions] for the guarantees. Default nil: failed messages are
+	// abandoned (after AbandonDelay), and [sbkit.RetryAfter] abandons too. A
+	// SessionProcessor refuses it: see [SessionOptions].
+	Redelivery *RedeliveryOptions
+	// Breaker, when set, is a circuit breaker that stops receiving while the handler's
+	// dependency is down: see [BreakerOptions]. Default nil (off).
+	Breaker *BreakerOptions
 	// ReceiveRetry is the policy for failed ReceiveMessages calls. Default: MaxRetries
 	// without bound, RetryDelay 100 ms, MaxRetryDelay 30 s: the receive loop retries
 	// until Run's context ends, Close is called, or an error is permanent (entity not
@@ -191,6 +201,8 @@ type config struct {
 	// messages together; prefetchInitial is the prefetch before the first measurements.
 	ceiling, prefetchInitial int
 	maxBatch                 int
+	redelivery               *RedeliveryOptions // nil: off (redelivery.go)
+	breaker                  *BreakerOptions    // nil: off (breaker.go)
 	receiveRetry             retry.Policy
 	settleRetry              retry.Policy
 	hooks                    hooks
@@ -251,6 +263,13 @@ func newConfig(o *Options) (config, error) {
 		return c, fmt.Errorf("%w: %w", ErrInvalidOptions, err)
 	}
 	c.hooks = newHooks(c.Hooks, c.Logger)
+	var err error
+	if c.redelivery, err = redeliveryConfig(c.Redelivery, c.peekLock); err != nil {
+		return c, err
+	}
+	if c.breaker, err = breakerConfig(c.Breaker); err != nil {
+		return c, err
+	}
 	return c, nil
 }
 

@@ -24,6 +24,10 @@ type Processor struct {
 	// not (lock lost, settlement failed for good, shutdown deadline). A SessionProcessor
 	// sets it: a session's next message waits for the previous one's settlement.
 	settled func(m *azservicebus.ReceivedMessage, err error)
+	// breaker is the circuit breaker (nil: none); a SessionProcessor's sessions share
+	// its own, which it reports in its Stats (ownsBreaker false).
+	breaker     *breaker
+	ownsBreaker bool
 
 	runs runGuard[run]
 
@@ -47,6 +51,7 @@ func New(src sbkit.MessageReceiver, handler sbkit.Handler, options *Options) (*P
 		return nil, err
 	}
 	p := &Processor{src: src, handler: handler, cfg: cfg, est: &estimates{}}
+	p.breaker, p.ownsBreaker = newBreaker(cfg.breaker, &p.cfg.hooks), cfg.breaker != nil
 	if cfg.renew {
 		r, ok := src.(sbkit.LockRenewer)
 		if !ok {
@@ -79,7 +84,9 @@ func (p *Processor) Run(ctx context.Context) error {
 	if err != nil {
 		return err
 	}
+	p.breakerStart() // breaker.go
 	err = r.serve()
+	p.breakerEnd()
 	p.runs.end()
 	close(r.done)
 	return err

@@ -167,6 +167,9 @@ func (r *run) receiveLoop() error {
 		if !ok {
 			return nil
 		}
+		if n, ok = r.breakerReceive(n); !ok { // waits while the circuit breaker is open: breaker.go
+			return nil
+		}
 		start := time.Now()
 		msgs, err := r.p.src.ReceiveMessages(r.recvCtx, n, nil)
 		took := time.Since(start)

@@ -64,6 +64,13 @@ func sessionChaosRun(t *testing.T, seed uint64) {
 	if rng.IntN(3) == 0 {
 		opts.MaxMessagesPerSession = 1 + rng.IntN(5)
 	}
+	if brng := rand.New(rand.NewPCG(seed, 37)); brng.IntN(2) == 0 {
+		// A circuit breaker that the chaos handler's errors open: accepting and handling
+		// pause and resume amid the faults (its own source, so that the seeds' other
+		// draws stay as they were).
+		opts.Breaker = &receiver.BreakerOptions{IsDependencyDown: func(err error) bool { return err.Error() == "chaos" },
+			FailureRatio: 0.1, MinimumCalls: 2 + brng.IntN(4), OpenDuration: time.Duration(1+brng.IntN(5)) * time.Second, Probes: 1 + brng.IntN(2)}
+	}
 	ends := newOutcomes(func(m *azservicebus.ReceivedMessage) *azservicebus.ReceivedMessage { return m })
 	opts.Hooks = []receiver.Hook{ends}
 

@@ -108,7 +108,11 @@ func newSessionConfig(o *SessionOptions) (sessionConfig, error) {
 		return c, fmt.Errorf("%w: PrefetchCount %d with one call per session, whose messages are never prefetched so that order holds (prefetch needs MaxConcurrentCallsPerSession above 1)",
 			ErrInvalidOptions, c.PrefetchCount)
 	}
+	if c.Redelivery != nil {
+		return c, fmt.Errorf("%w: Redelivery with sessions: %w", ErrInvalidOptions, ErrSessionRedelivery)
+	}
 	c.inner = c.Options
+	c.inner.Breaker = nil // the sessions share the SessionProcessor's breaker
 	c.inner.MaxConcurrency = c.MaxConcurrentCallsPerSession
 	if c.MaxConcurrentCallsPerSession == 1 {
 		c.inner.DisablePrefetch = true // in order: see Options

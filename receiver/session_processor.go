@@ -39,7 +39,8 @@ type SessionProcessor struct {
 	base    config     // the Options resolved: session lock renewal, hooks, retries
 	est     *estimates // the sessions' adaptive prefetch measurements, shared
 
-	runs runGuard[sessionRun]
+	runs    runGuard[sessionRun]
+	breaker *breaker // shared by the sessions; nil without Options.Breaker
 
 	mu      sync.Mutex
 	retired Stats                   // message counts of the sessions given up
@@ -81,8 +82,10 @@ func NewSessionProcessor(acc sbkit.SessionAcceptor, handler sbkit.Handler, optio
 	if err != nil {
 		return nil, err
 	}
-	return &SessionProcessor{acc: acc, handler: handler, cfg: cfg, base: base, est: &estimates{},
-		live: make(map[*Processor]struct{})}, nil
+	p := &SessionProcessor{acc: acc, handler: handler, cfg: cfg, base: base, est: &estimates{},
+		live: make(map[*Processor]struct{})}
+	p.breaker = newBreaker(base.breaker, &p.base.hooks) // breaker.go
+	return p, nil
 }
 
 // Run accepts and processes sessions until ctx ends, Close is called, or accepting fails
@@ -97,6 +100,7 @@ func (p *SessionProcessor) Run(ctx context.Context) error {
 	if err != nil {
 		return err
 	}
+	p.breaker.resume() // breaker.go; serve pauses it
 	err = r.serve()
 	p.runs.end()
 	return err
@@ -156,6 +160,7 @@ func (p *SessionProcessor) Stats() SessionStats {
 	s.SessionLocksLost = p.lost.Load()
 	s.AcceptErrors = p.acceptErrors.Load()
 	s.SessionLocksRenewed = p.renewed.Load()
+	p.breaker.stats(&s.Stats)
 	return s
 }
 
@@ -251,6 +256,7 @@ func (r *sessionRun) serve() error {
 		f()
 	}
 	r.endCloses()
+	r.p.breaker.pause() // breaker.go
 	close(r.done)
 	r.mu.Lock()
 	defer r.mu.Unlock()
@@ -321,6 +327,9 @@ func (r *sessionRun) slot() {
 	defer r.slots.Done()
 	var bo interface{ NextBackOff() time.Duration }
 	for r.acceptCtx.Err() == nil {
+		if !r.breakerAccept() { // no session while the circuit breaker is open: breaker.go
+			continue
+		}
 		sr, id, err := r.accept()
 		if err != nil {
 			if r.acceptCtx.Err() != nil || isAcceptTimeout(err) {
@@ -419,6 +428,7 @@ func (r *sessionRun) process(sr sbkit.SessionReceiver) {
 		return
 	}
 	proc.est = p.est
+	proc.breaker = p.breaker
 	proc.settled = src.ended
 	var lostOnce atomic.Bool
 	onLost := func(cause error) {

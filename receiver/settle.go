@@ -21,6 +21,11 @@ type settleJob struct {
 	skip   bool               // complete because the handler returned sbkit.Skip
 	marker *sbkit.SettleError // the handler's marker, for dead-letter and defer
 
+	// Delayed redelivery (redelivery.go): a copy to schedule before the completion, and
+	// whether this completion follows one.
+	redeliver   *redelivery
+	redelivered bool
+
 	// Options given to a handler's Settler.
 	abandon    *azservicebus.AbandonMessageOptions
 	deadLetter *azservicebus.DeadLetterOptions
@@ -47,6 +52,9 @@ func (r *run) startSettling(d *delivery) {
 // for up to SettleTimeout. It accounts for the outcome: the action's counter on success,
 // LocksLost (or LeftLocked, at the shutdown's deadline) otherwise. ctx gives values only: its cancellation does not stop a settlement.
 func (r *run) settle(ctx context.Context, job settleJob) error {
+	if job.redeliver != nil {
+		job = r.schedule(ctx, job) // the copy first, while the lock is renewed
+	}
 	d := job.d
 	if d.lock != nil {
 		if lostErr := d.lock.Release(); lostErr != nil {
@@ -94,7 +102,7 @@ func (r *run) settle(ctx context.Context, job settleJob) error {
 		}
 	}
 	r.cfg.hooks.onSettle(d.hookContext(), Settlement{Message: d.msg, Action: job.action, DeadLetterReason: job.deadLetterReason(),
-		Err: err, Attempts: attempts, Duration: time.Since(start)})
+		Redelivered: job.redelivered, Err: err, Attempts: attempts, Duration: time.Since(start)})
 	switch {
 	case err == nil:
 		r.p.est.settle.add(time.Since(start))
@@ -175,6 +183,10 @@ func (r *run) count(job settleJob) {
 	c := &r.p.counters
 	switch job.action {
 	case sbkit.ActionComplete:
+		if job.redelivered {
+			c.redelivered.Add(1)
+			return
+		}
 		c.completed.Add(1)
 		if job.skip {
 			c.skipped.Add(1)

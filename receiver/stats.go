@@ -5,9 +5,9 @@ import "sync/atomic"
 // Stats are a Processor's counters since New, and gauges of the current Run.
 //
 // In peek-lock mode every received message ends in exactly one of Completed (which
-// includes Skipped), Abandoned, DeadLettered, Deferred, LocksLost or LeftLocked: once Run
-// has returned, Received == Completed + Abandoned + DeadLettered + Deferred + LocksLost +
-// LeftLocked. In ReceiveAndDelete mode, Received == Handled + Dropped. Counters are
+// includes Skipped), Redelivered, Abandoned, DeadLettered, Deferred, LocksLost or
+// LeftLocked: once Run has returned, Received == Completed + Redelivered + Abandoned +
+// DeadLettered + Deferred + LocksLost + LeftLocked. In ReceiveAndDelete mode, Received == Handled + Dropped. Counters are
 // totals since New; gauges (InFlight, Buffered, Held, Settling) are of the current Run.
 type Stats struct {
 	Received     int64 // messages received
@@ -20,6 +20,23 @@ type Stats struct {
 	LocksLost    int64 // messages whose lock was lost or whose settlement failed
 	LeftLocked   int64 // messages a shutdown deadline left locked at the broker (their locks expire)
 	Dropped      int64 // ReceiveAndDelete messages a shutdown left unhandled
+	// Redelivered counts messages completed after a copy of them was scheduled
+	// ([Options.Redelivery]): the copy carries their work on.
+	Redelivered int64
+	// Scheduled counts the copies the broker accepted; above Redelivered when a
+	// completion failed after its copy was scheduled (see [RedeliveryOptions]).
+	Scheduled int64
+	// Exhausted counts messages the redelivery policy dead-lettered (its redeliveries
+	// spent, or expiring before the next); DeadLettered includes them.
+	Exhausted int64
+	// ScheduleErrors counts failed attempts to schedule a copy (retried or not).
+	ScheduleErrors int64
+	// BreakerState is a gauge: the circuit breaker's [BreakerState] now (0, closed,
+	// without [Options.Breaker]).
+	BreakerState int64
+	// BreakerOpened, BreakerHalfOpened and BreakerClosed count the circuit breaker's
+	// changes to each state.
+	BreakerOpened, BreakerHalfOpened, BreakerClosed int64
 
 	HandlerErrors int64 // handler results that were plain errors (panics included)
 	Panics        int64 // handler panics recovered
@@ -51,6 +68,7 @@ type counters struct {
 	received, handled, completed, skipped, abandoned, deadLettered, deferred, locksLost, leftLocked, dropped atomic.Int64
 	handlerErrors, panics, receiveErrors, settleErrors, renewErrors, renewed                                 atomic.Int64
 	inFlight, peakBuffered                                                                                   atomic.Int64
+	redelivered, scheduled, exhausted, scheduleErrors                                                        atomic.Int64
 }
 
 // buffered records that n messages are waiting for a handler.
@@ -67,24 +85,31 @@ func (c *counters) buffered(n int) {
 func (p *Processor) Stats() Stats {
 	c := &p.counters
 	s := Stats{
-		Received:      c.received.Load(),
-		Handled:       c.handled.Load(),
-		Completed:     c.completed.Load(),
-		Skipped:       c.skipped.Load(),
-		Abandoned:     c.abandoned.Load(),
-		DeadLettered:  c.deadLettered.Load(),
-		Deferred:      c.deferred.Load(),
-		LocksLost:     c.locksLost.Load(),
-		LeftLocked:    c.leftLocked.Load(),
-		Dropped:       c.dropped.Load(),
-		HandlerErrors: c.handlerErrors.Load(),
-		Panics:        c.panics.Load(),
-		ReceiveErrors: c.receiveErrors.Load(),
-		SettleErrors:  c.settleErrors.Load(),
-		RenewErrors:   c.renewErrors.Load(),
-		Renewed:       c.renewed.Load(),
-		InFlight:      c.inFlight.Load(),
-		PeakBuffered:  c.peakBuffered.Load(),
+		Received:       c.received.Load(),
+		Handled:        c.handled.Load(),
+		Completed:      c.completed.Load(),
+		Skipped:        c.skipped.Load(),
+		Abandoned:      c.abandoned.Load(),
+		DeadLettered:   c.deadLettered.Load(),
+		Deferred:       c.deferred.Load(),
+		LocksLost:      c.locksLost.Load(),
+		LeftLocked:     c.leftLocked.Load(),
+		Dropped:        c.dropped.Load(),
+		Redelivered:    c.redelivered.Load(),
+		Scheduled:      c.scheduled.Load(),
+		Exhausted:      c.exhausted.Load(),
+		ScheduleErrors: c.scheduleErrors.Load(),
+		HandlerErrors:  c.handlerErrors.Load(),
+		Panics:         c.panics.Load(),
+		ReceiveErrors:  c.receiveErrors.Load(),
+		SettleErrors:   c.settleErrors.Load(),
+		RenewErrors:    c.renewErrors.Load(),
+		Renewed:        c.renewed.Load(),
+		InFlight:       c.inFlight.Load(),
+		PeakBuffered:   c.peakBuffered.Load(),
+	}
+	if p.ownsBreaker {
+		p.breaker.stats(&s)
 	}
 	if r := p.runs.current(); r != nil {
 		s.Buffered = int64(len(r.buf))

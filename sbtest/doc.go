@@ -137,7 +137,21 @@
 // HTTP on a second port, as Microsoft's emulator serves them on port 5300, and the
 // explorer page at / of that port.
 //
-// Not emulated: AMQP over web sockets, authorization beyond shared access signatures
+// Every port that serves HTTP also carries AMQP over WebSockets at
+// /$servicebus/websocket (with or without the trailing slash; subprotocol AMQPWSB10 or
+// amqp), which the SDKs use with their WebSocket transport (the Go SDK's
+// ClientOptions.NewWebSocketConn; Server.WebSocketClientOptions sets it up): wss:// on
+// the AMQP port, ws:// on AdminHTTPAddr. The tunnel is served as a TCP connection is,
+// under the same limits and the same $cbs authorization. The same ports serve the
+// runtime REST API's message calls ("Service Bus runtime REST API"): Send Message and
+// Send Message Batch, Peek-Lock Message, Receive and Delete Message, Unlock Message,
+// Delete Message and Renew-Lock for a Message, on queues and subscriptions, over the same
+// entities, locks and delivery counts as AMQP, with the administration API's
+// Authorization check. Custom property names sent as headers arrive in Go's canonical
+// form ("Orderid" for "orderId"); the message reference of a lock URL is not checked (the
+// lock token names the message); a receive waits at most half of WriteTimeout.
+//
+// Not emulated: authorization beyond shared access signatures
 // (no rights per key, no Microsoft Entra tokens), the AMQP rule operations (use the
 // administration API or the model), transactions, and the other $management operations
 // (status 501). A message without a time-to-live goes without a header ttl, as the

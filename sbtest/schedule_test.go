@@ -75,7 +75,7 @@ func TestScheduledTTLCountsFromEnqueue(t *testing.T) {
 
 func TestScheduleInThePastIsActiveAtOnce(t *testing.T) {
 	f := newFixture(t, nil)
-	seqs, err := f.s.ScheduleMessages(context.Background(), []*azservicebus.Message{msg("a")}, time.Now().Add(-time.Hour), nil)
+	seqs, err := f.s.ScheduleMessages(context.Background(), []*azservicebus.Message{{MessageID: sp("a")}}, time.Now().Add(-time.Hour), nil)
 	if err != nil || len(seqs) != 1 {
 		t.Fatal(seqs, err)
 	}
@@ -163,6 +163,33 @@ func TestBlockedReceiveWakesForLaterScheduledMessage(t *testing.T) {
 		defer cancel()
 		if _, err := f.r.ReceiveMessages(ctx, 1, nil); err != nil || time.Since(start) != 3*time.Second {
 			t.Fatalf("received after %v: %v, want 3s", time.Since(start), err)
+		}
+	})
+}
+
+// TestDuplicateDetectionScheduled: a scheduled message is a submission like a send, so
+// duplicate detection drops a second one with the same MessageID within the window,
+// whether the first was sent or scheduled ("Duplicate detection",
+// learn.microsoft.com/azure/service-bus-messaging/duplicate-detection: "removes second
+// and further submissions of messages with the same MessageId"). Its sequence number is 0.
+func TestDuplicateDetectionScheduled(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		f := newFixture(t, &EntityOptions{DuplicateDetectionWindow: 10 * time.Minute})
+		ctx := context.Background()
+		at := time.Now().Add(time.Minute)
+		first, err := f.s.ScheduleMessages(ctx, []*azservicebus.Message{{MessageID: sp("a")}}, at, nil)
+		if err != nil || len(first) != 1 || first[0] == 0 {
+			t.Fatalf("first schedule = %v, %v", first, err)
+		}
+		second, err := f.s.ScheduleMessages(ctx, []*azservicebus.Message{{MessageID: sp("a")}}, at.Add(time.Minute), nil)
+		if err != nil || len(second) != 1 || second[0] != 0 {
+			t.Fatalf("second schedule = %v, %v; want sequence number 0 (dropped)", second, err)
+		}
+		if got := f.q.Counts().Scheduled; got != 1 {
+			t.Fatalf("%d scheduled, want 1", got)
+		}
+		if got := f.q.Stats().DuplicatesDropped; got != 1 {
+			t.Fatalf("DuplicatesDropped = %d, want 1", got)
 		}
 	})
 }

@@ -3,7 +3,6 @@ package sbtest
 import (
 	"context"
 	"fmt"
-	"net"
 	"net/http"
 	"slices"
 	"strings"
@@ -131,31 +130,14 @@ func (m explorerModel) Sessions(path string) []string {
 	return ids
 }
 
-// plainConnKey marks the context of a request that came on a plain-HTTP connection.
-type plainConnKey struct{}
-
-// markPlain is the administration HTTP server's ConnContext: it marks the connections
-// that are not TLS ones (serveTLS hands those over as *tlsConn, which admit may wrap
-// in a *headConn).
-func markPlain(ctx context.Context, c net.Conn) context.Context {
-	if hc, ok := c.(*headConn); ok {
-		c = hc.Conn
-	}
-	if _, isTLS := c.(*tlsConn); isTLS {
-		return ctx
-	}
-	return context.WithValue(ctx, plainConnKey{}, true)
-}
-
 // withExplorer serves the explorer's paths (explorer.Serves) of the requests on
-// plain-HTTP connections: the page and its files with ex, which hold no data, and its
+// plain-HTTP connections (not isTLSRequest): the page and its files with ex, which hold no data, and its
 // JSON API with exAPI (ex behind the administration API's authorization, when
 // ServerOptions.SASKeys asks for one); everything else with api.
 func withExplorer(api http.Handler, ex *explorer.Handler, exAPI http.Handler) http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		plain, _ := r.Context().Value(plainConnKey{}).(bool)
 		switch {
-		case !plain || !explorer.Serves(r):
+		case isTLSRequest(r) || !explorer.Serves(r):
 			api.ServeHTTP(w, r)
 		case explorer.IsPage(r):
 			ex.ServeHTTP(w, r)

@@ -71,20 +71,20 @@ func newAdminServer(s *Server, plain net.Listener, explore bool) (*adminServer, 
 	// A request's header must come within the handshake timeout, the whole request and
 	// its answer within the write timeout; an idle keep-alive connection is closed after
 	// AdminIdleTimeout (net/http keeps it forever without IdleTimeout and ReadTimeout).
-	handler := s.authorizeHTTP(a.api)
+	handler := s.httpRoutes(a.api)
 	if explore {
 		ex := explorer.New(explorerModel{adminModel{s.ns}})
 		handler = withExplorer(handler, ex, s.authorizeHTTP(ex))
 	}
 	a.http = &http.Server{
 		Handler:           handler,
-		ConnContext:       markPlain,
 		ReadHeaderTimeout: s.limits.handshakeTimeout,
 		ReadTimeout:       s.limits.writeTimeout,
 		WriteTimeout:      s.limits.writeTimeout,
 		IdleTimeout:       s.limits.adminIdle,
 		MaxHeaderBytes:    maxAdminHeader,
 		ConnState:         a.connState,
+		ConnContext:       connContext,
 		ErrorLog:          log.New(io.Discard, "", 0),
 	}
 	s.wg.Add(1)

@@ -120,10 +120,12 @@ type ServerOptions struct {
 	// administration API and GET /health in plain HTTP, as Microsoft's Service Bus
 	// emulator serves them on port 5300 (its samples and SDK administration clients
 	// configured for it use http://HOST:5300/); port 0 picks a free one
-	// (Server.AdminHTTPURL reports it). It also serves the explorer, a web page at / that
-	// shows the entities, their counts and messages and sends, re-drives, purges and
-	// deletes messages as a client would (sbtest/internal/explorer), as open as the
-	// administration API. A TLS handshake on it is answered as on Addr.
+	// (Server.AdminHTTPURL reports it). A TLS handshake on it is answered as on Addr. It
+	// also serves AMQP over WebSockets (ws://) and the HTTP data plane, as Addr does over
+	// TLS (see the package documentation), and the explorer, a web page at / that shows
+	// the entities, their counts and messages and sends, re-drives, purges and deletes
+	// messages as a client would (sbtest/internal/explorer), as open as the
+	// administration API.
 	// Its connections count against MaxConnections and the same timeouts. Default: none,
 	// the administration API is served on Addr only, over TLS.
 	AdminHTTPAddr string

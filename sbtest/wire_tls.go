@@ -59,10 +59,10 @@ func (c *tlsConn) Read(p []byte) (int, error) { return c.r.Read(p) }
 
 func (c *tlsConn) abort() error { return c.raw.Close() }
 
-// closeNow closes nc without a graceful TLS shutdown (tlsConn.abort), for connections
-// torn down from outside.
+// closeNow closes nc without a graceful TLS or WebSocket shutdown (tlsConn.abort,
+// wsConn.abort), for connections torn down from outside.
 func closeNow(nc net.Conn) error {
-	if tc, ok := nc.(*tlsConn); ok {
+	if tc, ok := nc.(interface{ abort() error }); ok { // *tlsConn, *wsConn
 		return tc.abort()
 	}
 	return nc.Close()

@@ -112,6 +112,8 @@ func run(ctx context.Context, args []string, lookupEnv func(string) (string, boo
 		fmt.Fprintf(stderr, "sbemulator: explorer on %s/, administration API and health check on %s (%s/health)\n", u, u, u)
 	} else if u != "" {
 		fmt.Fprintf(stderr, "sbemulator: administration API and health check on %s (%s/health)\n", u, u)
+		fmt.Fprintf(stderr, "sbemulator: AMQP over WebSockets on ws%s/$servicebus/websocket and wss://%s/$servicebus/websocket; the HTTP data plane on %s/{entity}/messages\n",
+			strings.TrimPrefix(u, "http"), endpointOf(srv.ConnectionString()), u)
 	}
 	fmt.Fprintf(stderr, "sbemulator: listening on %s (%d queues, %d topics) in %v; stop with Ctrl-C\n",
 		srv.Addr(), len(cfg.entities.Queues), len(cfg.entities.Topics), time.Since(start).Round(time.Microsecond))
@@ -250,4 +252,11 @@ func appendTo(dst *[]string) func(string) error {
 		}
 		return nil
 	}
+}
+
+// endpointOf returns HOST:PORT of a connection string's Endpoint=sb://HOST:PORT.
+func endpointOf(conn string) string {
+	_, rest, _ := strings.Cut(conn, "sb://")
+	host, _, _ := strings.Cut(rest, ";")
+	return strings.TrimSuffix(host, "/")
 }

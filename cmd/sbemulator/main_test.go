@@ -157,6 +157,9 @@ func TestRunServesAndStops(t *testing.T) {
 	if !strings.Contains(stderr.String(), "sbemulator: stopped") {
 		t.Errorf("stderr %q does not say it stopped", stderr.String())
 	}
+	if ws := "wss://" + endpointOf(srv.ConnectionString()) + "/$servicebus/websocket"; !strings.Contains(stderr.String(), ws) {
+		t.Errorf("stderr %q does not name the WebSocket endpoint %s", stderr.String(), ws)
+	}
 	deadline := time.Now().Add(testTimeout)
 	for runtime.NumGoroutine() > base {
 		if time.Now().After(deadline) {

@@ -16,8 +16,9 @@ import { createInterface } from "node:readline";
 import { fileURLToPath } from "node:url";
 import { dirname, join } from "node:path";
 import { tmpdir } from "node:os";
-import { rmSync } from "node:fs";
+import { readFileSync, rmSync } from "node:fs";
 import { ServiceBusClient } from "@azure/service-bus";
+import WebSocket from "ws";
 
 const here = dirname(fileURLToPath(import.meta.url));
 const stepTimeoutMs = 20000;
@@ -437,6 +438,75 @@ step("the admin client creates, reads, lists and deletes entities", async (_clie
   const code = await new Promise((resolve) => child.on("exit", resolve));
   expectEq(code, 0, `admin.mjs exit code (${stderr.trim()})`);
 }, { needs: () => (emulator || !ownCert ? null : "the emulator's certificate (SBEMULATOR_ADMIN_CERT_FILE)") });
+
+// AMQP over WebSockets: with webSocketOptions the SDK connects to
+// wss://HOST:PORT/$servicebus/websocket with the port of the connection string's Endpoint,
+// where the emulator serves TLS; ws trusts the emulator's certificate through its ca
+// option.
+step("AMQP over WebSockets (webSocketOptions, ws): send, receive, abandon, complete", async (_client, conn) => {
+  const wsClient = new ServiceBusClient(conn, {
+    webSocketOptions: { webSocket: WebSocket, webSocketConstructorOptions: { ca: readFileSync(certFile) } },
+    retryOptions: { maxRetries: 1, retryDelayInMs: 200, timeoutInMs: 10000 },
+  });
+  try {
+    const s = wsClient.createSender("websocket");
+    const big = "w".repeat(200000); // many AMQP frames, many WebSocket messages
+    await s.sendMessages([{ body: "over ws", messageId: "ws-1" }, { body: big }]);
+    const r = wsClient.createReceiver("websocket");
+    const got = await receiveN(r, 2);
+    expectEq(got.map((m) => (m.body.length > 100 ? m.body.length : m.body)), ["over ws", 200000], "bodies");
+    await r.abandonMessage(got[0]);
+    const [again] = await receiveN(r, 1);
+    expectEq([again.messageId, again.deliveryCount], ["ws-1", 1], "the abandoned message's id and delivery count");
+    await r.completeMessage(again);
+    await r.completeMessage(got[1]);
+    await r.close();
+    await s.close();
+    await expectEmpty(wsClient, "websocket", "after completing over WebSockets");
+  } finally {
+    await wsClient.close();
+  }
+}, { needs: () => (emulator || !ownCert ? null : "the emulator's certificate (SBEMULATOR_ADMIN_CERT_FILE)") });
+
+// The runtime REST API ("Service Bus runtime REST API") on the plain-HTTP port, with
+// fetch: a message sent over HTTP is received and completed by the SDK over AMQP, and one
+// the SDK sent is peek-locked, unlocked, locked again and deleted over HTTP.
+step("HTTP data plane: send over HTTP, settle over AMQP, and the reverse", async (client) => {
+  const base = `${httpURL}/http/messages`;
+  let res = await fetch(base, {
+    method: "POST",
+    headers: { "Content-Type": "application/json", BrokerProperties: JSON.stringify({ MessageId: "h-1", Label: "from-http" }), Priority: '"High"' },
+    body: JSON.stringify({ via: "http" }),
+  });
+  expectEq(res.status, 201, "Send Message status");
+  const r = client.createReceiver("http");
+  const [m] = await receiveN(r, 1);
+  expect(m, "the message sent over HTTP was not received over AMQP");
+  expectEq([m.messageId, m.subject, m.applicationProperties?.Priority, m.body], ["h-1", "from-http", "High", { via: "http" }], "the message sent over HTTP");
+  await r.completeMessage(m);
+
+  const s = client.createSender("http");
+  await s.sendMessages({ body: "via amqp", messageId: "a-1", applicationProperties: { n: 3 } });
+  res = await fetch(`${base}/head?timeout=5`, { method: "POST" });
+  expectEq(res.status, 201, "Peek-Lock Message status");
+  let bp = JSON.parse(res.headers.get("BrokerProperties"));
+  expectEq([bp.MessageId, bp.DeliveryCount, res.headers.get("n")], ["a-1", 1, "3"], "BrokerProperties and custom properties");
+  expectEq(await res.text(), JSON.stringify("via amqp"), "the body (the SDK encodes a string as JSON)");
+  let loc = res.headers.get("Location");
+  expectEq((await fetch(loc, { method: "PUT" })).status, 200, "Unlock Message status");
+  res = await fetch(`${base}/head?timeout=5`, { method: "POST" });
+  expectEq(res.status, 201, "second Peek-Lock status");
+  bp = JSON.parse(res.headers.get("BrokerProperties"));
+  expectEq(bp.DeliveryCount, 2, "delivery count after an unlock");
+  loc = res.headers.get("Location");
+  expectEq((await fetch(loc, { method: "POST" })).status, 200, "Renew-Lock status");
+  expectEq((await fetch(loc, { method: "DELETE" })).status, 200, "Delete Message status");
+  expectEq((await fetch(loc, { method: "DELETE" })).status, 404, "Delete Message of a settled message");
+  expectEq((await fetch(`${base}/head?timeout=0`, { method: "DELETE" })).status, 204, "Receive and Delete of an empty queue");
+  expectEq((await fetch(`${httpURL}/no-such-queue/messages`, { method: "POST", body: "x" })).status, 410, "Send Message to a missing queue");
+  await r.close();
+  await s.close();
+}, { needs: () => (httpURL ? null : "the plain-HTTP port's URL (SBEMULATOR_HTTP_URL)") });
 
 // A second emulator, started with -sas-key, checks tokens as the service does.
 step("with -sas-key, the right key sends and a wrong key is UnauthorizedAccess", async () => {

@@ -503,6 +503,33 @@ def _(client, env):
     admin.close()
 
 
+@step("AMQP over WebSockets (TransportType.AmqpOverWebsocket): send, receive, abandon, complete")
+def _(client, env):
+    from urllib.parse import urlparse
+
+    from azure.servicebus import ServiceBusClient, ServiceBusMessage, TransportType
+
+    # uamqp tunnels through wss://HOST:PORT/$servicebus/websocket/ (subprotocol AMQPWSB10),
+    # port 443 unless custom_endpoint_address names one: the emulator's TLS port here.
+    host = urlparse(env["conn"].split(";")[0].split("=", 1)[1])
+    ws = ServiceBusClient.from_connection_string(
+        env["conn"], transport_type=TransportType.AmqpOverWebsocket,
+        custom_endpoint_address="sb://%s:%d" % (host.hostname, host.port), retry_total=1, retry_backoff_factor=0.2)
+    with ws:
+        with ws.get_queue_sender("websocket") as s:
+            s.send_messages([ServiceBusMessage("over ws", message_id="ws-1"), ServiceBusMessage("w" * 200000)])
+        with ws.get_queue_receiver("websocket") as r:
+            got = receive_n(r, 2)
+            expect_eq([len(body_of(m)) if len(body_of(m)) > 100 else body_of(m) for m in got], ["over ws", 200000], "bodies")
+            r.abandon_message(got[0])
+            again = receive_n(r, 1)
+            expect(again, "the abandoned message did not come back")
+            expect_eq((again[0].message_id, again[0].delivery_count), ("ws-1", 1), "the abandoned message's id and delivery count")
+            r.complete_message(again[0])
+            r.complete_message(got[1])
+        expect_empty(ws, "websocket", "after completing over WebSockets")
+
+
 @step("a missing entity is ServiceBusAuthenticationError, as the Python live test test_sb_client_bad_entity expects")
 def _(client, env):
     from azure.servicebus import ServiceBusMessage
