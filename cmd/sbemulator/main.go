@@ -108,10 +108,12 @@ func run(ctx context.Context, args []string, lookupEnv func(string) (string, boo
 	for _, f := range cfg.configFiles {
 		fmt.Fprintf(stderr, "sbemulator: configuration %s\n", f)
 	}
-	if u := srv.AdminHTTPURL(); u != "" && !cfg.noExplorer {
-		fmt.Fprintf(stderr, "sbemulator: explorer on %s/, administration API and health check on %s (%s/health)\n", u, u, u)
-	} else if u != "" {
-		fmt.Fprintf(stderr, "sbemulator: administration API and health check on %s (%s/health)\n", u, u)
+	if u := srv.AdminHTTPURL(); u != "" {
+		if cfg.noExplorer {
+			fmt.Fprintf(stderr, "sbemulator: administration API and health check on %s (%s/health)\n", u, u)
+		} else {
+			fmt.Fprintf(stderr, "sbemulator: explorer on %s/, administration API and health check on %s (%s/health)\n", u, u, u)
+		}
 		fmt.Fprintf(stderr, "sbemulator: AMQP over WebSockets on ws%s/$servicebus/websocket and wss://%s/$servicebus/websocket; the HTTP data plane on %s/{entity}/messages\n",
 			strings.TrimPrefix(u, "http"), endpointOf(srv.ConnectionString()), u)
 	}
