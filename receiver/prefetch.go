@@ -69,6 +69,9 @@ func (e *ewma) lower(d time.Duration) {
 
 func (e *ewma) seconds() float64 { return math.Float64frombits(e.bits.Load()) }
 
+// duration is the average as a duration, zero without samples.
+func (e *ewma) duration() time.Duration { return time.Duration(e.seconds() * float64(time.Second)) }
+
 // estimates are the moving averages the adaptive prefetch is computed from. A
 // SessionProcessor shares one across its sessions (same handler, same entity), so a
 // newly accepted session starts from what earlier ones measured.
@@ -78,9 +81,10 @@ type estimates struct {
 	settle  ewma // a successful settlement, retries included
 }
 
-// observeReceive records a receive call that asked for n messages and got got in d. A
-// call that got fewer than asked may have waited for messages to arrive, so it only
-// lowers the average.
+// observeReceive records a receive call that asked for n messages and got got in d,
+// one that started with no credits open (see receiveWindow): its first message was sent
+// for its own credits. A call that got fewer than asked may have waited for messages to
+// arrive, so it only lowers the average.
 func (e *estimates) observeReceive(n, got int, d time.Duration) {
 	switch {
 	case got <= 0:

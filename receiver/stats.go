@@ -28,6 +28,19 @@ type Stats struct {
 	RenewErrors   int64 // failed renewal attempts
 	Renewed       int64 // successful lock renewals
 
+	// CutReceives counts the ReceiveMessages calls whose window (TimeAfterFirstMessage,
+	// sized as the processor runs) ended while the messages they asked for were still
+	// arriving: the broker had locked them at about the same moment.
+	CutReceives int64
+	// CreditsLeft counts the messages ReceiveMessages calls asked for and returned
+	// without. Their credits stay open on the link: azservicebus releases what arrives
+	// for them before the next call (receiver.go, newReleaserFunc), and the next call
+	// returns the rest. A released message comes back to the queue without a delivery
+	// counted (AMQP 1.0 part 3.4.4), so CreditsLeft bounds the messages released behind
+	// the handlers' backs; most are not messages at all when the queue had fewer than
+	// asked for.
+	CreditsLeft int64
+
 	InFlight int64 // gauge: handlers running now
 	Buffered int64 // gauge: received messages waiting for a handler now
 	Held     int64 // gauge: failed messages held locked before abandoning (AbandonDelay)
@@ -51,6 +64,17 @@ type counters struct {
 	received, handled, completed, skipped, abandoned, deadLettered, deferred, locksLost, leftLocked, dropped atomic.Int64
 	handlerErrors, panics, receiveErrors, settleErrors, renewErrors, renewed                                 atomic.Int64
 	inFlight, peakBuffered                                                                                   atomic.Int64
+	cutReceives, creditsLeft                                                                                 atomic.Int64
+}
+
+// windowed records what a receive call showed of its window.
+func (c *counters) windowed(w windowResult) {
+	if w.cut {
+		c.cutReceives.Add(1)
+	}
+	if w.left > 0 {
+		c.creditsLeft.Add(int64(w.left))
+	}
 }
 
 // buffered records that n messages are waiting for a handler.
@@ -83,6 +107,8 @@ func (p *Processor) Stats() Stats {
 		SettleErrors:  c.settleErrors.Load(),
 		RenewErrors:   c.renewErrors.Load(),
 		Renewed:       c.renewed.Load(),
+		CutReceives:   c.cutReceives.Load(),
+		CreditsLeft:   c.creditsLeft.Load(),
 		InFlight:      c.inFlight.Load(),
 		PeakBuffered:  c.peakBuffered.Load(),
 	}
