@@ -6,6 +6,7 @@ import (
 	"runtime"
 	"slices"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -49,12 +50,15 @@ func openLoopCases(rtt time.Duration) []openLoopCase {
 // openLoopTimes collects, for every message handled, the time from its EnqueuedTime (the
 // broker stored it) to the start of its handler and to the end of its settlement.
 type openLoopTimes struct {
+	calls   atomic.Int64 // receive calls
 	mu      sync.Mutex
 	start   []time.Duration
 	settled []time.Duration
 	want    int
 	done    chan struct{}
 }
+
+func (t *openLoopTimes) OnReceive(context.Context, receiver.ReceiveCall) { t.calls.Add(1) }
 
 func (t *openLoopTimes) OnHandlerStart(ctx context.Context, e receiver.HandlerStart) context.Context {
 	d := time.Since(*e.Message.EnqueuedTime)
@@ -165,6 +169,7 @@ func benchOpenLoop(b *testing.B, lat sbtest.Latency, opts receiver.Options, rate
 	}
 	<-times.done
 	b.StopTimer()
+	atStop := p.Stats()
 	if err := p.Close(ctx); err != nil {
 		b.Fatal(err)
 	}
@@ -182,7 +187,10 @@ func benchOpenLoop(b *testing.B, lat sbtest.Latency, opts receiver.Options, rate
 		b.ReportMetric(pct[1], m.name+"-p99-ms")
 		b.ReportMetric(pct[2], m.name+"-p99.9-ms")
 	}
+	b.ReportMetric(float64(atStop.Prefetch), "prefetch-at-stop")
+	b.ReportMetric(float64(times.calls.Load()), "receive-calls")
 	s := p.Stats()
+	b.ReportMetric(float64(s.PeakBuffered), "peak-buffered")
 	b.ReportMetric(float64(s.CutReceives), "cut-receives")
 	b.ReportMetric(float64(s.CreditsLeft), "credits-left")
 	b.ReportMetric(float64(q.Stats().Released), "released")

@@ -69,9 +69,6 @@ func (e *ewma) lower(d time.Duration) {
 
 func (e *ewma) seconds() float64 { return math.Float64frombits(e.bits.Load()) }
 
-// duration is the average as a duration, zero without samples.
-func (e *ewma) duration() time.Duration { return time.Duration(e.seconds() * float64(time.Second)) }
-
 // estimates are the moving averages the adaptive prefetch is computed from. A
 // SessionProcessor shares one across its sessions (same handler, same entity), so a
 // newly accepted session starts from what earlier ones measured.
@@ -81,17 +78,19 @@ type estimates struct {
 	settle  ewma // a successful settlement, retries included
 }
 
-// observeReceive records a receive call that asked for n messages and got got in d,
-// one that started with no credits open (see receiveWindow): its first message was sent
-// for its own credits. A call that got fewer than asked may have waited for messages to
-// arrive, so it only lowers the average.
-func (e *estimates) observeReceive(n, got int, d time.Duration) {
+// observeReceive records a receive call that got got messages in took, as its window
+// saw it (see receiveWindow): a call that got every message it asked for gives the mean
+// age of the credits its messages used, the time from asking for a message to receiving
+// it; one that got fewer may have waited for messages to be enqueued, so only when it
+// started with no credits open (its first message was sent for its own) does its
+// duration lower the average.
+func (e *estimates) observeReceive(w windowResult, got int, took time.Duration) {
 	switch {
 	case got <= 0:
-	case got >= n:
-		e.receive.add(d)
-	default:
-		e.receive.lower(d)
+	case w.age > 0:
+		e.receive.add(w.age)
+	case w.left > 0 && w.clean:
+		e.receive.lower(took)
 	}
 }
 

@@ -8,68 +8,78 @@ import (
 
 // The receive window: how long one ReceiveMessages call waits, after its first message,
 // for the rest of those it asked for ([azservicebus.ReceiveMessagesOptions]
-// TimeAfterFirstMessage).
+// TimeAfterFirstMessage), and what the calls tell of the receive round trip.
 //
 // azservicebus returns a call when every message it asked for has arrived, or
 // TimeAfterFirstMessage after the first (20 ms by default in peek-lock mode). The
-// credits a call leaves open stay on the link, and until the next call the SDK releases
-// every message that arrives for them (azservicebus receiver.go, newReleaserFunc). The
-// released outcome gives a message back unchanged: its delivery count is not
-// incremented (AMQP 1.0 part 3.4.4, "Released"; Service Bus counts a delivery only on an
-// abandon or a lock's expiry, "Messages, payloads, and serialization"), but it has cost
-// a transfer each way and comes back a receive later. Messages that arrive during the
-// next call go to that call.
+// credits a call leaves open stay on the link: messages that arrive for them during the
+// next call go to that call, and those that arrive between two calls are released by
+// the SDK (azservicebus receiver.go, newReleaserFunc). The released outcome gives a
+// message back unchanged: its delivery count is not incremented (AMQP 1.0 part 3.4.4,
+// "Released"; Service Bus counts a delivery only on an abandon or a lock's expiry,
+// "Messages, payloads, and serialization"), but it has cost a transfer each way and
+// comes back a receive later.
 //
-// The messages a call asks for are sent by the broker together, locked at about the
-// same moment, and arrive one after the other over a spread that grows with their number
-// (each transfer costs the client's CPU: about 40 µs per message of 1 KiB on the 2 cores
-// of docs/benchmarks.md, so 40 ms for 1,000). A window shorter than that spread cuts the
-// batch: the call returns part of it, its credits stay open, and what arrives before the
-// next call is released. A window longer than the spread costs nothing when the broker
-// has the messages (the call returns at its last one), but when it has fewer than asked
-// for (a queue that is not backed up: the loads most consumers run at) every call waits
-// out the whole window, and every message with it.
+// The window is minWindow in peek-lock mode: a wait after the first message is not an
+// idle timeout, so every millisecond of it delays every message already received. When
+// the broker has fewer messages than asked for (a queue that is not backed up: the
+// loads most consumers run at), the SDK's 20 ms was 20 ms added to every message. When
+// it has them, the messages a call asks for arrive one after the other over a spread
+// that grows with their number (each transfer costs the client's CPU: about 40 µs per
+// message of 1 KiB on the 2 cores of docs/benchmarks.md, 40 ms for 1,000); a call that
+// waits for the last one holds the first ones, and the places of the messages freed
+// meanwhile, for that whole spread before it can ask again. A short window returns
+// what has arrived and the receive loop asks again at once: the rest of the batch goes
+// to the next call, which starts microseconds later, so only what arrives in between
+// is released (Stats.CreditsLeft bounds it, sbtest's Stats.Released counts it; a tenth
+// of a percent in the wire benchmarks), and the credits for the places freed meanwhile
+// are on their way a whole spread earlier. With the bound on places fixed (65 ×
+// MaxConcurrency), that is what keeps 32 handlers busy at a 100 ms round trip.
 //
-// So the window follows what the calls show:
-//   - a call that got every message it asked for keeps the window: it returned at the
-//     last one, not at the window;
-//   - a call that got fewer, whose messages the broker locked within a fraction of the
-//     window of one another (cutSpread), was cut: they were sent together, and more
-//     were on their way. The window doubles, up to max(defaultWindow, 2 × the receive
-//     round trip): the spread of a batch never exceeds the round trip that brings it by
-//     much, and the SDK's own default is the floor of that bound;
-//   - a call that got fewer, whose messages were locked as far apart as the window lets
-//     them be (or one message), got what the broker had: it sent them as they came. The
-//     window halves, down to minWindow.
+// A call that got fewer than it asked for leaves credits open, so the next call's
+// messages may be those, already on their way: its duration says nothing of the round
+// trip. The receive round trip the adaptive prefetch needs is the time from asking for a
+// message to receiving it, so the window keeps the credits' ages: a call tops the
+// link's credit up to what it asks for, as azservicebus does (receiveMessagesImpl,
+// creditsToIssue), and the messages it gets use the oldest credits first. A call that
+// got every message it asked for (the broker had them: none waited to be enqueued)
+// gives the mean age of the credits it used, whichever call asked for them.
 //
-// A call that got fewer than it asked for leaves credits open: the next call's messages
-// may be those, already on their way, so its duration says nothing of the round trip
-// (see clean). Without LockedUntil (receive-and-delete mode) nothing is released and
-// nothing tells a cut batch from a trickle: the SDK's default window is kept.
+// A call that got fewer than it asked for, at least cutMinimum messages that the broker
+// locked within a fraction of the window of one another (cutSpread), was cut: they were
+// sent together, and more were on their way; Stats.CutReceives counts such calls.
+// Without LockedUntil (receive-and-delete mode) nothing is released: the SDK's default
+// window is kept there.
 const (
-	// minWindow is the shortest window: the spread of the few messages a broker that is
-	// not backed up sends at once is tens of microseconds.
+	// minWindow is the window in peek-lock mode: the spread of the few messages a broker
+	// that is not backed up sends at once is tens of microseconds.
 	minWindow = time.Millisecond
-	// defaultWindow is the SDK's TimeAfterFirstMessage in peek-lock mode, the floor of
-	// the longest window.
-	defaultWindow = 20 * time.Millisecond
 	// cutSpread: a call that got fewer messages than it asked for was cut when its
-	// messages' locks lie within window / cutSpread of one another. Messages sent as the
-	// broker gets them lie about as far apart as the window; two of them come closer than
-	// an eighth of it about a quarter of the time, and the halving that follows the
-	// other three quarters keeps the window at its minimum.
+	// messages' locks lie within window / cutSpread of one another (messages sent as
+	// the broker gets them lie about as far apart as the window).
 	cutSpread = 8
+	// cutMinimum is the fewest messages a call must have got to be called cut: a few
+	// messages sent together may be a burst of a sender, not a batch still arriving.
+	cutMinimum = 4
 )
 
-// receiveWindow sizes the window of each receive call of one run's receive loop, and
-// tells which calls started with no credits open. It is used by the receive loop's
+// receiveWindow gives the window of each receive call of one run's receive loop, and
+// keeps the ages of the credits its calls issued. It is used by the receive loop's
 // goroutine only.
 type receiveWindow struct {
-	window time.Duration // the next call's window; zero for the SDK's default
-	open   bool          // the previous call returned fewer messages than it asked for
+	window time.Duration // the calls' window; zero for the SDK's default
+	open   int           // credits open on the link, as far as the calls tell
+	asks   []creditAsk   // the open credits by age, oldest first; their counts sum to open
+	fresh  bool          // the call under way started with no credits open
 }
 
-// newReceiveWindow returns the window of a run in peek-lock mode (sized) or not (the
+// creditAsk is credit a call issued: n credits at at.
+type creditAsk struct {
+	at time.Time
+	n  int
+}
+
+// newReceiveWindow returns the window of a run in peek-lock mode (minWindow) or not (the
 // SDK's default).
 func newReceiveWindow(peekLock bool) *receiveWindow {
 	w := &receiveWindow{}
@@ -79,27 +89,35 @@ func newReceiveWindow(peekLock bool) *receiveWindow {
 	return w
 }
 
-// options returns the next call's options: nil for the SDK's default.
-func (w *receiveWindow) options() *azservicebus.ReceiveMessagesOptions {
+// ask records a call asking for n messages at now, and returns its options: nil for the
+// SDK's default window.
+func (w *receiveWindow) ask(n int, now time.Time) *azservicebus.ReceiveMessagesOptions {
+	w.fresh = w.open == 0
+	if n > w.open {
+		w.asks = append(w.asks, creditAsk{at: now, n: n - w.open})
+		w.open = n
+	}
 	if w.window <= 0 {
 		return nil
 	}
 	return &azservicebus.ReceiveMessagesOptions{TimeAfterFirstMessage: w.window}
 }
 
-// windowResult is what a call showed: whether it started with no credits open (its
-// duration is a receive round trip, see estimates.observeReceive), whether the window
-// cut a batch that was still arriving, and how many credits it left open.
+// windowResult is what a call showed: whether it started with no credits open (then a
+// call that got fewer than it asked for took at least a round trip: see
+// estimates.observeReceive), the mean age of the credits its messages used when it got
+// all it asked for (zero otherwise), whether the window cut a batch that was still
+// arriving, and how many credits it left open.
 type windowResult struct {
 	clean bool
+	age   time.Duration
 	cut   bool
 	left  int
 }
 
-// observe records a call that asked for n messages and returned msgs with err, and sizes
-// the next window; rtt is the receive round trip measured so far (zero if none).
-func (w *receiveWindow) observe(n int, msgs []*azservicebus.ReceivedMessage, err error, rtt time.Duration) windowResult {
-	res := windowResult{clean: !w.open}
+// observe records, at now, a call that asked for n messages and returned msgs with err.
+func (w *receiveWindow) observe(n int, msgs []*azservicebus.ReceivedMessage, err error, now time.Time) windowResult {
+	res := windowResult{clean: w.fresh}
 	got := 0
 	var first, last time.Time
 	for _, m := range msgs {
@@ -117,26 +135,38 @@ func (w *receiveWindow) observe(n int, msgs []*azservicebus.ReceivedMessage, err
 			last = t
 		}
 	}
-	if got >= n || got == 0 {
-		// Every message asked for (credits used up), or none: an error or a cancelled
-		// call, which leave the credits as the SDK's recovery leaves them.
-		w.open = got == 0 && err == nil
+	if got == 0 && err != nil {
+		// A failed or cancelled call: the SDK's recovery may replace the link and its
+		// credits.
+		w.open, w.asks = 0, nil
 		return res
 	}
-	w.open = true
+	age := w.use(got, now)
+	if got >= n {
+		res.age = age
+		return res
+	}
 	res.left = n - got
-	if w.window <= 0 {
-		return res
-	}
-	if got >= 2 && !first.IsZero() && last.Sub(first)*cutSpread < w.window {
-		res.cut = true
-		w.window = min(2*w.window, maxWindow(rtt))
-	} else {
-		w.window = max(w.window/2, minWindow)
-	}
+	res.cut = w.window > 0 && got >= cutMinimum && !first.IsZero() && last.Sub(first)*cutSpread < w.window
 	return res
 }
 
-// maxWindow is the longest window for a receive round trip rtt: max(defaultWindow,
-// 2 × rtt).
-func maxWindow(rtt time.Duration) time.Duration { return max(defaultWindow, 2*rtt) }
+// use takes got credits, oldest first, and returns their mean age at now.
+func (w *receiveWindow) use(got int, now time.Time) time.Duration {
+	var sum time.Duration
+	taken := 0
+	for taken < got && len(w.asks) > 0 {
+		a := &w.asks[0]
+		k := min(a.n, got-taken)
+		sum += time.Duration(k) * now.Sub(a.at)
+		taken += k
+		if a.n -= k; a.n == 0 {
+			w.asks = w.asks[1:]
+		}
+	}
+	w.open = max(0, w.open-got)
+	if taken == 0 {
+		return 0
+	}
+	return sum / time.Duration(taken)
+}

@@ -210,9 +210,13 @@ func (l *linkSim) lastWindow() time.Duration {
 // TestReceiveWindowAtSaturation: 8 and 32 handlers of 5 ms behind a link whose batches
 // arrive 40 µs apart per message (a batch of 1,000 messages takes 40 ms to arrive, as on
 // the wire benchmarks' machine) and a queue that never runs dry. From 1 to 100 ms round
-// trips the window grows until batches are no longer cut, so the processor keeps 85% of
-// what the handlers can do (concurrency / 5 ms), releases fewer than 1% of the messages,
-// and cuts at most a few calls while it learns the spread.
+// trips the processor keeps 95% of what the handlers can do (concurrency / 5 ms): its
+// calls return a millisecond after their first message and ask again at once, the rest
+// of a batch going to the next call, and the round trip it sizes its prefetch by is the
+// age of the credits its messages used, not the duration of calls that collect what
+// earlier calls asked for. (The SDK's 20 ms window took whole batches at short round
+// trips and cut them at long ones, where the calls that collected the rest made the
+// round trip look short: 61% at 100 ms.)
 func TestReceiveWindowAtSaturation(t *testing.T) {
 	ms := time.Millisecond
 	for _, c := range []int{8, 32} {
@@ -253,23 +257,20 @@ func windowAtSaturation(t *testing.T, c int, rtt time.Duration) {
 	most := float64(c) / work.Seconds()
 	t.Logf("%.0f msgs/s (%.0f%%), released %d of %d, cut %d, credits left %d, last window %v, prefetch %d",
 		rate, 100*rate/most, released, done, s.CutReceives, s.CreditsLeft, l.lastWindow(), prefetch)
-	if rate < 0.85*most {
-		t.Errorf("%.0f msgs/s, below 85%% of the handlers' %.0f", rate, most)
+	if rate < 0.95*most {
+		t.Errorf("%.0f msgs/s, below 95%% of the handlers' %.0f", rate, most)
 	}
 	if released*100 > done {
 		t.Errorf("released %d of %d messages", released, done)
-	}
-	if s.CutReceives > 16 {
-		t.Errorf("%d receive calls cut", s.CutReceives)
 	}
 }
 
 // TestReceiveWindowAtLowLoad: 32 handlers of 5 ms, 7 ms round trip, messages enqueued
 // one at a time at 100 and 1,000 msgs/s: the broker has fewer messages than asked for,
-// so every call returns at its window. The window stays at its minimum (1 ms), and the
-// median time from enqueue to the handler's start is at most the way from the broker
-// (half a round trip) and 1 ms; with the SDK's default window it is 20 ms more. After a burst of 5,000 messages (saturation: the window
-// grows) the load falls back, and so does the window.
+// so every call returns at its window: the median time from enqueue to the handler's
+// start is at most the way from the broker (half a round trip) and the 1 ms window;
+// with the SDK's default window it was 10 ms more. The same holds after a backlog of
+// 5,000 messages has been worked off.
 func TestReceiveWindowAtLowLoad(t *testing.T) {
 	for _, rate := range []int{100, 1000} {
 		t.Run(fmt.Sprintf("%d/s", rate), func(t *testing.T) {

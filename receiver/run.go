@@ -170,7 +170,7 @@ func (r *run) receiveLoop() error {
 			return nil
 		}
 		start := time.Now()
-		msgs, err := r.p.src.ReceiveMessages(r.recvCtx, n, r.window.options())
+		msgs, err := r.p.src.ReceiveMessages(r.recvCtx, n, r.window.ask(n, start))
 		took := time.Since(start)
 		got := 0
 		for _, m := range msgs {
@@ -182,11 +182,9 @@ func (r *run) receiveLoop() error {
 		}
 		r.p.counters.buffered(len(r.buf))
 		r.release(n - got)
-		w := r.window.observe(n, msgs, err, r.p.est.receive.duration())
+		w := r.window.observe(n, msgs, err, start.Add(took))
 		r.p.counters.windowed(w)
-		if w.clean {
-			r.p.est.observeReceive(n, got, took)
-		}
+		r.p.est.observeReceive(w, got, took)
 		r.cfg.hooks.onReceive(r.recvCtx, ReceiveCall{Requested: n, Received: got, Err: err, Duration: took})
 		if err == nil {
 			bo = nil
