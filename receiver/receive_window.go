@@ -43,7 +43,9 @@ import (
 // link's credit up to what it asks for, as azservicebus does (receiveMessagesImpl,
 // creditsToIssue), and the messages it gets use the oldest credits first. A call that
 // got every message it asked for (the broker had them: none waited to be enqueued)
-// gives the mean age of the credits it used, whichever call asked for them.
+// gives the mean age of the credits it used, whichever call asked for them. Released
+// messages spend credits the calls never see; a call that issued credit and got every
+// message it asked for leaves none open, and the model starts again from there.
 //
 // A call that got fewer than it asked for, at least cutMinimum messages that the broker
 // locked within a fraction of the window of one another (cutSpread), was cut: they were
@@ -71,6 +73,7 @@ type receiveWindow struct {
 	open   int           // credits open on the link, as far as the calls tell
 	asks   []creditAsk   // the open credits by age, oldest first; their counts sum to open
 	fresh  bool          // the call under way started with no credits open
+	topped bool          // the call under way issued credit
 }
 
 // creditAsk is credit a call issued: n credits at at.
@@ -92,7 +95,7 @@ func newReceiveWindow(peekLock bool) *receiveWindow {
 // ask records a call asking for n messages at now, and returns its options: nil for the
 // SDK's default window.
 func (w *receiveWindow) ask(n int, now time.Time) *azservicebus.ReceiveMessagesOptions {
-	w.fresh = w.open == 0
+	w.fresh, w.topped = w.open == 0, n > w.open
 	if n > w.open {
 		w.asks = append(w.asks, creditAsk{at: now, n: n - w.open})
 		w.open = n
@@ -144,6 +147,12 @@ func (w *receiveWindow) observe(n int, msgs []*azservicebus.ReceivedMessage, err
 	age := w.use(got, now)
 	if got >= n {
 		res.age = age
+		if w.topped {
+			// The SDK topped the link's credit up to n, and n messages came: none is
+			// open. Credits spent on messages the SDK released between two calls are
+			// gone too, and the oldest credits of the model with them.
+			w.open, w.asks = 0, nil
+		}
 		return res
 	}
 	res.left = n - got

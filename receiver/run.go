@@ -172,6 +172,8 @@ func (r *run) receiveLoop() error {
 		start := time.Now()
 		msgs, err := r.p.src.ReceiveMessages(r.recvCtx, n, r.window.ask(n, start))
 		took := time.Since(start)
+		// Before the messages reach the lock engine, whose renewals write LockedUntil.
+		w := r.window.observe(n, msgs, err, start.Add(took))
 		got := 0
 		for _, m := range msgs {
 			if m == nil {
@@ -182,7 +184,6 @@ func (r *run) receiveLoop() error {
 		}
 		r.p.counters.buffered(len(r.buf))
 		r.release(n - got)
-		w := r.window.observe(n, msgs, err, start.Add(took))
 		r.p.counters.windowed(w)
 		r.p.est.observeReceive(w, got, took)
 		r.cfg.hooks.onReceive(r.recvCtx, ReceiveCall{Requested: n, Received: got, Err: err, Duration: took})
