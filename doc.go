@@ -60,5 +60,24 @@
 //     that there is none: outside a handler, SettlerFrom's Settler fails its calls with
 //     receiver.ErrNoSettler, and TxFrom's nil Tx is refused by whatever takes it.
 //   - Whatever owns goroutines has Close(ctx), safe to call twice. Logging goes to an
-//     optional *slog.Logger that discards by default, never to the SDK's log listener.
+//     optional *slog.Logger that discards by default, never to the SDK's log listener
+//     (see Logging).
+//
+// # Logging
+//
+// Every component that can log takes an optional *slog.Logger: Logger in the options of
+// sender, receiver (both processors), locks, dedupe, serialize.Handler,
+// reqreply.Requester, pgdedupe.TxFilter and pgoutbox.Relay. Without one it logs nothing,
+// as the SDK logs nothing until its logging is turned on. At Warn a processor logs failed
+// receives, handler errors, failed settlements and renewals, and lost locks (from its lock
+// engine); a sender, messages not sent; dedupe, store errors and lost leases; serialize,
+// the messages it dead-letters. A hook that panics is logged at Error. Debug adds every
+// settlement, lock renewal, send retry and skipped duplicate. Payloads are never logged.
+//
+//	logger := slog.New(slog.NewJSONHandler(os.Stderr, &slog.HandlerOptions{Level: slog.LevelWarn}))
+//	s, err := sender.New(sdkSender, &sender.Options{Logger: logger})
+//	p, err := receiver.New(sdkReceiver, handle, &receiver.Options{Logger: logger})
+//
+// The SDK's own AMQP logging is separate (AZURE_SDK_GO_LOGGING=all, or SetListener of
+// github.com/Azure/azure-sdk-for-go/sdk/azcore/log); sbkit never touches it.
 package sbkit

@@ -99,3 +99,33 @@ func backed(want []string, sources [][]string) bool {
 	}
 	return false
 }
+
+// TestReadmeTestCommandIsCIs: the test command of the README's Development section is a
+// line of .ci/run, so that what a contributor runs is what CI runs.
+func TestReadmeTestCommandIsCIs(t *testing.T) {
+	readme, err := os.ReadFile("README.md")
+	if err != nil {
+		t.Fatal(err)
+	}
+	ci, err := os.ReadFile(".ci/run")
+	if err != nil {
+		t.Fatal(err)
+	}
+	_, dev, ok := strings.Cut(string(readme), "\n## Development\n")
+	if !ok {
+		t.Fatal("README.md has no Development section")
+	}
+	var cmd string
+	for line := range strings.Lines(dev) {
+		if c, ok := strings.CutSuffix(strings.TrimSpace(line), "# the tests"); ok {
+			cmd = strings.TrimSpace(c)
+			break
+		}
+	}
+	if cmd == "" {
+		t.Fatal("README.md's Development section has no line ending in \"# the tests\"")
+	}
+	if !slices.Contains(codeLines(string(ci)), cmd) {
+		t.Errorf("README.md's test command %q is not a line of .ci/run", cmd)
+	}
+}

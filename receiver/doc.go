@@ -85,5 +85,8 @@
 // is given up at once, so that the message comes back first: see
 // [SessionOptions.MaxConcurrentCallsPerSession]), renews session locks with the same
 // lock engine, cancels a session's handlers when its lock is lost, releases idle
-// sessions, and gives handlers the session (id, state) through [SessionFrom].
+// sessions, and gives handlers the session (id, state) through [SessionFrom]. It accepts
+// sessions through an [sbkit.SessionAcceptor]: [sbkit.NewQueueSessionAcceptor] or
+// [sbkit.NewSubscriptionSessionAcceptor] over the SDK's client, or sbtest's
+// Namespace.QueueSessionAcceptor in memory.
 package receiver

@@ -52,6 +52,21 @@
 // Operations are cheap (heaps, no scans on the hot path) and sleep the namespace's
 // Latency without holding a lock, so sbtest measures throughput too.
 //
+// # Faults, latency and inspection
+//
+// Entity.InjectFault fails the next operations of a kind (sends, receives, settlements,
+// renewals) with a transient or a permanent error, or hangs them until their context
+// ends; with Fault.After the operation takes effect at the broker and fails at the
+// client, as a lost reply does: Fault{Op: OpComplete, Count: 1, After: true} makes the
+// next Complete succeed and report an error. Entity.ExpireLock loses one message's lock,
+// Entity.ExpireSessionLock a session's, and Receiver.DropConnection cuts a receiver's
+// link while the broker keeps its locks, as the service does. [Latency] (RoundTrip,
+// StoreTime, StoreConcurrency) reproduces the service's timing at any scale, for
+// benchmarks. Active, Locked, Deferred, Scheduled, DeadLetters, Counts (one snapshot),
+// Sessions and Stats inspect an entity; WaitUntil and WaitDrained wait for what a test
+// expects. NewTestNamespace and NewTestServer fail the test on bad options and clean up
+// after it.
+//
 // # Time and testing/synctest
 //
 // Time is read with time.Now and waited for with timers and channels only, and no
