@@ -263,6 +263,11 @@ func windowAtSaturation(t *testing.T, c int, rtt time.Duration) {
 	if released*100 > done {
 		t.Errorf("released %d of %d messages", released, done)
 	}
+	// From 20 ms on, batches outlast the window: calls return part of them and leave
+	// credits open, and Stats says so.
+	if rtt >= 20*time.Millisecond && (s.CutReceives == 0 || s.CreditsLeft == 0) {
+		t.Errorf("%d calls cut, %d credits left, want both above 0", s.CutReceives, s.CreditsLeft)
+	}
 }
 
 // TestReceiveWindowAtLowLoad: 32 handlers of 5 ms, 7 ms round trip, messages enqueued
@@ -314,7 +319,12 @@ func TestReceiveWindowAtLowLoad(t *testing.T) {
 				if m := median(); m > limit {
 					t.Errorf("median from enqueue to handler start %v, want at most %v", m, limit)
 				}
-				l.enqueue(5000) // a backlog: the window grows to take whole batches
+				// Messages enqueued one at a time are locked one at a time: no call was
+				// cut, though every call left credits open.
+				if s := p.Stats(); s.CutReceives != 0 || s.CreditsLeft == 0 {
+					t.Errorf("%d calls cut, %d credits left; want 0 and above 0", s.CutReceives, s.CreditsLeft)
+				}
+				l.enqueue(5000) // a backlog
 				offer(2 * time.Second)
 				mu.Lock()
 				waits = nil
