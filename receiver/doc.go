@@ -29,8 +29,8 @@
 // time from asking for a message to receiving it, measured on calls that got all they
 // asked for. Credits a call leaves open stay on the link; azservicebus releases what
 // arrives for them between two calls, which counts no delivery ([Stats.CreditsLeft]
-// bounds it). The session processor applies the same
-// sizing to each session's receive loop when it runs more than one handler per session.
+// bounds it). The session processor applies the same sizing to each session's receive
+// loop when it runs more than one handler per session.
 // docs/design/prefetch.md in the repository gives the reasoning, and
 // docs/benchmarks.md the measurements.
 //
