@@ -28,17 +28,19 @@ type Stats struct {
 	RenewErrors   int64 // failed renewal attempts
 	Renewed       int64 // successful lock renewals
 
-	// CutReceives counts the ReceiveMessages calls whose window (TimeAfterFirstMessage,
-	// sized as the processor runs) ended while the messages they asked for were still
-	// arriving: the broker had locked them at about the same moment.
+	// CutReceives counts the ReceiveMessages calls whose window (TimeAfterFirstMessage:
+	// 1 ms in peek-lock mode) ended while the messages they asked for were still
+	// arriving: the broker had locked those they got at about the same moment. The next
+	// call gets the rest.
 	CutReceives int64
-	// CreditsLeft counts the messages ReceiveMessages calls asked for and returned
-	// without. Their credits stay open on the link: azservicebus releases what arrives
-	// for them before the next call (receiver.go, newReleaserFunc), and the next call
-	// returns the rest. A released message comes back to the queue without a delivery
-	// counted (AMQP 1.0 part 3.4.4), so CreditsLeft bounds the messages released behind
-	// the handlers' backs; most are not messages at all when the queue had fewer than
-	// asked for.
+	// CreditsLeft sums, over the ReceiveMessages calls, the messages each asked for and
+	// returned without. Their credits stay open on the link: the next call gets what
+	// arrives for them while it runs, and azservicebus releases what arrives between two
+	// calls (receiver.go, newReleaserFunc), which comes back to the queue without a
+	// delivery counted (AMQP 1.0 part 3.4.4). The processor does not see a release:
+	// CreditsLeft bounds them, loosely (a credit left open by several calls in a row
+	// counts at each; one that no message came for, at a queue with fewer messages
+	// than asked for, releases nothing).
 	CreditsLeft int64
 
 	InFlight int64 // gauge: handlers running now
