@@ -79,16 +79,16 @@ type estimates struct {
 }
 
 // observeReceive records a receive call that got got messages in took, as its window
-// saw it (see receiveWindow): a call that got every message it asked for gives the mean
-// age of the credits its messages used, the time from asking for a message to receiving
-// it; one that got fewer may have waited for messages to be enqueued, so only when it
-// started with no credits open (its first message was sent for its own) does its
-// duration lower the average.
+// saw it (see receiveWindow): the duration of a call that issued credit and got every
+// message it asked for is a receive round trip; one that got fewer may have waited for
+// messages to be enqueued, so only when it started with no credits open (its first
+// message was sent for its own credit) does its duration lower the average. Other calls
+// may have collected messages already on their way, and say nothing.
 func (e *estimates) observeReceive(w windowResult, got int, took time.Duration) {
 	switch {
 	case got <= 0:
-	case w.age > 0:
-		e.receive.add(w.age)
+	case w.roundTrip:
+		e.receive.add(took)
 	case w.left > 0 && w.clean:
 		e.receive.lower(took)
 	}

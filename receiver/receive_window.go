@@ -39,13 +39,13 @@ import (
 // A call that got fewer than it asked for leaves credits open, so the next call's
 // messages may be those, already on their way: its duration says nothing of the round
 // trip. The receive round trip the adaptive prefetch needs is the time from asking for a
-// message to receiving it, so the window keeps the credits' ages: a call tops the
-// link's credit up to what it asks for, as azservicebus does (receiveMessagesImpl,
-// creditsToIssue), and the messages it gets use the oldest credits first. A call that
-// got every message it asked for (the broker had them: none waited to be enqueued)
-// gives the mean age of the credits it used, whichever call asked for them. Released
-// messages spend credits the calls never see; a call that issued credit and got every
-// message it asked for leaves none open, and the model starts again from there.
+// message to receiving it. Messages come in the order of the credits they use, so a call
+// that issued credit (it asked for more than were open: azservicebus tops the link's
+// credit up to what a call asks for, receiveMessagesImpl, creditsToIssue) and got every
+// message it asked for returned when a message sent for its own credit arrived: its
+// duration is a round trip (and the spread of what came before). The window keeps count
+// of the credits open to know which calls issued credit; released messages spend
+// credits it does not see, so it may miss one, never count one wrongly.
 //
 // A call that got fewer than it asked for, at least cutMinimum messages that the broker
 // locked within a fraction of the window of one another (cutSpread), was cut: they were
@@ -66,20 +66,13 @@ const (
 )
 
 // receiveWindow gives the window of each receive call of one run's receive loop, and
-// keeps the ages of the credits its calls issued. It is used by the receive loop's
-// goroutine only.
+// counts the credits its calls left open. It is used by the receive loop's goroutine
+// only.
 type receiveWindow struct {
 	window time.Duration // the calls' window; zero for the SDK's default
-	open   int           // credits open on the link, as far as the calls tell
-	asks   []creditAsk   // the open credits by age, oldest first; their counts sum to open
+	open   int           // credits open on the link, at most: released messages spend some
 	fresh  bool          // the call under way started with no credits open
 	topped bool          // the call under way issued credit
-}
-
-// creditAsk is credit a call issued: n credits at at.
-type creditAsk struct {
-	at time.Time
-	n  int
 }
 
 // newReceiveWindow returns the window of a run in peek-lock mode (minWindow) or not (the
@@ -92,14 +85,11 @@ func newReceiveWindow(peekLock bool) *receiveWindow {
 	return w
 }
 
-// ask records a call asking for n messages at now, and returns its options: nil for the
-// SDK's default window.
-func (w *receiveWindow) ask(n int, now time.Time) *azservicebus.ReceiveMessagesOptions {
+// ask records a call asking for n messages, and returns its options: nil for the SDK's
+// default window.
+func (w *receiveWindow) ask(n int) *azservicebus.ReceiveMessagesOptions {
 	w.fresh, w.topped = w.open == 0, n > w.open
-	if n > w.open {
-		w.asks = append(w.asks, creditAsk{at: now, n: n - w.open})
-		w.open = n
-	}
+	w.open = max(w.open, n)
 	if w.window <= 0 {
 		return nil
 	}
@@ -107,19 +97,19 @@ func (w *receiveWindow) ask(n int, now time.Time) *azservicebus.ReceiveMessagesO
 }
 
 // windowResult is what a call showed: whether it started with no credits open (then a
-// call that got fewer than it asked for took at least a round trip: see
-// estimates.observeReceive), the mean age of the credits its messages used when it got
-// all it asked for (zero otherwise), whether the window cut a batch that was still
-// arriving, and how many credits it left open.
+// call that got fewer than it asked for took at least a round trip), whether its
+// duration is a round trip (it issued credit and got every message it asked for: see
+// estimates.observeReceive), whether the window cut a batch that was still arriving,
+// and how many credits it left open.
 type windowResult struct {
-	clean bool
-	age   time.Duration
-	cut   bool
-	left  int
+	clean     bool
+	roundTrip bool
+	cut       bool
+	left      int
 }
 
-// observe records, at now, a call that asked for n messages and returned msgs with err.
-func (w *receiveWindow) observe(n int, msgs []*azservicebus.ReceivedMessage, err error, now time.Time) windowResult {
+// observe records a call that asked for n messages and returned msgs with err.
+func (w *receiveWindow) observe(n int, msgs []*azservicebus.ReceivedMessage, err error) windowResult {
 	res := windowResult{clean: w.fresh}
 	got := 0
 	var first, last time.Time
@@ -141,41 +131,15 @@ func (w *receiveWindow) observe(n int, msgs []*azservicebus.ReceivedMessage, err
 	if got == 0 && err != nil {
 		// A failed or cancelled call: the SDK's recovery may replace the link and its
 		// credits.
-		w.open, w.asks = 0, nil
+		w.open = 0
 		return res
 	}
-	age := w.use(got, now)
+	w.open = max(0, w.open-got)
 	if got >= n {
-		res.age = age
-		if w.topped {
-			// The SDK topped the link's credit up to n, and n messages came: none is
-			// open. Credits spent on messages the SDK released between two calls are
-			// gone too, and the oldest credits of the model with them.
-			w.open, w.asks = 0, nil
-		}
+		res.roundTrip = w.topped
 		return res
 	}
 	res.left = n - got
 	res.cut = w.window > 0 && got >= cutMinimum && !first.IsZero() && last.Sub(first)*cutSpread < w.window
 	return res
-}
-
-// use takes got credits, oldest first, and returns their mean age at now.
-func (w *receiveWindow) use(got int, now time.Time) time.Duration {
-	var sum time.Duration
-	taken := 0
-	for taken < got && len(w.asks) > 0 {
-		a := &w.asks[0]
-		k := min(a.n, got-taken)
-		sum += time.Duration(k) * now.Sub(a.at)
-		taken += k
-		if a.n -= k; a.n == 0 {
-			w.asks = w.asks[1:]
-		}
-	}
-	w.open = max(0, w.open-got)
-	if taken == 0 {
-		return 0
-	}
-	return sum / time.Duration(taken)
 }

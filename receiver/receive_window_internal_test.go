@@ -1,6 +1,7 @@
 package receiver
 
 import (
+	"errors"
 	"testing"
 	"time"
 
@@ -16,48 +17,51 @@ func received(n int, at time.Time) []*azservicebus.ReceivedMessage {
 	return out
 }
 
-// TestReceiveWindowCreditAges: the round trip a call gives is the mean age of the
-// credits its messages used, oldest first, not its duration. A call cut by its window
-// leaves 60 credits open; the next one tops the credit up to 100 and gets all 100 a
-// millisecond later: 60 asked for 101 ms before, 40 asked for 1 ms before, a mean of
-// 61 ms. The call after it finds no credit open (it issued credit and got all it asked
-// for), so what the SDK released meanwhile does not age the model; a call that gets
-// fewer than it asked for gives no age, and lowers the average only when it started
-// with no credit open.
-func TestReceiveWindowCreditAges(t *testing.T) {
-	ms := time.Millisecond
-	t0 := time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC)
-	lock := t0.Add(time.Minute)
+// TestReceiveWindowRoundTrips: which calls' durations are receive round trips. A call
+// cut by its window leaves 60 credits open; the next one asks for 50, issues no credit,
+// gets 50 of the messages already on their way (a short call: not a round trip); the
+// next asks for 100 with 10 open, issues 90 and gets all 100 (its last messages came for
+// its own credit: a round trip). A call that gets fewer than it asked for is clean only
+// when it started with no credit open.
+func TestReceiveWindowRoundTrips(t *testing.T) {
+	lock := time.Date(2026, 1, 1, 0, 1, 0, 0, time.UTC)
 	w := newReceiveWindow(true)
-	if o := w.ask(100, t0); o == nil || o.TimeAfterFirstMessage != minWindow {
+	if o := w.ask(100); o == nil || o.TimeAfterFirstMessage != minWindow {
 		t.Fatalf("options %+v, want a window of %v", o, minWindow)
 	}
 	// 40 of 100 arrive, locked together: the window cut a batch still arriving.
-	r := w.observe(100, received(40, lock), nil, t0.Add(100*ms))
-	if !r.clean || !r.cut || r.left != 60 || r.age != 0 {
+	r := w.observe(100, received(40, lock), nil)
+	if !r.clean || !r.cut || r.left != 60 || r.roundTrip {
 		t.Fatalf("first call: %+v", r)
 	}
-	w.ask(100, t0.Add(100*ms))
-	r = w.observe(100, received(100, lock), nil, t0.Add(101*ms))
-	if want := (60*101*ms + 40*1*ms) / 100; r.clean || r.cut || r.left != 0 || r.age != want {
-		t.Fatalf("second call: %+v, want age %v", r, want)
+	w.ask(50)
+	r = w.observe(50, received(50, lock), nil)
+	if r.clean || r.cut || r.left != 0 || r.roundTrip {
+		t.Fatalf("second call: %+v", r)
 	}
-	if w.open != 0 || len(w.asks) != 0 {
-		t.Fatalf("after a full call that issued credit: %d open, %v", w.open, w.asks)
+	w.ask(100)
+	r = w.observe(100, received(100, lock), nil)
+	if r.clean || r.left != 0 || !r.roundTrip {
+		t.Fatalf("third call: %+v", r)
 	}
-	w.ask(10, t0.Add(200*ms))
-	r = w.observe(10, received(10, lock), nil, t0.Add(207*ms))
-	if !r.clean || r.age != 7*ms {
-		t.Fatalf("third call: %+v, want age 7ms", r)
-	}
-	// Two messages enqueued a while apart: not a cut batch.
-	w.ask(10, t0.Add(300*ms))
-	r = w.observe(10, []*azservicebus.ReceivedMessage{received(1, lock)[0], received(1, lock.Add(ms))[0]}, nil, t0.Add(350*ms))
-	if !r.clean || r.cut || r.age != 0 || r.left != 8 {
+	w.ask(10)
+	r = w.observe(10, received(10, lock), nil)
+	if !r.clean || !r.roundTrip {
 		t.Fatalf("fourth call: %+v", r)
 	}
+	// Two messages enqueued a while apart: not a cut batch.
+	w.ask(10)
+	r = w.observe(10, []*azservicebus.ReceivedMessage{received(1, lock)[0], received(1, lock.Add(time.Millisecond))[0]}, nil)
+	if !r.clean || r.cut || r.roundTrip || r.left != 8 {
+		t.Fatalf("fifth call: %+v", r)
+	}
+	// A failed call: the link may be new, with no credit.
+	w.ask(10)
+	if r = w.observe(10, nil, errors.New("link detached")); r.roundTrip || w.open != 0 {
+		t.Fatalf("failed call: %+v, %d open", r, w.open)
+	}
 	// Receive-and-delete: the SDK's default window.
-	if o := newReceiveWindow(false).ask(5, t0); o != nil {
+	if o := newReceiveWindow(false).ask(5); o != nil {
 		t.Fatalf("receive-and-delete options %+v, want nil", o)
 	}
 }

@@ -170,10 +170,10 @@ func (r *run) receiveLoop() error {
 			return nil
 		}
 		start := time.Now()
-		msgs, err := r.p.src.ReceiveMessages(r.recvCtx, n, r.window.ask(n, start))
+		msgs, err := r.p.src.ReceiveMessages(r.recvCtx, n, r.window.ask(n))
 		took := time.Since(start)
 		// Before the messages reach the lock engine, whose renewals write LockedUntil.
-		w := r.window.observe(n, msgs, err, start.Add(took))
+		w := r.window.observe(n, msgs, err)
 		got := 0
 		for _, m := range msgs {
 			if m == nil {
