@@ -213,8 +213,8 @@ func (l *linkSim) lastWindow() time.Duration {
 // trips the processor keeps 95% of what the handlers can do (concurrency / 5 ms): its
 // calls return a millisecond after their first message and ask again at once, the rest
 // of a batch going to the next call, and the round trip it sizes its prefetch by is the
-// age of the credits its messages used, not the duration of calls that collect what
-// earlier calls asked for. (The SDK's 20 ms window took whole batches at short round
+// duration of calls that issued credit and got all they asked for, not of calls that
+// collect what earlier calls asked for. (The SDK's 20 ms window took whole batches at short round
 // trips and cut them at long ones, where the calls that collected the rest made the
 // round trip look short: 61% at 100 ms.)
 func TestReceiveWindowAtSaturation(t *testing.T) {
