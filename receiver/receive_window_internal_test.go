@@ -20,9 +20,9 @@ func received(n int, at time.Time) []*azservicebus.ReceivedMessage {
 // TestReceiveWindowRoundTrips: which calls' durations are receive round trips. A call
 // cut by its window leaves 60 credits open; the next one asks for 50, issues no credit,
 // gets 50 of the messages already on their way (a short call: not a round trip); the
-// next asks for 100 with 10 open, tops the credit up by 90 and gets all 100 (its last messages came for
-// its own credit: a round trip). A call that gets fewer than it asked for is clean only
-// when it started with no credit open.
+// next asks for 100 with 10 open, tops the credit up by 90 and gets all 100 (its last
+// messages came for its own credit: a round trip). A call that gets fewer than it asked
+// for is clean only when it started with no credit open.
 func TestReceiveWindowRoundTrips(t *testing.T) {
 	lock := time.Date(2026, 1, 1, 0, 1, 0, 0, time.UTC)
 	w := newReceiveWindow(true)
