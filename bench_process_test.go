@@ -10,7 +10,7 @@ import (
 	"github.com/Azure/azure-sdk-for-go/sdk/messaging/azservicebus"
 
 	"github.com/sbkit/sbkit"
-	"github.com/sbkit/sbkit/internal/latency"
+	"github.com/sbkit/sbkit/internal/testing/latency"
 	"github.com/sbkit/sbkit/receiver"
 	"github.com/sbkit/sbkit/sbtest"
 )

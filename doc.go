@@ -48,12 +48,15 @@
 //     ignored. An error hook (On...Error) receives the package's error type by pointer
 //     (*receiver.Error, *locks.RenewError, *dedupe.StoreError, *pgdedupe.TxError,
 //     *serialize.UndecodableError): the error itself, whose fields carry the data; other
-//     hooks receive an event struct by value. <Hook>Func adapts a function to a hook
-//     (receiver.ErrorHookFunc, sender.SendResultHookFunc, ...). Stats() returns a
-//     snapshot whose counters name what they count: outcomes in the past tense (Sent,
-//     Failed, Completed), failed calls <Op>Errors (SettleErrors, StoreErrors), retries
-//     <Op>Retries (SendRetries, AcquireRetries), duplicates by what was done with them
-//     (DuplicatesSkipped by a consumer's filter, DuplicatesDropped by the broker).
+//     hooks receive an event struct by value. Every hook interface has its <Hook>Func,
+//     which adapts a function to it (receiver.ErrorHookFunc, sender.SendResultHookFunc,
+//     ...). A hook that panics is recovered and logged at Error under its interface's
+//     name ("receiver: recovered panic in SettleHook"), and the next hook runs.
+//     Stats() returns a snapshot whose counters name what they count: outcomes in the
+//     past tense (Sent, Failed, Completed), failed calls <Op>Errors (SettleErrors,
+//     StoreErrors), retries <Op>Retries (SendRetries, AcquireRetries), duplicates by
+//     what was done with them (DuplicatesSkipped by a consumer's filter,
+//     DuplicatesDropped by the broker).
 //   - What a handler's context carries is read with <What>From(ctx): receiver.SettlerFrom,
 //     SessionFrom and LockedUntilFrom, dedupe.LeaseFrom, pgdedupe.TxFrom,
 //     serialize.ValueFrom. They return (value, ok), except where the value itself says

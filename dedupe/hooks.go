@@ -34,6 +34,12 @@ type FreshHook interface {
 	OnFresh(ctx context.Context, e Fresh)
 }
 
+// FreshHookFunc adapts a function to a [FreshHook].
+type FreshHookFunc func(ctx context.Context, e Fresh)
+
+// OnFresh calls f.
+func (f FreshHookFunc) OnFresh(ctx context.Context, e Fresh) { f(ctx, e) }
+
 // DuplicateHook observes every delivery skipped because its key is done.
 type DuplicateHook interface {
 	OnDuplicate(ctx context.Context, e Duplicate)
@@ -47,11 +53,23 @@ type ContendedHook interface {
 	OnContended(ctx context.Context, e Contended)
 }
 
+// ContendedHookFunc adapts a function to a [ContendedHook].
+type ContendedHookFunc func(ctx context.Context, e Contended)
+
+// OnContended calls f.
+func (f ContendedHookFunc) OnContended(ctx context.Context, e Contended) { f(ctx, e) }
+
 // LeaseLostHook observes every running handler whose lease was lost, just before its
 // context is cancelled with e.Cause.
 type LeaseLostHook interface {
 	OnLeaseLost(ctx context.Context, e LeaseLost)
 }
+
+// LeaseLostHookFunc adapts a function to a [LeaseLostHook].
+type LeaseLostHookFunc func(ctx context.Context, e LeaseLost)
+
+// OnLeaseLost calls f.
+func (f LeaseLostHookFunc) OnLeaseLost(ctx context.Context, e LeaseLost) { f(ctx, e) }
 
 // StoreErrorHook observes every failed store call, retried or not. A failed
 // [OpMarkDone] after a successful handler is reported only here (and in

@@ -5,8 +5,6 @@ import (
 	"errors"
 	"fmt"
 	"time"
-
-	"github.com/sbkit/sbkit/dedupe/internal/storeargs"
 )
 
 // State is what Store.Acquire found for a key.
@@ -69,7 +67,7 @@ type Store interface {
 var (
 	// ErrInvalidArgument is wrapped by store errors for an empty key or owner or a
 	// non-positive duration.
-	ErrInvalidArgument = storeargs.ErrInvalidArgument
+	ErrInvalidArgument = errors.New("dedupe: invalid argument")
 	// ErrNotOwner is wrapped by MarkDone's error when another owner holds the key's lease.
 	ErrNotOwner = errors.New("dedupe: lease held by another owner")
 	// ErrStoreFull is wrapped by [MemoryStore].Acquire's error when the store holds

@@ -38,6 +38,12 @@ type RenewHook interface {
 	OnRenew(ctx context.Context, e Renewal)
 }
 
+// RenewHookFunc adapts a function to a [RenewHook].
+type RenewHookFunc func(ctx context.Context, e Renewal)
+
+// OnRenew calls f.
+func (f RenewHookFunc) OnRenew(ctx context.Context, e Renewal) { f(ctx, e) }
+
 // Renewal is a successful renewal of a message's lock.
 type Renewal struct {
 	// Message is the message whose lock was renewed. Do not read its LockedUntil.
@@ -56,6 +62,12 @@ type Renewal struct {
 type RenewErrorHook interface {
 	OnRenewError(ctx context.Context, err *RenewError)
 }
+
+// RenewErrorHookFunc adapts a function to a [RenewErrorHook].
+type RenewErrorHookFunc func(ctx context.Context, err *RenewError)
+
+// OnRenewError calls f.
+func (f RenewErrorHookFunc) OnRenewError(ctx context.Context, err *RenewError) { f(ctx, err) }
 
 // RenewError is one failed renewal attempt, as a [RenewErrorHook] receives it. It wraps
 // the renewal's error.
@@ -95,6 +107,12 @@ type LockLostHook interface {
 	OnLockLost(ctx context.Context, e LockLoss)
 }
 
+// LockLostHookFunc adapts a function to a [LockLostHook].
+type LockLostHookFunc func(ctx context.Context, e LockLoss)
+
+// OnLockLost calls f.
+func (f LockLostHookFunc) OnLockLost(ctx context.Context, e LockLoss) { f(ctx, e) }
+
 // LockLoss is a lost lock.
 type LockLoss struct {
 	// Message is the message whose lock was lost.
@@ -123,13 +141,13 @@ func newHooks(hs []Hook, logger *slog.Logger) hooks {
 }
 
 func (h *hooks) onRenew(ctx context.Context, e Renewal) {
-	ihooks.Call(ctx, h.logger, "locks", "OnRenew", h.renew, func(x RenewHook) { x.OnRenew(ctx, e) })
+	ihooks.Call(ctx, h.logger, "locks", "RenewHook", h.renew, func(x RenewHook) { x.OnRenew(ctx, e) })
 }
 
 func (h *hooks) onRenewError(ctx context.Context, e *RenewError) {
-	ihooks.Call(ctx, h.logger, "locks", "OnRenewError", h.errs, func(x RenewErrorHook) { x.OnRenewError(ctx, e) })
+	ihooks.Call(ctx, h.logger, "locks", "RenewErrorHook", h.errs, func(x RenewErrorHook) { x.OnRenewError(ctx, e) })
 }
 
 func (h *hooks) onLockLost(ctx context.Context, e LockLoss) {
-	ihooks.Call(ctx, h.logger, "locks", "OnLockLost", h.lost, func(x LockLostHook) { x.OnLockLost(ctx, e) })
+	ihooks.Call(ctx, h.logger, "locks", "LockLostHook", h.lost, func(x LockLostHook) { x.OnLockLost(ctx, e) })
 }

@@ -48,6 +48,12 @@ type ReceiveHook interface {
 	OnReceive(ctx context.Context, e ReceiveCall)
 }
 
+// ReceiveHookFunc adapts a function to a [ReceiveHook].
+type ReceiveHookFunc func(ctx context.Context, e ReceiveCall)
+
+// OnReceive calls f.
+func (f ReceiveHookFunc) OnReceive(ctx context.Context, e ReceiveCall) { f(ctx, e) }
+
 // ReceiveCall is one ReceiveMessages call.
 type ReceiveCall struct {
 	// Requested is how many messages the call asked for.
@@ -68,6 +74,14 @@ type HandlerStartHook interface {
 	OnHandlerStart(ctx context.Context, e HandlerStart) context.Context
 }
 
+// HandlerStartHookFunc adapts a function to a [HandlerStartHook].
+type HandlerStartHookFunc func(ctx context.Context, e HandlerStart) context.Context
+
+// OnHandlerStart calls f.
+func (f HandlerStartHookFunc) OnHandlerStart(ctx context.Context, e HandlerStart) context.Context {
+	return f(ctx, e)
+}
+
 // HandlerStart is a handler call about to start.
 type HandlerStart struct {
 	// Message is the message handed to the handler.
@@ -78,6 +92,12 @@ type HandlerStart struct {
 type HandlerEndHook interface {
 	OnHandlerEnd(ctx context.Context, e HandlerEnd)
 }
+
+// HandlerEndHookFunc adapts a function to a [HandlerEndHook].
+type HandlerEndHookFunc func(ctx context.Context, e HandlerEnd)
+
+// OnHandlerEnd calls f.
+func (f HandlerEndHookFunc) OnHandlerEnd(ctx context.Context, e HandlerEnd) { f(ctx, e) }
 
 // HandlerEnd is a handler call that returned.
 type HandlerEnd struct {
@@ -96,6 +116,12 @@ type HandlerEnd struct {
 type SettleHook interface {
 	OnSettle(ctx context.Context, e Settlement)
 }
+
+// SettleHookFunc adapts a function to a [SettleHook].
+type SettleHookFunc func(ctx context.Context, e Settlement)
+
+// OnSettle calls f.
+func (f SettleHookFunc) OnSettle(ctx context.Context, e Settlement) { f(ctx, e) }
 
 // Settlement is the outcome of settling one message.
 type Settlement struct {
@@ -149,11 +175,11 @@ func newHooks(hs []Hook, logger *slog.Logger) hooks {
 }
 
 func (h *hooks) onReceive(ctx context.Context, e ReceiveCall) {
-	ihooks.Call(ctx, h.logger, "receiver", "OnReceive", h.receive, func(x ReceiveHook) { x.OnReceive(ctx, e) })
+	ihooks.Call(ctx, h.logger, "receiver", "ReceiveHook", h.receive, func(x ReceiveHook) { x.OnReceive(ctx, e) })
 }
 
 func (h *hooks) onHandlerStart(ctx context.Context, e HandlerStart) context.Context {
-	ihooks.Call(ctx, h.logger, "receiver", "OnHandlerStart", h.start, func(x HandlerStartHook) {
+	ihooks.Call(ctx, h.logger, "receiver", "HandlerStartHook", h.start, func(x HandlerStartHook) {
 		if next := x.OnHandlerStart(ctx, e); next != nil {
 			ctx = next
 		}
@@ -162,13 +188,13 @@ func (h *hooks) onHandlerStart(ctx context.Context, e HandlerStart) context.Cont
 }
 
 func (h *hooks) onHandlerEnd(ctx context.Context, e HandlerEnd) {
-	ihooks.Call(ctx, h.logger, "receiver", "OnHandlerEnd", h.end, func(x HandlerEndHook) { x.OnHandlerEnd(ctx, e) })
+	ihooks.Call(ctx, h.logger, "receiver", "HandlerEndHook", h.end, func(x HandlerEndHook) { x.OnHandlerEnd(ctx, e) })
 }
 
 func (h *hooks) onSettle(ctx context.Context, e Settlement) {
-	ihooks.Call(ctx, h.logger, "receiver", "OnSettle", h.settle, func(x SettleHook) { x.OnSettle(ctx, e) })
+	ihooks.Call(ctx, h.logger, "receiver", "SettleHook", h.settle, func(x SettleHook) { x.OnSettle(ctx, e) })
 }
 
 func (h *hooks) onError(ctx context.Context, e *Error) {
-	ihooks.Call(ctx, h.logger, "receiver", "OnError", h.errs, func(x ErrorHook) { x.OnError(ctx, e) })
+	ihooks.Call(ctx, h.logger, "receiver", "ErrorHook", h.errs, func(x ErrorHook) { x.OnError(ctx, e) })
 }

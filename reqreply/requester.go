@@ -58,6 +58,14 @@ type ReplyNotCompletedHook interface {
 	OnReplyNotCompleted(ctx context.Context, e ReplyNotCompleted)
 }
 
+// ReplyNotCompletedHookFunc adapts a function to a [ReplyNotCompletedHook].
+type ReplyNotCompletedHookFunc func(ctx context.Context, e ReplyNotCompleted)
+
+// OnReplyNotCompleted calls f.
+func (f ReplyNotCompletedHookFunc) OnReplyNotCompleted(ctx context.Context, e ReplyNotCompleted) {
+	f(ctx, e)
+}
+
 // ReplyNotCompleted is the event of [ReplyNotCompletedHook].
 type ReplyNotCompleted struct {
 	// Reply is the reply Request returned.

@@ -15,7 +15,8 @@ type Counts struct {
 	// Locked are the messages of the main queue locked by receivers, the locks of a
 	// closed receiver included until they expire.
 	Locked int
-	// Deferred are the deferred messages not locked by a receiver.
+	// Deferred are the deferred messages not locked by a receiver. The administration
+	// API's ActiveMessageCount is Active + Locked + Deferred, as the service counts them.
 	Deferred int
 	// Scheduled are the scheduled messages waiting for their enqueue time.
 	Scheduled int

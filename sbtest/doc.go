@@ -115,8 +115,9 @@
 // UseDevelopmentEmulator=true) to the unmodified SDK. No Docker, no SQL, no account. The
 // entities, faults, latency and inspection are the Namespace's.
 //
-// The wire emulates SASL ANONYMOUS (any token is accepted; the $cbs put-token exchange
-// answers 404 for an entity that does not exist, as the service does), connections,
+// The wire emulates SASL ANONYMOUS (any token is accepted unless ServerOptions.SASKeys
+// names keys, when tokens are checked as the service checks them; the $cbs put-token
+// exchange answers 404 for an entity that does not exist, as the service does), connections,
 // sessions, links, multi-frame transfers and flow control; sending messages and batches;
 // receiving in peek-lock and receive-and-delete modes from queues, subscriptions and
 // their dead-letter queues; settlement by disposition, with lock tokens as delivery tags
@@ -135,7 +136,8 @@
 // properties; GET /health answers 200. ServerOptions.AdminHTTPAddr serves both in plain
 // HTTP on a second port, as Microsoft's emulator serves them on port 5300.
 //
-// Not emulated: AMQP over web sockets, authorization, the AMQP rule operations (use the
+// Not emulated: AMQP over web sockets, authorization beyond shared access signatures
+// (no rights per key, no Microsoft Entra tokens), the AMQP rule operations (use the
 // administration API or the model), transactions, and the other $management operations
 // (status 501). A message without a time-to-live goes without a header ttl, as the
 // service sends it, so the SDK reports TimeToLive 0 for it.

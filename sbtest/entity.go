@@ -28,6 +28,7 @@ type Entity struct {
 	stats      counters
 	rules      ruleSet // subscriptions only (rule.go)
 	life       lifetime
+	status     statusCell // status.go
 
 	mu   sync.Mutex
 	main subqueue
@@ -239,7 +240,11 @@ func (e *Entity) lock(sq *subqueue, m *message, r *Receiver, now time.Time) {
 	m.token = newLockToken()
 	m.holder = r
 	sq.byToken[m.token] = m
-	if r.sess != nil {
+	if s := r.sess; s != nil {
+		if s.locked == nil {
+			s.locked = make(map[*message]struct{})
+		}
+		s.locked[m] = struct{}{}
 		return // locked by the session's lock: it expires and is renewed with the session
 	}
 	m.lockedUntil = now.Add(e.opts.LockDuration)
@@ -251,6 +256,9 @@ func (e *Entity) unlock(sq *subqueue, m *message) {
 	e.changed()
 	sq.heaps[hLock].del(m)
 	delete(sq.byToken, m.token)
+	if m.holder != nil && m.holder.sess != nil {
+		delete(m.holder.sess.locked, m)
+	}
 	m.holder = nil
 	m.orphaned = false
 	m.token = [16]byte{}

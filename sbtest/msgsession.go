@@ -12,11 +12,14 @@ import (
 // session is one session of an entity that requires sessions, guarded by the entity's
 // mutex. It exists while it has messages in the main queue, holds state, or is locked.
 type session struct {
-	id          string
-	avail       msgHeap // the session's available messages by sequence number
-	count       int     // messages of the main queue with this session id, in any state
-	state       []byte
-	holder      *Receiver // the session receiver holding the lock, nil when unlocked
+	id     string
+	avail  msgHeap // the session's available messages by sequence number
+	count  int     // messages of the main queue with this session id, in any state
+	state  []byte
+	holder *Receiver // the session receiver holding the lock, nil when unlocked
+	// locked are the session's messages its holder has locked (Entity.lock, unlock), so
+	// that releasing the session touches them only.
+	locked      map[*message]struct{}
 	lockedUntil time.Time
 	readyIdx    int // its place in Entity.readySess, -1 when not there
 	heldIdx     int // its place in Entity.heldSess, -1 when not there
@@ -144,8 +147,8 @@ func (e *Entity) unlockSession(r *Receiver, expired bool) {
 	if s == nil || s.holder != r {
 		return
 	}
-	var held []*message
-	for _, m := range e.main.byToken {
+	held := make([]*message, 0, len(s.locked))
+	for m := range s.locked {
 		if m.holder == r {
 			held = append(held, m)
 		}

@@ -57,8 +57,7 @@ type Namespace struct {
 	topics   map[string]*Topic
 	folded   map[string]string // the paths of entities and topics by foldKey
 
-	fwd    forwardQueue // messages on their way to an auto-forwarding target (forward.go)
-	status sync.Map     // *Entity or *Topic -> EntityStatus (status.go); absent means Active
+	fwd forwardQueue // messages on their way to an auto-forwarding target (forward.go)
 }
 
 // NewNamespace returns a namespace with the queues and topics of opts; nil options mean

@@ -3,6 +3,7 @@ package sbtest
 import (
 	"fmt"
 	"slices"
+	"sync/atomic"
 
 	goamqp "github.com/Azure/go-amqp"
 )
@@ -27,6 +28,21 @@ var statuses = []EntityStatus{StatusActive, StatusDisabled, StatusSendDisabled, 
 // an *amqp.Error (azservicebus internal/errors.go).
 const condEntityDisabled = "com.microsoft:entity-disabled"
 
+// statusCell holds an entity's status in the entity itself, so that nothing outlives a
+// deleted entity. The zero value means Active. Safe for concurrent use.
+type statusCell struct{ v atomic.Value } // of EntityStatus
+
+// cellOf returns the status of obj, an *Entity or *Topic.
+func cellOf(obj any) *statusCell {
+	switch o := obj.(type) {
+	case *Entity:
+		return &o.status
+	case *Topic:
+		return &o.status
+	}
+	panic(fmt.Sprintf("sbtest: no status for %T", obj))
+}
+
 // setStatus records obj's status (an *Entity or *Topic).
 func (ns *Namespace) setStatus(obj any, s EntityStatus) error {
 	if s == "" {
@@ -35,13 +51,13 @@ func (ns *Namespace) setStatus(obj any, s EntityStatus) error {
 	if !slices.Contains(statuses, s) {
 		return fmt.Errorf("%w: status %q", ErrInvalidOptions, s)
 	}
-	ns.status.Store(obj, s)
+	cellOf(obj).v.Store(s)
 	return nil
 }
 
 func (ns *Namespace) statusOf(obj any) EntityStatus {
-	if s, ok := ns.status.Load(obj); ok {
-		return s.(EntityStatus)
+	if s, ok := cellOf(obj).v.Load().(EntityStatus); ok {
+		return s
 	}
 	return StatusActive
 }

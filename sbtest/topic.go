@@ -19,6 +19,7 @@ type Topic struct {
 	faults faultSet
 	stats  counters
 	life   lifetime
+	status statusCell // status.go
 
 	mu     sync.Mutex
 	subs   []*Entity

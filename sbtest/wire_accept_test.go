@@ -125,12 +125,8 @@ func TestServerHandshakesBounded(t *testing.T) {
 		const max = 4
 		w := newWire(t, &ServerOptions{Queues: map[string]*EntityOptions{"q": nil}, MaxHandshakes: max})
 		var stalled []net.Conn
-		for i := range 3 * max {
-			first := ""
-			if i%2 == 1 {
-				first = "A"
-			}
-			stalled = append(stalled, dialStalled(t, w.srv, first))
+		for range 3 * max {
+			stalled = append(stalled, dialStalled(t, w.srv, "A"))
 		}
 		// The connections are accepted in order: all but the last max are closed.
 		for i, nc := range stalled[:2*max] {
@@ -139,6 +135,37 @@ func TestServerHandshakesBounded(t *testing.T) {
 			}
 		}
 		w.healthyClient(t, "q")(t)
+	})
+	t.Run("silent handshakes make room first", func(t *testing.T) {
+		t.Parallel()
+		const max = 4
+		w := newWire(t, &ServerOptions{Queues: map[string]*EntityOptions{"q": nil}, MaxHandshakes: max})
+		var started, silent []net.Conn
+		for range max {
+			started = append(started, dialStalled(t, w.srv, "A"))
+		}
+		eventually(t, "the server to accept the started handshakes", func() bool {
+			h, _ := inHandshakeOrServed(w.srv)
+			return h == max
+		})
+		for range 2 * max {
+			silent = append(silent, dialStalled(t, w.srv, ""))
+		}
+		// The first silent one closes the oldest started one (nothing was less advanced),
+		// every later one the silent one before it.
+		if !closedByServer(started[0], 5*time.Second) {
+			t.Fatal("the oldest started handshake still open after 2×MaxHandshakes silent ones")
+		}
+		for i, nc := range silent[:len(silent)-1] {
+			if !closedByServer(nc, 5*time.Second) {
+				t.Fatalf("silent connection %d of %d still open with MaxHandshakes %d", i, len(silent), max)
+			}
+		}
+		for i, nc := range started[1:] {
+			if closedByServer(nc, 100*time.Millisecond) {
+				t.Fatalf("started connection %d closed to make room while silent ones waited", i+1)
+			}
+		}
 	})
 	t.Run("HandshakeTimeout", func(t *testing.T) {
 		t.Parallel()

@@ -4,6 +4,7 @@ import (
 	"errors"
 	"fmt"
 	"time"
+	"weak"
 
 	"github.com/Azure/azure-sdk-for-go/sdk/messaging/azservicebus/admin"
 	adminapi "github.com/sbkit/sbkit/sbtest/internal/admin"
@@ -41,6 +42,13 @@ func adminErr(err error) error {
 	}
 	return err
 }
+
+// ID is a weak pointer to the entity: it compares equal for the same entity only and
+// does not keep a deleted one, with its messages, alive.
+func (a adminEntity) ID() any { return weak.Make(a.e) }
+
+// ID as for an adminEntity.
+func (a adminTopic) ID() any { return weak.Make(a.t) }
 
 // entityOptions converts the API's options into the model's; they have the same fields.
 func entityOptions(o *adminapi.Options) *EntityOptions { return (*EntityOptions)(o) }

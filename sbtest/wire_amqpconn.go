@@ -13,6 +13,7 @@ import (
 	"time"
 
 	"github.com/sbkit/sbkit/sbtest/internal/amqp"
+	"golang.org/x/sync/semaphore"
 )
 
 // AMQP error conditions the server sends.
@@ -74,6 +75,9 @@ type srvConn struct {
 
 	peerMaxFrame uint32        // largest frame the client accepts
 	peerIdle     time.Duration // client's idle timeout: send something at least this often
+	// responses bounds the $management answers that carry messages being built and sent
+	// at once (wire_send.go, request): responseBudget bytes.
+	responses *semaphore.Weighted
 
 	wmu     sync.Mutex
 	wbuf    []byte
@@ -88,6 +92,9 @@ type srvConn struct {
 	// authorities are the host:port of the client's token audiences by lower-case host
 	// (echoAddress).
 	authorities map[string]string
+	// grants are the valid tokens the client put on $cbs (wire_sas.go), when
+	// ServerOptions.SASKeys turns authorization on.
+	grants []sasGrant
 
 	// ending holds the sessions the client ended whose end is not answered yet (their
 	// earlier frames are still taking effect), guarded by mu.
@@ -106,6 +113,7 @@ func newSrvConn(s *Server, nc net.Conn) *srvConn {
 		sessions:     make(map[uint16]*srvSession),
 		ending:       make(map[*srvSession]<-chan struct{}),
 		replies:      make(map[string]*srvLink),
+		responses:    semaphore.NewWeighted(responseBudget),
 	}
 	c.ctx, c.cancel = context.WithCancel(s.ctx)
 	return c

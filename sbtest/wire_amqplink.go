@@ -232,6 +232,11 @@ func (l *srvLink) setup(a *amqp.Attach) *amqp.Error {
 			return protoError(condInvalidField, "attach without a target")
 		}
 		l.addr = resolveAddress(ns, a.Target.Address)
+		if l.addr != cbsNode {
+			if err := l.s.c.authorize(l.addr); err != nil {
+				return err
+			}
+		}
 		switch {
 		case l.addr == cbsNode:
 			l.kind = linkRequest
@@ -254,6 +259,11 @@ func (l *srvLink) setup(a *amqp.Attach) *amqp.Error {
 		return protoError(condInvalidField, "attach without a source")
 	}
 	l.addr = resolveAddress(ns, a.Source.Address)
+	if l.addr != cbsNode {
+		if err := l.s.c.authorize(l.addr); err != nil {
+			return err
+		}
+	}
 	if l.addr == cbsNode || strings.HasSuffix(l.addr, mgmtNodeSuffix) {
 		l.kind = linkResponse
 		l.settled = true

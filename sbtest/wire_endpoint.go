@@ -4,7 +4,6 @@ import (
 	"fmt"
 	"net"
 	"strings"
-	"time"
 )
 
 // How clients reach a Server: the host it advertises in ConnectionString and its
@@ -80,7 +79,8 @@ func (s *Server) AdminHTTPURL() string {
 }
 
 // handlePlain serves a connection of the plain-HTTP listener: a TLS handshake is served as
-// on the AMQP port, anything else as HTTP, which counts against MaxConnections.
+// on the AMQP port, anything else as HTTP, which counts against MaxConnections once its
+// first request header is complete (adminServer.admit).
 func (a *adminServer) handlePlain(nc net.Conn, hs *handshake) {
-	a.srv.serveByFirstByte(nc, hs, func(c net.Conn, _ time.Time, hs *handshake) { a.admit(c, hs) })
+	a.srv.serveByFirstByte(nc, hs, a.admit)
 }

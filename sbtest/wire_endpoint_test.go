@@ -232,7 +232,7 @@ func TestServerAdvertisedHost(t *testing.T) {
 		}
 		// The client dials the loopback listener and verifies the advertised name.
 		pool := x509.NewCertPool()
-		pool.AppendCertsFromPEM(srv.AdminCertificatePEM())
+		pool.AppendCertsFromPEM(srv.CertificatePEM())
 		conn, err := tls.Dial("tcp", srv.Addr().String(), &tls.Config{RootCAs: pool, ServerName: host, MinVersion: tls.VersionTLS12})
 		if err != nil {
 			t.Errorf("TLS as %q: %v", host, err)

@@ -70,7 +70,7 @@ func newAdminServer(s *Server, plain net.Listener) (*adminServer, error) {
 	// its answer within the write timeout; an idle keep-alive connection is closed after
 	// AdminIdleTimeout (net/http keeps it forever without IdleTimeout and ReadTimeout).
 	a.http = &http.Server{
-		Handler:           a.api,
+		Handler:           s.authorizeHTTP(a.api),
 		ReadHeaderTimeout: s.limits.handshakeTimeout,
 		ReadTimeout:       s.limits.writeTimeout,
 		WriteTimeout:      s.limits.writeTimeout,
@@ -111,9 +111,16 @@ func peekFirst(nc net.Conn, deadline time.Time) (net.Conn, bool) {
 
 // admit hands an administration connection c whose TLS handshake, if any, is done
 // (serveTLS), to the HTTP server, which closes it when it is done, unless MaxConnections
-// are served already: then it closes c.
-func (a *adminServer) admit(c net.Conn, hs *handshake) {
+// are served already: then it closes c. Until its first request's header is complete,
+// by deadline, c stays in its handshake (readRequestHead).
+func (a *adminServer) admit(c net.Conn, deadline time.Time, hs *handshake) {
 	s := a.srv
+	c, err := readRequestHead(c, deadline)
+	if err != nil {
+		s.log.Debug("HTTP connection closed before its first request header", "err", err)
+		_ = c.Close()
+		return
+	}
 	s.mu.Lock()
 	if s.closed || !s.admitLocked() {
 		s.mu.Unlock()
@@ -267,11 +274,6 @@ func (s *Server) AdminClientOptions() *admin.ClientOptions {
 func (s *Server) CertificatePEM() []byte {
 	return pem.EncodeToMemory(&pem.Block{Type: "CERTIFICATE", Bytes: s.admin.cert})
 }
-
-// AdminCertificatePEM returns the same as CertificatePEM.
-//
-// Deprecated: use CertificatePEM; the certificate serves AMQP over TLS too.
-func (s *Server) AdminCertificatePEM() []byte { return s.CertificatePEM() }
 
 // AdminHTTPClient returns an *http.Client that trusts the server's certificate, for
 // talking to the administration API at https://ADDR/ with other tools.

@@ -79,29 +79,80 @@ func (s *Server) refusal() *amqp.Error {
 	return protoError(condResourceLimit, "sbtest: server: %d connections already open (ServerOptions.MaxConnections)", s.limits.conns)
 }
 
-// handshakes are the connections in their handshake, oldest first. Guarded by Server.mu.
+// handshakes are the connections in their handshake, by how far they got
+// (handshakeProgress) and, within one stage, oldest first. Guarded by Server.mu.
 type handshakes struct {
-	l list.List // of *handshake
+	stages [handshakeStages]list.List // of *handshake
 }
+
+// handshakeProgress is how far a connection got in its handshake. At MaxHandshakes a new
+// connection closes one of the least advanced, so a flood of sockets that send nothing
+// (or nothing valid) cannot evict a slow client whose handshake is under way.
+type handshakeProgress int
+
+const (
+	handshakeSilent   handshakeProgress = iota // accepted, nothing read yet
+	handshakeStarted                           // its first bytes arrived
+	handshakeProtocol                          // a valid protocol header: the TLS handshake done, or "AMQP"
+	handshakeStages
+)
 
 // handshake is one connection in its handshake.
 type handshake struct {
-	nc   net.Conn
-	elem *list.Element // nil once it left the list
+	nc    net.Conn
+	stage handshakeProgress
+	elem  *list.Element // nil once it left the list
+}
+
+// len returns the number of connections in their handshake.
+func (h *handshakes) len() int {
+	n := 0
+	for i := range h.stages {
+		n += h.stages[i].Len()
+	}
+	return n
 }
 
 // conns returns the connections in their handshake.
 func (h *handshakes) conns() []net.Conn {
 	var out []net.Conn
-	for e := h.l.Front(); e != nil; e = e.Next() {
-		out = append(out, e.Value.(*handshake).nc)
+	for i := range h.stages {
+		for e := h.stages[i].Front(); e != nil; e = e.Next() {
+			out = append(out, e.Value.(*handshake).nc)
+		}
 	}
 	return out
 }
 
+// evict removes and returns the connection to close to make room: the one waiting
+// longest among the least advanced. A silent connection whose first bytes have arrived
+// but are not read yet (its goroutine is still to run) counts as started.
+func (h *handshakes) evict() net.Conn {
+	silent := &h.stages[handshakeSilent]
+	for e := silent.Front(); e != nil; {
+		next := e.Next()
+		if hs := e.Value.(*handshake); bytesWaiting(hs.nc) {
+			silent.Remove(e)
+			hs.stage = handshakeStarted
+			hs.elem = h.stages[handshakeStarted].PushBack(hs)
+		} else {
+			break
+		}
+		e = next
+	}
+	for i := range h.stages {
+		if e := h.stages[i].Front(); e != nil {
+			hs := h.stages[i].Remove(e).(*handshake)
+			hs.elem = nil
+			return hs.nc
+		}
+	}
+	return nil
+}
+
 // startHandshake records that nc starts its handshake; at MaxHandshakes, the connection
-// that has been in its handshake longest is closed to make room. It reports false when
-// the server is closed.
+// that has waited longest among the least advanced (handshakeProgress) is closed to make
+// room. It reports false when the server is closed.
 func (s *Server) startHandshake(nc net.Conn) (*handshake, bool) {
 	s.mu.Lock()
 	if s.closed {
@@ -109,19 +160,30 @@ func (s *Server) startHandshake(nc net.Conn) (*handshake, bool) {
 		return nil, false
 	}
 	var evict net.Conn
-	if s.handshakes.l.Len() >= s.limits.handshakes {
-		old := s.handshakes.l.Remove(s.handshakes.l.Front()).(*handshake)
-		old.elem = nil
-		evict = old.nc
+	if s.handshakes.len() >= s.limits.handshakes {
+		evict = s.handshakes.evict()
 	}
 	hs := &handshake{nc: nc}
-	hs.elem = s.handshakes.l.PushBack(hs)
+	hs.elem = s.handshakes.stages[handshakeSilent].PushBack(hs)
 	s.mu.Unlock()
 	if evict != nil {
 		s.log.Info("connection closed in its handshake to make room (ServerOptions.MaxHandshakes)", "limit", s.limits.handshakes)
 		_ = evict.Close()
 	}
 	return hs, true
+}
+
+// progressed records that hs's handshake reached stage; it then waits behind the
+// connections that reached it earlier. Nothing changes once hs left the handshakes.
+func (s *Server) progressed(hs *handshake, stage handshakeProgress) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if hs.elem == nil || stage <= hs.stage {
+		return
+	}
+	s.handshakes.stages[hs.stage].Remove(hs.elem)
+	hs.stage = stage
+	hs.elem = s.handshakes.stages[stage].PushBack(hs)
 }
 
 // endHandshake records that hs's handshake ended. Safe to call twice.
@@ -134,7 +196,7 @@ func (s *Server) endHandshake(hs *handshake) {
 // endHandshakeLocked is endHandshake with s.mu held.
 func (s *Server) endHandshakeLocked(hs *handshake) {
 	if hs.elem != nil {
-		s.handshakes.l.Remove(hs.elem)
+		s.handshakes.stages[hs.stage].Remove(hs.elem)
 		hs.elem = nil
 	}
 }

@@ -140,6 +140,19 @@ func (n *mgmtNode) putToken(c *srvConn, req *amqp.Message) *amqp.Message {
 	v, _ := mapGet(req.ApplicationProperties, "name")
 	audience, _ := v.(string)
 	c.noteAudience(audience)
+	if len(c.srv.sasKeys) > 0 {
+		token, _ := req.Value.(string)
+		g, err := verifySAS(c.srv.sasKeys, token, time.Now())
+		if err == nil && !g.covers(resourcePath(audience), time.Now()) {
+			err = fmt.Errorf("%w: the token's resource does not cover %s", errSAS, audience)
+		}
+		if err != nil {
+			// As the service answers a token it refuses: 401 (the SDK's
+			// CodeUnauthorizedAccess).
+			return n.response(401, err.Error(), nil)
+		}
+		c.grant(g)
+	}
 	if path, ok := audiencePath(audience); ok && !n.ns.exists(n.ns.resolvePath(path)) {
 		return n.response(404, fmt.Sprintf("The messaging entity '%s' could not be found.", path), nil)
 	}
@@ -203,8 +216,36 @@ func (n *mgmtNode) peek(ctx context.Context, body amqp.Map, r *Receiver) *amqp.M
 	if len(msgs) == 0 {
 		return n.response(204, "No Content", nil)
 	}
-	return n.messagesResponse(msgs, false)
+	// A peek returns at most the count asked for ("Message browsing",
+	// learn.microsoft.com/azure/service-bus-messaging/message-browsing): the answer holds
+	// the messages that fit in the response link's max-message-size (the SDK refuses a
+	// larger one, go-amqp link.go) and in maxPendingResponse, at least one, so a few
+	// bytes of request cost a bounded answer.
+	limit := min(maxPendingResponse, wireMaxMessageSize(n.ns)) - responseEnvelope
+	list := make([]any, 0, len(msgs))
+	size := 0
+	for i, rm := range msgs {
+		b, err := fromReceived(rm, false).MarshalBinary()
+		if err != nil {
+			return n.fail(err)
+		}
+		if len(list) > 0 && size+len(b)+entryOverhead > limit {
+			break
+		}
+		msgs[i] = nil // encoded: its copy can go
+		list = append(list, amqp.Map{{Key: "message", Value: b}})
+		size += len(b) + entryOverhead
+	}
+	return n.response(200, "OK", amqp.Map{{Key: "messages", Value: list}})
 }
+
+// responseEnvelope is room kept in a $management answer for what surrounds its list of
+// messages (header, properties, status); entryOverhead is the encoding of one entry of
+// the list around the message's bytes (a map with one key, a binary's constructor).
+const (
+	responseEnvelope = 1024
+	entryOverhead    = 32
+)
 
 // messagesResponse encodes received messages as the "messages" list of peek and
 // receive-by-sequence-number responses.

@@ -29,8 +29,7 @@ type rawSections struct {
 
 // rawOf returns what of m the SDK's Message cannot carry, or nil when there is nothing.
 func rawOf(m *amqp.Message) *rawSections {
-	r := &rawSections{sequence: m.Sequence, value: m.Value, hasValue: m.HasValue,
-		deliveryAn: m.DeliveryAnnotations, footer: m.Footer}
+	r := &rawSections{sequence: m.Sequence, value: m.Value, hasValue: m.HasValue, footer: m.Footer}
 	if len(m.Data) > 1 {
 		r.data = m.Data
 	}
@@ -39,6 +38,12 @@ func rawOf(m *amqp.Message) *rawSections {
 			continue // read into the Message, or the broker's own
 		}
 		r.msgAnn = append(r.msgAnn, e)
+	}
+	for _, e := range m.DeliveryAnnotations {
+		if k, ok := keyString(e.Key); ok && k == string(annLockToken) {
+			continue // the broker's own: the lock token of a delivery
+		}
+		r.deliveryAn = append(r.deliveryAn, e)
 	}
 	if m.Header != nil {
 		r.priority = m.Header.Priority
@@ -107,6 +112,10 @@ func (r *rawSections) annotated(body []byte) *azservicebus.AMQPAnnotatedMessage 
 
 // applyRaw writes the sections of raw back into m, the message being delivered: the
 // body as sent, the client's annotations after the broker's, the footer and priority.
+// The broker's annotations replace a client's of the same name, a string or a symbol,
+// so that no key appears twice (AMQP 1.0 part 1.6.23: a map's keys are unique) and a
+// client cannot forge a lock token, sequence number or lock expiry other receivers see
+// ("AMQP 1.0 in Azure Service Bus and Event Hubs protocol guide", message annotations).
 func applyRaw(m *amqp.Message, raw *azservicebus.AMQPAnnotatedMessage) {
 	switch b := raw.Body; {
 	case b.Value != nil:
@@ -116,14 +125,8 @@ func applyRaw(m *amqp.Message, raw *azservicebus.AMQPAnnotatedMessage) {
 	case len(b.Data) > 0:
 		m.Data = b.Data
 	}
-	for k, v := range raw.MessageAnnotations {
-		if _, ok := m.MessageAnnotations.Get(k); !ok {
-			m.MessageAnnotations = append(m.MessageAnnotations, amqp.MapEntry{Key: k, Value: v})
-		}
-	}
-	for k, v := range raw.DeliveryAnnotations {
-		m.DeliveryAnnotations = append(m.DeliveryAnnotations, amqp.MapEntry{Key: k, Value: v})
-	}
+	m.MessageAnnotations = appendAbsent(m.MessageAnnotations, raw.MessageAnnotations)
+	m.DeliveryAnnotations = appendAbsent(m.DeliveryAnnotations, raw.DeliveryAnnotations)
 	for k, v := range raw.Footer {
 		m.Footer = append(m.Footer, amqp.MapEntry{Key: k, Value: v})
 	}
@@ -149,6 +152,35 @@ func applyRaw(m *amqp.Message, raw *azservicebus.AMQPAnnotatedMessage) {
 			p.GroupSequence = rp.GroupSequence
 		}
 	}
+}
+
+// appendAbsent appends to the broker's annotations m the client's entries whose keys m
+// does not already have, a textual key matching as a string or a symbol.
+func appendAbsent(m amqp.Map, client map[any]any) amqp.Map {
+	for k, v := range client {
+		if hasKey(m, k) {
+			continue
+		}
+		m = append(m, amqp.MapEntry{Key: k, Value: v})
+	}
+	return m
+}
+
+// hasKey reports whether m has key k, a string and a symbol of the same text counting
+// as one key.
+func hasKey(m amqp.Map, k any) bool {
+	if _, ok := m.Get(k); ok {
+		return true
+	}
+	s, ok := keyString(k)
+	if !ok {
+		return false
+	}
+	if _, ok := m.Get(s); ok {
+		return true
+	}
+	_, ok = m.Get(amqp.Symbol(s))
+	return ok
 }
 
 // toAnyMap converts an AMQP map to the SDK's map form; keys that cannot be map keys in

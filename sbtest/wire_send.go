@@ -73,7 +73,11 @@ func (l *srvLink) outgoing(d *inDelivery) (out []outgoing, batch bool, rejection
 
 // request decodes a request sent to $cbs or $management, runs it and sends the response
 // to the link the request's reply-to names (or, without reply-to, to the session's
-// response link on the same node).
+// response link on the same node). It runs a request only once its answer can go: the
+// response link has credit (taken for it), and an answer that carries messages (peek,
+// receive by sequence number, session state) has room in the connection's budget of
+// pending responses (responseBudget), so that a client that never reads its answers
+// makes the server build none.
 func (l *srvLink) request(d *inDelivery) {
 	var req amqp.Message
 	if err := req.UnmarshalBinary(d.buf); err != nil {
@@ -81,8 +85,15 @@ func (l *srvLink) request(d *inDelivery) {
 		return
 	}
 	out := l.responseLink(&req)
-	if out == nil {
+	if out == nil || !out.reserveCredit() {
 		return
+	}
+	if !l.node.cbs && carriesMessages(&req) {
+		budget := l.s.c.responses
+		if err := budget.Acquire(l.ctx, maxPendingResponse); err != nil {
+			return
+		}
+		defer budget.Release(maxPendingResponse)
 	}
 	resp := l.node.serve(l.ctx, l, &req)
 	resp.Properties = &amqp.Properties{}
@@ -92,6 +103,25 @@ func (l *srvLink) request(d *inDelivery) {
 	if err := out.sendResponse(resp); err != nil {
 		l.log.Debug("response not sent", "err", err)
 	}
+}
+
+// maxPendingResponse bounds what one $management answer that carries messages holds
+// (a peek stops adding messages past it), and responseBudget how many such answers a
+// connection builds and sends at once: 4 × 1 MiB, sbtest's own bounds (about what the
+// connection's unread frames may hold, maxWriteBuffer).
+const (
+	maxPendingResponse = 1 << 20
+	responseBudget     = 4 * maxPendingResponse
+)
+
+// carriesMessages reports whether req's answer carries messages or session state.
+func carriesMessages(req *amqp.Message) bool {
+	opv, _ := mapGet(req.ApplicationProperties, "operation")
+	switch op, _ := opv.(string); op {
+	case opPeek, opReceiveBySeq, opGetSessionState:
+		return true
+	}
+	return false
 }
 
 // responseLink finds the link a request's response goes to: the one its reply-to names
@@ -113,8 +143,29 @@ func (l *srvLink) responseLink(req *amqp.Message) *srvLink {
 	return nil
 }
 
-// sendResponse sends a settled response message on a response link once the client
-// gives credit.
+// reserveCredit waits until the client gives the response link credit and takes one for
+// a response (reserveCredit then sendResponse), completing drains meanwhile. It reports
+// false when the link went away.
+func (l *srvLink) reserveCredit() bool {
+	for {
+		credit, drain, ok := l.waitCredit()
+		if !ok {
+			return false
+		}
+		if credit == 0 && drain {
+			l.sendMu.Lock()
+			l.completeDrain()
+			l.sendMu.Unlock()
+			continue
+		}
+		if l.takeCredit() {
+			return true
+		}
+	}
+}
+
+// sendResponse sends a settled response message on a response link, with the credit
+// reserveCredit took for it.
 func (l *srvLink) sendResponse(m *amqp.Message) error {
 	payload, err := m.MarshalBinary()
 	if err != nil {
@@ -122,19 +173,6 @@ func (l *srvLink) sendResponse(m *amqp.Message) error {
 	}
 	l.sendMu.Lock()
 	defer l.sendMu.Unlock()
-	for {
-		credit, drain, ok := l.waitCredit()
-		if !ok {
-			return errClosed()
-		}
-		if credit == 0 && drain {
-			l.completeDrain()
-			continue
-		}
-		if l.takeCredit() {
-			break
-		}
-	}
 	l.tagSeq++
 	tag := []byte(fmt.Sprintf("%d", l.tagSeq))
 	if !l.s.sendDelivery(l.ctx, l, tag, payload, true, [16]byte{}) {

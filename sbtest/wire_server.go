@@ -7,7 +7,9 @@ import (
 	"fmt"
 	"io"
 	"log/slog"
+	"maps"
 	"net"
+	"slices"
 	"sync"
 	"sync/atomic"
 	"testing"
@@ -73,22 +75,24 @@ type ServerOptions struct {
 	// 64 KiB for the frames it accepts, and the server never sends larger ones.
 	MaxFrameSize uint32
 	// MaxConnections bounds the connections served at once, AMQP and administration
-	// (HTTPS) alike, once their handshake is done; default DefaultServerMaxConnections
-	// (64), negative means unlimited. An AMQP connection beyond it is opened and closed
-	// at once with amqp:resource-limit-exceeded, which the SDK reports without retrying
-	// (the service rejects connections beyond its quota the same way); an HTTPS one is
-	// closed once its TLS handshake is done and its first bytes are read.
+	// (HTTP and HTTPS) alike, once their handshake is done; default
+	// DefaultServerMaxConnections (64), negative means unlimited. An AMQP connection
+	// beyond it is opened and closed at once with amqp:resource-limit-exceeded, which the
+	// SDK reports without retrying (the service rejects connections beyond its quota the
+	// same way); an HTTP one is closed once its first request header is complete.
 	MaxConnections int
-	// MaxHandshakes bounds the connections in their handshake (the first byte, TLS and
-	// the first bytes inside it, the AMQP protocol header, SASL and open exchange), which
-	// do not count against MaxConnections; default DefaultServerMaxHandshakes (64),
-	// negative means unlimited. A connection beyond it closes the one that has waited
-	// longest, so sockets that never finish their handshake cannot lock a healthy client
-	// out.
+	// MaxHandshakes bounds the connections in their handshake (the first byte, TLS, the
+	// AMQP protocol header, SASL and open exchange, or an HTTP connection's first request
+	// header), which do not count against MaxConnections; default
+	// DefaultServerMaxHandshakes (64), negative means unlimited. A connection beyond it
+	// closes one of those that got least far (nothing received, then no valid protocol
+	// header: TLS not done, no "AMQP"), the one of them that has waited longest, so
+	// sockets that never finish their handshake cannot lock a healthy client out, nor a
+	// flood of silent ones a slow client.
 	MaxHandshakes int
 	// HandshakeTimeout bounds a connection's handshake, after which it is closed; default
-	// DefaultServerHandshakeTimeout (10 s), negative means none. An administration
-	// connection must also send each request's header within it.
+	// DefaultServerHandshakeTimeout (10 s), negative means none. An HTTP connection must
+	// also send each request's header within it.
 	HandshakeTimeout time.Duration
 	// AdminIdleTimeout is how long an administration (HTTPS) connection may stay idle
 	// between requests before the server closes it; default
@@ -127,6 +131,16 @@ type ServerOptions struct {
 	// ":5672"), since those are not addresses to connect to. A value with a port or
 	// characters no host name has is ErrInvalidOptions.
 	AdvertisedHost string
+	// SASKeys, when not empty, turns on shared access signature authorization, as the
+	// service checks it: key names and their keys (a namespace's shared access
+	// policies). An AMQP client must put a token signed with one of them on $cbs for an
+	// entity before it attaches a link to it (else amqp:unauthorized-access, and 401 on
+	// $cbs for a token with a wrong signature, key name, expiry or resource), and each
+	// administration request needs one in its Authorization header (else 401); GET
+	// /health needs none. ConnectionString then names the first key in the order of
+	// names. Default: none, every token is accepted and the administration API is open,
+	// as Microsoft's emulator is.
+	SASKeys map[string]string
 	// Logger receives connection, link and error events (never message payloads);
 	// default discards.
 	Logger *slog.Logger
@@ -144,8 +158,9 @@ type Server struct {
 	log      *slog.Logger
 	maxFrame uint32
 	limits   serverLimits
-	admin    *adminServer // the administration API on the same port (wire_https.go)
-	host     string       // the advertised host (wire_endpoint.go)
+	admin    *adminServer      // the administration API on the same port (wire_https.go)
+	host     string            // the advertised host (wire_endpoint.go)
+	sasKeys  map[string]string // ServerOptions.SASKeys, copied (wire_sas.go)
 
 	ctx    context.Context
 	cancel context.CancelFunc
@@ -232,6 +247,7 @@ func newServer(opts *ServerOptions, ln net.Listener) (*Server, error) {
 		log:        o.Logger,
 		maxFrame:   o.MaxFrameSize,
 		limits:     limits,
+		sasKeys:    maps.Clone(o.SASKeys),
 		conns:      make(map[*srvConn]struct{}),
 		adminConns: make(map[net.Conn]struct{}),
 	}
@@ -254,8 +270,15 @@ func newServer(opts *ServerOptions, ln net.Listener) (*Server, error) {
 // SharedAccessKey=sbtest;UseDevelopmentEmulator=true, with HOST the advertised host
 // (ServerOptions.AdvertisedHost; by default the listener's IP, 127.0.0.1 on every
 // interface) and PORT the listener's (the emulator flag makes the SDK use plain TCP).
+//
+// With ServerOptions.SASKeys, it names the first key in the order of names and its key.
 func (s *Server) ConnectionString() string {
-	return fmt.Sprintf("Endpoint=sb://%s;SharedAccessKeyName=sbtest;SharedAccessKey=sbtest;UseDevelopmentEmulator=true", s.endpoint(s.ln.Addr()))
+	name, key := "sbtest", "sbtest"
+	if len(s.sasKeys) > 0 {
+		name = slices.Sorted(maps.Keys(s.sasKeys))[0]
+		key = s.sasKeys[name]
+	}
+	return fmt.Sprintf("Endpoint=sb://%s;SharedAccessKeyName=%s;SharedAccessKey=%s;UseDevelopmentEmulator=true", s.endpoint(s.ln.Addr()), name, key)
 }
 
 // Addr returns the address the server listens on.
@@ -363,6 +386,9 @@ func (s *Server) serveByFirstByte(nc net.Conn, hs *handshake, plain func(net.Con
 	defer s.endHandshake(hs)
 	deadline := time.Now().Add(s.limits.handshakeTimeout)
 	pc, isTLS := peekFirst(nc, deadline)
+	if pc != nil {
+		s.progressed(hs, handshakeStarted)
+	}
 	switch {
 	case pc == nil:
 		_ = nc.Close()
@@ -378,6 +404,10 @@ func (s *Server) serveByFirstByte(nc net.Conn, hs *handshake, plain func(net.Con
 func (s *Server) serveConn(nc net.Conn, deadline time.Time, hs *handshake) {
 	c := newSrvConn(s, nc)
 	br := bufio.NewReaderSize(nc, 64*1024)
+	_ = nc.SetReadDeadline(deadline)
+	if head, err := br.Peek(len(amqpHeaderPrefix)); err == nil && string(head) == amqpHeaderPrefix {
+		s.progressed(hs, handshakeProtocol)
+	}
 	admitted := false
 	err := c.handshake(br, deadline, func() *amqp.Error {
 		s.mu.Lock()

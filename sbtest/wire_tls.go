@@ -29,6 +29,7 @@ func (s *Server) serveTLS(nc net.Conn, deadline time.Time, hs *handshake) {
 		_ = nc.Close()
 		return
 	}
+	s.progressed(hs, handshakeProtocol)
 	br := bufio.NewReaderSize(tc, 16)
 	head, err := br.Peek(len(amqpHeaderPrefix))
 	if err != nil {
@@ -41,7 +42,7 @@ func (s *Server) serveTLS(nc net.Conn, deadline time.Time, hs *handshake) {
 		s.serveConn(conn, deadline, hs)
 		return
 	}
-	s.admin.admit(conn, hs)
+	s.admin.admit(conn, deadline, hs)
 }
 
 // tlsConn is a server-side TLS connection whose first bytes were read ahead into r.

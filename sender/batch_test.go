@@ -47,7 +47,7 @@ func TestBatchingSizes(t *testing.T) {
 		{"count limit", sender.Options{MaxBatchMessages: 10}, 0, 95, 10},
 		{"default count limit", sender.Options{MaxInFlightMessages: 2000}, 0, 1500, 2},
 		{"no count limit", sender.Options{MaxInFlightMessages: 2000, MaxBatchMessages: -1}, 0, 1500, 1},
-		{"byte limit", sender.Options{MaxBatchBytes: 10 * uint64(sbkit.MessageSize(msg(0)))}, 0, 95, 10},
+		{"byte limit", sender.Options{MaxBatchBytes: 10 * sbkit.MessageSize(msg(0))}, 0, 95, 10},
 		// The broker's batches hold 4 KiB; the sender's estimate seals at 256 KiB, so the
 		// SDK batch decides: a message that does not fit starts the next batch.
 		{"broker limit splits", sender.Options{}, 4096, 100, 2},

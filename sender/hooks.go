@@ -33,6 +33,14 @@ type SendStartHook interface {
 	OnSendStart(ctx context.Context, e SendStart) context.Context
 }
 
+// SendStartHookFunc adapts a function to a [SendStartHook].
+type SendStartHookFunc func(ctx context.Context, e SendStart) context.Context
+
+// OnSendStart calls f.
+func (f SendStartHookFunc) OnSendStart(ctx context.Context, e SendStart) context.Context {
+	return f(ctx, e)
+}
+
 // SendStart is the event of [SendStartHook].
 type SendStart struct {
 	// Message is the message about to be accepted.
@@ -79,6 +87,12 @@ type SendRetryHook interface {
 	OnSendRetry(ctx context.Context, e SendRetry)
 }
 
+// SendRetryHookFunc adapts a function to a [SendRetryHook].
+type SendRetryHookFunc func(ctx context.Context, e SendRetry)
+
+// OnSendRetry calls f.
+func (f SendRetryHookFunc) OnSendRetry(ctx context.Context, e SendRetry) { f(ctx, e) }
+
 // SendRetry is the event of [SendRetryHook].
 type SendRetry struct {
 	// Message is the message that will be retried.
@@ -101,6 +115,12 @@ type SendRetry struct {
 type SendBatchHook interface {
 	OnSendBatch(ctx context.Context, e SendBatch)
 }
+
+// SendBatchHookFunc adapts a function to a [SendBatchHook].
+type SendBatchHookFunc func(ctx context.Context, e SendBatch)
+
+// OnSendBatch calls f.
+func (f SendBatchHookFunc) OnSendBatch(ctx context.Context, e SendBatch) { f(ctx, e) }
 
 // SendBatch is the event of [SendBatchHook].
 type SendBatch struct {

@@ -40,7 +40,7 @@ func (s *Sender) dropLaneLocked(l *lane) {
 
 func (s *Sender) maxBatchBytes() int64 {
 	if s.opts.MaxBatchBytes > 0 {
-		return int64(s.opts.MaxBatchBytes)
+		return s.opts.MaxBatchBytes
 	}
 	return DefaultMaxBatchBytes
 }

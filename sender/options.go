@@ -58,8 +58,9 @@ type Options struct {
 
 	// MaxBatchBytes seals a batch when the estimated size of its messages reaches it, and
 	// is passed to NewBatch as [azservicebus.MessageBatchOptions.MaxBytes] when set.
-	// Default: the broker's limit for NewBatch, DefaultMaxBatchBytes (256 KiB) for sealing.
-	MaxBatchBytes uint64
+	// Default: the broker's limit for NewBatch, DefaultMaxBatchBytes (256 KiB) for sealing;
+	// negative is an error, as for MaxInFlightBytes.
+	MaxBatchBytes int64
 
 	// Ordered keeps messages that share a SessionID (or a PartitionKey when there is no
 	// SessionID) in order: at most one request per key is in flight. Default false.
@@ -113,6 +114,8 @@ func (o *Options) withDefaults() (Options, error) {
 		bad = fmt.Sprintf("MaxInFlightMessages %d", v.MaxInFlightMessages)
 	case v.MaxInFlightBytes < 0:
 		bad = fmt.Sprintf("MaxInFlightBytes %d", v.MaxInFlightBytes)
+	case v.MaxBatchBytes < 0:
+		bad = fmt.Sprintf("MaxBatchBytes %d", v.MaxBatchBytes)
 	case v.Linger < 0:
 		bad = fmt.Sprintf("Linger %v", v.Linger)
 	case v.DefaultTTL < 0:

@@ -127,7 +127,7 @@ func (s *Sender) sendBatch(group []*Result) (rest []*Result) {
 func (s *Sender) build(group []*Result) (sbkit.Batch, int, error) {
 	var opts *azservicebus.MessageBatchOptions
 	if s.opts.MaxBatchBytes > 0 {
-		opts = &azservicebus.MessageBatchOptions{MaxBytes: s.opts.MaxBatchBytes}
+		opts = &azservicebus.MessageBatchOptions{MaxBytes: uint64(s.opts.MaxBatchBytes)}
 	}
 	ctx, cancel := s.attemptContext(s.life)
 	defer cancel()

@@ -21,6 +21,7 @@ func TestNewRejectsBadOptions(t *testing.T) {
 	}{
 		{"negative messages", sender.Options{MaxInFlightMessages: -1}},
 		{"negative bytes", sender.Options{MaxInFlightBytes: -1}},
+		{"negative batch bytes", sender.Options{MaxBatchBytes: -1}},
 		{"negative linger", sender.Options{Linger: -time.Millisecond}},
 		{"negative ttl", sender.Options{DefaultTTL: -time.Second}},
 	}

@@ -27,7 +27,8 @@ var base = map[string]string{
 	"a/a.go":                "package a\n\nimport \"example.com/fix\"\n\nfunc A() string { return fix.Hello() }\n",
 	"b/go.mod":              "module example.com/fix/b\n\ngo 1.26.0\n\nrequire (\n\texample.com/fix v0.1.0\n\texample.com/fix/a v0.1.0\n)\n\nreplace (\n\texample.com/fix => ..\n\texample.com/fix/a => ../a\n)\n",
 	"b/b.go":                "package b\n\nimport \"example.com/fix/a\"\n\nfunc B() string { return a.A() }\n",
-	"b/sub/sub.go":          "package sub\n",
+	"b/sub/sub.go":          "package sub\n\nimport _ \"example.com/fix/b/internal/y\"\n",
+	"b/internal/y/y.go":     "package y\n", // a module's own internal package is its to use
 	"tools/x/go.mod":        "module tools.example/x\n\ngo 1.26.0\n",
 	"tools/x/x.go":          "package x\n",
 	".ci/tool/go.mod":       "module example.com/fix/.ci\n",
@@ -80,6 +81,11 @@ func simulate(t *testing.T, dir string) (*repo, []string, error) {
 		t.Fatal(err)
 	}
 	problems := r.checkModules()
+	p, err := r.checkImports()
+	if err != nil {
+		t.Fatal(err)
+	}
+	problems = append(problems, p...)
 	work := t.TempDir()
 	proxy := filepath.Join(work, "proxy")
 	if err := r.writeProxy(proxy); err != nil {
@@ -150,6 +156,16 @@ func TestFailures(t *testing.T) {
 			"a/a.go":     "package a\n\nimport \"example.com/fix\"\n\nfunc A() string { return fix.Generated() }\n",
 		},
 		build: "undefined: fix.Generated",
+	}, {
+		// Go allows the import by path (a sits below the internal directory's parent), and
+		// the build works, until the core changes its internal package.
+		name:    "import of another module's internal package",
+		changes: map[string]string{"a/a.go": "package a\n\nimport (\n\t\"example.com/fix\"\n\t_ \"example.com/fix/internal/x\"\n)\n\nfunc A() string { return fix.Hello() }\n"},
+		problem: "a/a.go: imports example.com/fix/internal/x, an internal package of module example.com/fix",
+	}, {
+		name:    "a test's import of another module's internal package",
+		changes: map[string]string{"b/b_test.go": "package b\n\nimport _ \"example.com/fix/internal/x\"\n"},
+		problem: "b/b_test.go: imports example.com/fix/internal/x, an internal package of module example.com/fix",
 	}, {
 		name:    "sibling required at an older version",
 		changes: map[string]string{"b/go.mod": "module example.com/fix/b\n\ngo 1.26.0\n\nrequire (\n\texample.com/fix v0.1.0\n\texample.com/fix/a v0.0.9\n)\n\nreplace (\n\texample.com/fix => ..\n\texample.com/fix/a => ../a\n)\n"},

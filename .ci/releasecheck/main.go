@@ -2,8 +2,8 @@
 // version in its VERSION file, and uses the result as a new user would (RELEASING.md).
 //
 // It finds the released modules (every go.mod whose module path is the root module's or
-// below it), checks their go.mod files, the CHANGELOG's section and the README's Install
-// block, then writes each module's zip with golang.org/x/mod/zip into a file-system module
+// below it), checks their go.mod files, that no module imports another's internal
+// packages, the CHANGELOG's section and the README's Install block, then writes each module's zip with golang.org/x/mod/zip into a file-system module
 // proxy and, in new modules outside the repository with GOWORK=off and only that proxy
 // and the usual ones:
 //
@@ -93,6 +93,11 @@ func check(r *repo, keep bool, verbose io.Writer) error {
 	problems := r.checkModules()
 	problems = append(problems, r.checkChangelog()...)
 	cmds, p := r.readInstall()
+	problems = append(problems, p...)
+	p, err := r.checkImports()
+	if err != nil {
+		return err
+	}
 	problems = append(problems, p...)
 	if len(problems) > 0 {
 		return errors.New("\n\t" + strings.Join(problems, "\n\t"))

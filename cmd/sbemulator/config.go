@@ -8,7 +8,7 @@ import (
 	"time"
 
 	"github.com/Azure/azure-sdk-for-go/sdk/messaging/azservicebus/admin"
-	"github.com/sbkit/sbkit/internal/isoduration"
+	"github.com/sbkit/sbkit/internal/emulator/isoduration"
 	"github.com/sbkit/sbkit/sbtest"
 )
 
@@ -117,8 +117,12 @@ func checkForwards(ns *sbtest.Namespace, e *entities) error {
 		if _, ok := ns.Topic(name); ok {
 			return true
 		}
-		_, ok := e.Queues[name]
-		return ok
+		for q := range e.Queues {
+			if strings.EqualFold(q, name) { // names resolve in any letter case, as the model's
+				return true
+			}
+		}
+		return false
 	}
 	check := func(what string, o *sbtest.EntityOptions) error {
 		if o == nil {

@@ -26,6 +26,9 @@ type configJSON struct {
 // readConfigJSON parses b as JSON with comments. A syntax error names its line and
 // column.
 func readConfigJSON(b []byte) (*configJSON, error) {
+	if err := checkDepth(b); err != nil {
+		return nil, err
+	}
 	tree, err := hujson.Parse(b)
 	if err != nil {
 		return nil, fmt.Errorf("%w: %s", errConfig, strings.TrimPrefix(err.Error(), "hujson: "))
@@ -37,6 +40,61 @@ func readConfigJSON(b []byte) (*configJSON, error) {
 		return nil, fmt.Errorf("%w: %v", errConfig, err)
 	}
 	return &configJSON{std: std, tree: tree}, nil
+}
+
+// maxConfigDepth bounds how deeply objects and arrays nest in a configuration file:
+// Microsoft's Config.json nests 13 levels (a correlation filter's properties inside a
+// rule inside a subscription inside a topic inside a namespace); the parser recurses
+// once per level, so a file nested millions deep would exhaust the stack before any
+// other check could refuse it.
+const maxConfigDepth = 64
+
+// checkDepth refuses b when its objects and arrays nest deeper than maxConfigDepth,
+// naming the line and column where they do; strings and comments do not count.
+func checkDepth(b []byte) error {
+	depth, line, col := 0, 1, 0
+	for i := 0; i < len(b); i++ {
+		c := b[i]
+		col++
+		switch {
+		case c == '\n':
+			line, col = line+1, 0
+		case c == '"': // a string: skip to its end, past escapes
+			for i++; i < len(b) && b[i] != '"'; i++ {
+				col++
+				if b[i] == '\\' {
+					i++
+					col++
+				}
+			}
+			col++
+		case c == '/' && i+1 < len(b) && b[i+1] == '/': // a line comment
+			for i < len(b) && b[i] != '\n' {
+				i++
+			}
+			i--
+		case c == '/' && i+1 < len(b) && b[i+1] == '*': // a block comment
+			end := bytes.Index(b[i+2:], []byte("*/"))
+			if end < 0 {
+				return nil // unterminated: the parser says so
+			}
+			skipped := b[i : i+2+end+2]
+			if n := bytes.Count(skipped, []byte("\n")); n > 0 {
+				line += n
+				col = len(skipped) - bytes.LastIndexByte(skipped, '\n') - 1
+			} else {
+				col += len(skipped) - 1
+			}
+			i += len(skipped) - 1
+		case c == '{' || c == '[':
+			if depth++; depth > maxConfigDepth {
+				return fmt.Errorf("%w: line %d, column %d: objects and arrays nested more than %d deep", errConfig, line, col, maxConfigDepth)
+			}
+		case c == '}' || c == ']':
+			depth--
+		}
+	}
+	return nil
 }
 
 // position is "line L, column C" of byte offset off (both counted from 1).

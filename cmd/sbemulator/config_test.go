@@ -1,11 +1,13 @@
 package main
 
 import (
+	"context"
 	"errors"
 	"strings"
 	"testing"
 	"time"
 
+	"github.com/Azure/azure-sdk-for-go/sdk/messaging/azservicebus"
 	"github.com/Azure/azure-sdk-for-go/sdk/messaging/azservicebus/admin"
 	"github.com/sbkit/sbkit"
 	"github.com/sbkit/sbkit/sbtest"
@@ -171,6 +173,8 @@ func TestParseConfigErrors(t *testing.T) {
 		{"queue twice", wrap(`{"Queues":[{"Name":"q"},{"Name":"q"}]}`), "declared twice"},
 		{"queue and topic", wrap(`{"Queues":[{"Name":"q"}],"Topics":[{"Name":"q","Subscriptions":[]}]}`), "as a queue and as a topic"},
 		{"unknown filter", wrap(`{"Topics":[{"Name":"t","Subscriptions":[{"Name":"s","Rules":[{"Name":"r","Properties":{"FilterType":"True"}}]}]}]}`), "neither Correlation nor Sql"},
+		{"nested too deep", "{\"UserConfig\":\n  " + strings.Repeat("[", 100_000) + strings.Repeat("]", 100_000) + "}", "line 2, column 66: objects and arrays nested more than 64 deep"},
+		{"nested too deep past comments and strings", "{\"a\": \"{[\\\"{\", /* [[ */ // {{\n\"c\":" + strings.Repeat("{\"b\":", 70) + "1" + strings.Repeat("}", 70) + "}", "line 2, column 320: objects and arrays nested more than 64 deep"},
 		{"sql without filter", wrap(`{"Topics":[{"Name":"t","Subscriptions":[{"Name":"s","Rules":[{"Name":"r","Properties":{"FilterType":"Sql"}}]}]}]}`), "without SqlFilter"},
 	} {
 		err := parseConfig([]byte(tt.in), newEntities())
@@ -185,6 +189,24 @@ func TestParseConfigErrors(t *testing.T) {
 	}
 	if err := e.create(sbtest.NewNamespace(nil)); !errors.Is(err, errConfig) || !strings.Contains(err.Error(), `forwards to "nowhere"`) {
 		t.Errorf("create with a forward to a missing entity: %v, want errConfig naming it", err)
+	}
+	// A forward names its target in any letter case, a queue as a topic (Service Bus
+	// entity names are case-insensitive, as the model resolves them).
+	e = newEntities()
+	if err := parseConfig([]byte(wrap(`{"Queues":[{"Name":"orders"},{"Name":"in","Properties":{"ForwardTo":"ORDERS"}}],
+		"Topics":[{"Name":"events","Subscriptions":[{"Name":"s","Properties":{"ForwardTo":"Orders"}}]}]}`)), e); err != nil {
+		t.Fatal(err)
+	}
+	ns := sbtest.NewNamespace(nil)
+	if err := e.create(ns); err != nil {
+		t.Fatalf("create with a forward to ORDERS for queue orders: %v", err)
+	}
+	snd, _ := ns.NewSender("in", nil)
+	if err := snd.SendMessage(context.Background(), &azservicebus.Message{Body: []byte("x")}, nil); err != nil {
+		t.Fatal(err)
+	}
+	if q, _ := ns.Entity("orders"); q.Counts().Active != 1 {
+		t.Errorf("orders holds %+v after a send to in, which forwards to ORDERS", q.Counts())
 	}
 	// A SQL syntax error surfaces when the rule is created, naming the subscription.
 	e = newEntities()

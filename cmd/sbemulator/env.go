@@ -4,6 +4,7 @@ import (
 	"flag"
 	"fmt"
 	"net"
+	"reflect"
 	"strconv"
 	"strings"
 )
@@ -42,14 +43,17 @@ func envName(flagName string) string {
 }
 
 // applyEnv sets every flag that the command line did not set from its variable
-// (envName), when that variable is set; -version has none. A repeatable flag takes one
-// value from its variable, comma-separated where the flag allows it.
+// (envName), when that variable is set; -version has none. Names of one flag (-cert and
+// -admin-cert, which write the same variable) count as one: a name given on the command
+// line keeps the variables of the others out, and of their variables the first in
+// alphabetical order is applied. A repeatable flag takes one value from its variable,
+// comma-separated where the flag allows it.
 func applyEnv(fs *flag.FlagSet, lookupEnv func(string) (string, bool)) error {
-	given := map[string]bool{}
-	fs.Visit(func(f *flag.Flag) { given[f.Name] = true })
+	given := map[any]bool{}
+	fs.Visit(func(f *flag.Flag) { given[flagTarget(f)] = true })
 	var err error
 	fs.VisitAll(func(f *flag.Flag) {
-		if err != nil || given[f.Name] || f.Name == "version" {
+		if err != nil || given[flagTarget(f)] || f.Name == "version" {
 			return
 		}
 		name := envName(f.Name)
@@ -57,9 +61,20 @@ func applyEnv(fs *flag.FlagSet, lookupEnv func(string) (string, bool)) error {
 			if e := fs.Set(f.Name, v); e != nil {
 				err = fmt.Errorf("sbemulator: %s=%q: %w", name, v, e)
 			}
+			given[flagTarget(f)] = true
 		}
 	})
 	return err
+}
+
+// flagTarget identifies what f sets: the variable its Value points to, which the names
+// of one flag share, or f itself.
+func flagTarget(f *flag.Flag) any {
+	v := reflect.ValueOf(f.Value)
+	if v.Kind() == reflect.Pointer {
+		return [2]any{v.Type().Elem(), v.Pointer()}
+	}
+	return f
 }
 
 // resolveHTTPAddr returns the address of the plain-HTTP administration API: "" for

@@ -60,6 +60,33 @@ func TestEnvironment(t *testing.T) {
 	}
 }
 
+// A flag given on the command line under one name is not set from the variable of
+// another name of it (-cert and its former name -admin-cert): the environment sets only
+// what the command line did not. With neither given and both variables set, the first
+// in alphabetical order wins (SBEMULATOR_ADMIN_CERT).
+func TestEnvironmentAliases(t *testing.T) {
+	t.Parallel()
+	var stderr bytes.Buffer
+	for _, tt := range []struct {
+		args []string
+		env  map[string]string
+		want string
+	}{
+		{[]string{"-cert", "a.pem"}, map[string]string{"SBEMULATOR_ADMIN_CERT": "b.pem"}, "a.pem"},
+		{[]string{"-admin-cert", "a.pem"}, map[string]string{"SBEMULATOR_CERT": "b.pem"}, "a.pem"},
+		{nil, map[string]string{"SBEMULATOR_CERT": "b.pem"}, "b.pem"},
+		{nil, map[string]string{"SBEMULATOR_CERT": "b.pem", "SBEMULATOR_ADMIN_CERT": "c.pem"}, "c.pem"},
+	} {
+		cfg, err := parseFlags(tt.args, envOf(tt.env), &stderr)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if cfg.cert != tt.want {
+			t.Errorf("%q with %v: -cert %q, want %q", tt.args, tt.env, cfg.cert, tt.want)
+		}
+	}
+}
+
 // -http-addr defaults to -addr's host with Microsoft's port 5300 (EMULATOR_HTTP_PORT
 // changes it), or a free port when -addr's is 0.
 func TestHTTPAddr(t *testing.T) {

@@ -1,6 +1,7 @@
 package main
 
 import (
+	"bytes"
 	"io"
 	"testing"
 
@@ -38,5 +39,25 @@ func TestParseFaultOps(t *testing.T) {
 	}
 	if _, err := parseFault("q:renew-lock"); err == nil {
 		t.Error(`"q:renew-lock" parsed; want an unknown-op error`)
+	}
+}
+
+// -sas-key (and SBEMULATOR_SAS_KEY) name the keys the emulator requires; a value that is
+// not name=key is refused.
+func TestSASKeyFlag(t *testing.T) {
+	t.Parallel()
+	var stderr bytes.Buffer
+	cfg, err := parseFlags([]string{"-sas-key", "a=k1,b=k2=="}, envOf(map[string]string{"SBEMULATOR_SAS_KEY": "c=k3"}), &stderr)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(cfg.sasKeys) != 2 || cfg.sasKeys["a"] != "k1" || cfg.sasKeys["b"] != "k2==" {
+		t.Errorf("keys %v, want a=k1 and b=k2== (the command line's)", cfg.sasKeys)
+	}
+	if cfg, err = parseFlags(nil, envOf(map[string]string{"SBEMULATOR_SAS_KEY": "c=k3"}), &stderr); err != nil || cfg.sasKeys["c"] != "k3" {
+		t.Errorf("SBEMULATOR_SAS_KEY=c=k3: %v, %v", cfg.sasKeys, err)
+	}
+	if _, err := parseFlags([]string{"-sas-key", "nokey"}, envOf(nil), &stderr); err == nil {
+		t.Error("-sas-key nokey accepted")
 	}
 }

@@ -89,7 +89,8 @@ func run(ctx context.Context, args []string, lookupEnv func(string) (string, boo
 		return err
 	}
 	srv, err := sbtest.NewServer(&sbtest.ServerOptions{Addr: cfg.addr, AdminHTTPAddr: cfg.httpAddr,
-		AdvertisedHost: cfg.advertise, Namespace: ns, Logger: logger, MaxConnections: cfg.maxConnections})
+		AdvertisedHost: cfg.advertise, Namespace: ns, Logger: logger, MaxConnections: cfg.maxConnections,
+		SASKeys: cfg.sasKeys})
 	if err != nil {
 		return err
 	}
@@ -135,6 +136,7 @@ type config struct {
 	latency        sbtest.Latency
 	entities       *entities
 	faults         []faultSpec
+	sasKeys        map[string]string
 }
 
 func parseFlags(args []string, lookupEnv func(string) (string, bool), stderr io.Writer) (*config, error) {
@@ -167,6 +169,19 @@ func parseFlags(args []string, lookupEnv func(string) (string, bool), stderr io.
 			cfg.faults = append(cfg.faults, f)
 		}
 		return err
+	})
+	fs.Func("sas-key", "require shared access signatures signed with this key: `name=key` (repeatable, comma-separated allowed); the connection string printed names the first name. Default: any token is accepted and the administration API is open", func(s string) error {
+		for _, kv := range strings.Split(s, ",") {
+			name, key, ok := strings.Cut(strings.TrimSpace(kv), "=")
+			if !ok || name == "" || key == "" {
+				return fmt.Errorf("want name=key, got %q", kv)
+			}
+			if cfg.sasKeys == nil {
+				cfg.sasKeys = map[string]string{}
+			}
+			cfg.sasKeys[name] = key
+		}
+		return nil
 	})
 	fs.BoolVar(&cfg.verbose, "v", false, "log connections, links and errors to stderr")
 	fs.BoolVar(&cfg.version, "version", false, "print the version (the module's, from the build information) and exit")

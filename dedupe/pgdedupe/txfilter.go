@@ -16,8 +16,8 @@ import (
 	"github.com/jackc/pgx/v5/pgconn"
 	"github.com/sbkit/sbkit"
 	"github.com/sbkit/sbkit/dedupe"
-	"github.com/sbkit/sbkit/internal/hooks"
-	"github.com/sbkit/sbkit/internal/retry"
+	"github.com/sbkit/sbkit/dedupe/pgdedupe/internal/hooks"
+	"github.com/sbkit/sbkit/dedupe/pgdedupe/internal/retry"
 )
 
 // defaultTxRetry is the default of TxOptions.Retry.
@@ -77,12 +77,24 @@ type TxResultHook interface {
 	OnTxResult(ctx context.Context, e TxResult)
 }
 
+// TxResultHookFunc adapts a function to a [TxResultHook].
+type TxResultHookFunc func(ctx context.Context, e TxResult)
+
+// OnTxResult calls f.
+func (f TxResultHookFunc) OnTxResult(ctx context.Context, e TxResult) { f(ctx, e) }
+
 // TxErrorHook is told every failed statement of the filter's own (begin, the done mark,
 // commit), before the filter decides to retry. Handler errors are not database errors
 // of the filter's: they are reported by TxResultHook (OutcomeRolledBack).
 type TxErrorHook interface {
 	OnTxError(ctx context.Context, err *TxError)
 }
+
+// TxErrorHookFunc adapts a function to a [TxErrorHook].
+type TxErrorHookFunc func(ctx context.Context, err *TxError)
+
+// OnTxError calls f.
+func (f TxErrorHookFunc) OnTxError(ctx context.Context, err *TxError) { f(ctx, err) }
 
 // Outcome is what a TxFilter did with a delivery.
 type Outcome int

@@ -4,6 +4,12 @@
 // an outdated signature would otherwise be ignored silently); Select picks the hooks
 // that implement one interface; Call runs them, recovering and logging a panic in any
 // of them.
+//
+// The nested modules with hooks (dedupe/pgdedupe, outbox/pgoutbox) hold byte-identical
+// copies of this package in their own internal directories: a module never imports
+// another module's internal packages, which carry no compatibility promise across
+// versions. Edit the core's files (internal/hooks) and copy them over;
+// TestInternalCopies, in the core's root package, checks that the copies agree.
 package hooks
 
 import (

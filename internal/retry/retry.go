@@ -1,5 +1,11 @@
 // Package retry turns an [sbkit.RetryOptions] and a component's defaults into a
 // backoff/v4 policy. It is the one place where sbkit's retry conventions are implemented.
+//
+// The nested modules that retry (dedupe/pgdedupe, outbox/pgoutbox) hold byte-identical
+// copies of this package in their own internal directories: a module never imports
+// another module's internal packages, which carry no compatibility promise across
+// versions. Edit the core's files (internal/retry) and copy them over;
+// TestInternalCopies, in the core's root package, checks that the copies agree.
 package retry
 
 import (
@@ -93,7 +99,12 @@ func (c capped) NextBackOff() time.Duration {
 }
 
 // Wait waits d before a retry and reports true, or reports false as soon as ctx ends.
+// A ctx that has already ended reports false whatever d is, so Wait(ctx, 0) is a check
+// of ctx (a select between a timer that has fired and an ended ctx picks either).
 func Wait(ctx context.Context, d time.Duration) bool {
+	if ctx.Err() != nil {
+		return false
+	}
 	t := time.NewTimer(d)
 	defer t.Stop()
 	select {

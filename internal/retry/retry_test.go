@@ -101,3 +101,15 @@ func TestWait(t *testing.T) {
 		}
 	})
 }
+
+// TestWaitEndedContext: a context that has ended wins over a delay that has run out, so
+// a caller whose context ended never retries once more (Wait(ctx, 0) is false).
+func TestWaitEndedContext(t *testing.T) {
+	ctx, cancel := context.WithCancel(context.Background())
+	cancel()
+	for i := range 1000 {
+		if Wait(ctx, 0) {
+			t.Fatalf("call %d: Wait(ended ctx, 0) = true, want false", i+1)
+		}
+	}
+}

@@ -106,8 +106,9 @@ func TestCrashedRelayTakenOver(t *testing.T) {
 	if pid == 0 {
 		t.Fatal("relay A holds no claim")
 	}
+	claims := e.watchClaims() // relay B's
 	b, _ := e.relay(nil)
-	time.Sleep(100 * time.Millisecond) // B polls every 50 ms
+	claims.wait(e, 2, "relay B to look for rows twice")
 	if st := b.Stats(); st.Claimed != 0 {
 		t.Fatalf("relay B claimed a row relay A holds: %+v", st)
 	}

@@ -262,6 +262,7 @@ func TestContendedOrderLeftAlone(t *testing.T) {
 		t.Fatal(err)
 	}
 	hook := &blockResult{id: "t1", blocked: make(chan struct{}), release: make(chan struct{})}
+	claims := e.watchClaims()
 	r, _ := e.relay(&pgoutbox.RelayOptions{Sender: &sender.Options{Hooks: []sender.Hook{hook}}})
 	<-hook.blocked // the claim that sent t1 is open
 	tx, err := e.pool.Begin(ctx)
@@ -275,7 +276,12 @@ func TestContendedOrderLeftAlone(t *testing.T) {
 		t.Errorf("s2 and s3: %d unlocked, %v; want both free while the relay's claim is open", n, err)
 	}
 	close(hook.release)
-	time.Sleep(100 * time.Millisecond) // the relay polls every 50 ms: it leaves s2 and s3 alone
+	// Once t1's claim ended, the relay looks for rows again: it leaves s2 and s3 alone.
+	eventually(t, "t1's claim to end", func() bool { return r.Stats().Sent == 1 && r.Stats().InFlight == 0 })
+	claims.wait(e, claims.count()+2, "the relay to look for rows twice after t1's claim")
+	if st := r.Stats(); st.Claimed != 1 {
+		t.Fatalf("relay %+v: claimed %d rows while s1 is held elsewhere, want t1 only", st, st.Claimed)
+	}
 	if got := q.Counts().Active; got != 1 {
 		t.Fatalf("broker holds %d messages while s1 is held elsewhere, want t1 only", got)
 	}

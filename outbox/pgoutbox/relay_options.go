@@ -9,8 +9,8 @@ import (
 	"time"
 
 	"github.com/sbkit/sbkit"
-	ihooks "github.com/sbkit/sbkit/internal/hooks"
-	"github.com/sbkit/sbkit/internal/retry"
+	ihooks "github.com/sbkit/sbkit/outbox/pgoutbox/internal/hooks"
+	"github.com/sbkit/sbkit/outbox/pgoutbox/internal/retry"
 	"github.com/sbkit/sbkit/sender"
 )
 

@@ -22,15 +22,27 @@ const MaxBody = 1 << 20
 type Handler struct {
 	model Model
 
-	mu   sync.Mutex
-	meta map[string]*meta // what the API was told about each entity, by path
+	// creating serializes the creates, so that a quota's check and the create it allows
+	// are one step (entityQuota, the subscriptions' quota).
+	creating sync.Mutex
+
+	mu      sync.Mutex
+	meta    map[string]*meta // what the API was told about each entity, by path
+	pruneAt int              // len(meta) at which metaLocked prunes the deleted entities' metadata
 }
 
 // New returns a Handler for m.
-func New(m Model) *Handler { return &Handler{model: m, meta: make(map[string]*meta)} }
+func New(m Model) *Handler {
+	return &Handler{model: m, meta: make(map[string]*meta), pruneAt: minPruneAt}
+}
 
-// Kept returns how many entities the handler keeps a description of: never more than
-// the entities that exist once a request has pruned the deleted ones.
+// minPruneAt is the fewest entries of Handler.meta that make a new one prune it.
+const minPruneAt = 64
+
+// Kept returns how many entities the handler keeps a description of: the entities
+// that exist once a PUT or DELETE has pruned the deleted ones, and between prunes at
+// most twice as many as after the last one (or 64). What it keeps of a deleted entity
+// never holds the entity itself (Entity.ID).
 func (a *Handler) Kept() int {
 	a.mu.Lock()
 	defer a.mu.Unlock()
@@ -39,10 +51,11 @@ func (a *Handler) Kept() int {
 
 // meta is what the admin API keeps about one entity beyond the model's options:
 // the description last PUT (for the properties sbtest accepts and reports back) and the
-// times. obj is the Entity or Topic it belongs to, so that an entity deleted and
-// created again in memory does not inherit it.
+// times. id is the ID of the Entity or Topic it belongs to, so that an entity deleted
+// and created again in memory does not inherit it, and a deleted one is not kept alive.
 type meta struct {
-	obj any
+	id    any
+	topic bool
 	// desc is a copy of the description last PUT: an *atom.QueueDescription,
 	// *atom.TopicDescription or *atom.SubscriptionDescription (nil before the first PUT).
 	desc             any
@@ -100,7 +113,8 @@ func httpStatus(err error) *httpError {
 //	/{topic}/Subscriptions/{sub}/Rules/{rule}  GET, PUT, DELETE
 //	/health (without api-version)        GET (health.go)
 //
-// Authorization headers are accepted without checking, as the AMQP side does.
+// The handler does not read Authorization headers: the server checks them before it,
+// when shared access keys are configured (sbtest.ServerOptions.SASKeys).
 func (a *Handler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	if isHealthCheck(r) {
 		serveHealth(w, r)
@@ -312,14 +326,32 @@ func (a *Handler) metaFor(path string, obj any) meta {
 
 // metaLocked is metaFor's map lookup; it returns the stored metadata, to change in
 // place. Called with a.mu held.
+// A new entry prunes the entries of deleted entities first once there are twice as many
+// as after the last prune, so that entities created and deleted in the model, which
+// the API does not see go, cost it amortized O(1) and bounded memory.
 func (a *Handler) metaLocked(path string, obj any) *meta {
+	id, topic := idOf(obj)
 	m := a.meta[path]
-	if m == nil || m.obj != obj {
+	if m == nil || m.id != id {
+		if m == nil && len(a.meta) >= a.pruneAt {
+			a.pruneLocked()
+		}
 		now := time.Now()
-		m = &meta{obj: obj, created: now, updated: now}
+		m = &meta{id: id, topic: topic, created: now, updated: now}
 		a.meta[path] = m
 	}
 	return m
+}
+
+// idOf returns the ID of obj, an Entity or a Topic, and whether it is a Topic.
+func idOf(obj any) (any, bool) {
+	switch o := obj.(type) {
+	case Topic:
+		return o.ID(), true
+	case Entity:
+		return o.ID(), false
+	}
+	panic(fmt.Sprintf("admin: metadata of a %T", obj))
 }
 
 // remember records desc, a copy of the description a PUT gave obj at path, and forgets
@@ -345,20 +377,18 @@ func (a *Handler) prune() {
 func (a *Handler) pruneLocked() {
 	for path, m := range a.meta {
 		var live any
-		switch m.obj.(type) {
-		case Topic:
+		if m.topic {
 			if t, ok := a.model.Topic(path); ok {
-				live = t
+				live = t.ID()
 			}
-		case Entity:
-			if e, ok := a.entityAt(path); ok {
-				live = e
-			}
+		} else if e, ok := a.entityAt(path); ok {
+			live = e.ID()
 		}
-		if live != m.obj {
+		if live != m.id {
 			delete(a.meta, path)
 		}
 	}
+	a.pruneAt = max(2*len(a.meta), minPruneAt)
 }
 
 // entityAt returns the queue or subscription at path: "queue" or

@@ -34,6 +34,10 @@ type Model interface {
 type Entity interface {
 	// Name returns its path: "queue" or "topic/Subscriptions/sub".
 	Name() string
+	// ID returns a comparable value that names this entity and no other, not even one
+	// created later under the same name, and does not keep it alive: what the API keeps
+	// about an entity must not hold a deleted one with its messages.
+	ID() any
 	// Options and SetOptions read and change what the model does with it (SetOptions
 	// refuses a change of RequiresSession).
 	Options() Options
@@ -58,6 +62,8 @@ type Entity interface {
 type Topic interface {
 	// Name returns its name.
 	Name() string
+	// ID as for an Entity.
+	ID() any
 	// Options, SetOptions, Status, SetStatus and AccessedAt as for an Entity; of the
 	// options only DefaultTTL and DuplicateDetectionWindow apply to a topic.
 	Options() Options

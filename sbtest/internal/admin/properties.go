@@ -9,7 +9,7 @@ import (
 	"unicode/utf8"
 
 	"github.com/sbkit/sbkit"
-	"github.com/sbkit/sbkit/internal/isoduration"
+	"github.com/sbkit/sbkit/internal/emulator/isoduration"
 	"github.com/sbkit/sbkit/sbtest/internal/atom"
 )
 
@@ -310,10 +310,13 @@ func accessedStamp(t time.Time) string {
 }
 
 // countDetails reports an entity's counts by subqueue (transfer queues are always
-// empty): active messages are the available and locked ones, not the deferred ones ("Get
-// message counters": ActiveMessageCount counts the messages "in the active state").
+// empty): active messages are the available, locked and deferred ones, as the service
+// counts them. The count details have no deferred counter, and MessageCount is the sum
+// of the details ("Get message counters",
+// learn.microsoft.com/azure/service-bus-messaging/message-counters), so a deferred
+// message is counted with the active ones.
 func countDetails(c Counts) *atom.CountDetails {
-	return atom.NewCountDetails(int32(c.Active+c.Locked), int32(c.DeadLetter), int32(c.Scheduled))
+	return atom.NewCountDetails(int32(c.Active+c.Locked+c.Deferred), int32(c.DeadLetter), int32(c.Scheduled))
 }
 
 // messageCount is an entity's MessageCount: every message of the entity and of its

@@ -76,6 +76,8 @@ func (a *Handler) putQueue(r *http.Request, name string, d *atom.QueueDescriptio
 	e, status, err := createOrUpdate(r, "Queue", name, &o, d.Status,
 		func() (Entity, bool) { return ns.Queue(name) },
 		func() (Entity, error) {
+			a.creating.Lock()
+			defer a.creating.Unlock()
 			if _, ok := ns.Topic(name); ok {
 				return nil, httpStatus(ErrExists)
 			}
@@ -152,6 +154,8 @@ func (a *Handler) putTopic(r *http.Request, name string, d *atom.TopicDescriptio
 	t, status, err := createOrUpdate(r, "Topic", name, &o, d.Status,
 		func() (Topic, bool) { return ns.Topic(name) },
 		func() (Topic, error) {
+			a.creating.Lock()
+			defer a.creating.Unlock()
 			if err := entityQuota(ns); err != nil {
 				return nil, err
 			}

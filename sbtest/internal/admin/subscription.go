@@ -94,6 +94,8 @@ func (a *Handler) putSubscription(r *http.Request, topic, sub string, d *atom.Su
 	e, status, err := createOrUpdate(r, "Subscription", path, &o, d.Status,
 		func() (Entity, bool) { return t.Subscription(sub) },
 		func() (Entity, error) {
+			a.creating.Lock()
+			defer a.creating.Unlock()
 			if n := len(t.Subscriptions()); n >= MaxSubscriptions {
 				return nil, quotaExceeded("The topic '%s' already has %d subscriptions, the most a topic can have.", topic, n)
 			}

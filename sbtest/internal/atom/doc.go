@@ -2,7 +2,7 @@
 // administration API (the "entity descriptions" the SDK's admin client sends and
 // parses: QueueDescription, TopicDescription, SubscriptionDescription, RuleDescription,
 // NamespaceInfo, feeds of them, and the Error body). The ISO 8601 durations they carry
-// are internal/isoduration's.
+// are internal/emulator/isoduration's.
 //
 // Sources: the azservicebus v1.11.0 admin client (admin/*.go and internal/atom/*.go in
 // the SDK module) for the element names, value types and what the client requires in a

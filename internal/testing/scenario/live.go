@@ -11,7 +11,7 @@ import (
 	"github.com/Azure/azure-sdk-for-go/sdk/messaging/azservicebus/admin"
 
 	"github.com/sbkit/sbkit"
-	"github.com/sbkit/sbkit/internal/isoduration"
+	"github.com/sbkit/sbkit/internal/emulator/isoduration"
 )
 
 // Environment variables read by NewLive, as in the example programs.

@@ -6,7 +6,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/sbkit/sbkit/internal/scenario"
+	"github.com/sbkit/sbkit/internal/testing/scenario"
 )
 
 // TestScenarios runs the whole suite against every backend: memory and server always
