@@ -136,8 +136,10 @@ func processWarm(n int, rtt time.Duration, concurrency int) int {
 // messages after the warm-up are timed: msgs/s and pct-of-C/h are those of the steady
 // state. It also reports the receipt-to-completion latency (p50-ms, p99-ms) of the timed
 // messages, the most messages buffered at once (peak-buffered), the prefetch and the
-// messages buffered when it was stopped (prefetch-at-stop, buffered-at-stop) and those
-// the stop abandoned (abandoned-at-stop, a delivery counted for each).
+// messages buffered when it was stopped (prefetch-at-stop, buffered-at-stop), those
+// the stop abandoned (abandoned-at-stop, a delivery counted for each), and over the whole
+// run the receive calls the window cut, the credits receive calls left open and the
+// messages the broker counted released (none in memory: only azservicebus releases).
 func benchProcessor(b *testing.B, src sbkit.LockingReceiver, q *sbtest.Entity, c processCase, warm int) {
 	st := latency.New(src, warm+b.N)
 	opts := c.opts
@@ -170,6 +172,11 @@ func benchProcessor(b *testing.B, src sbkit.LockingReceiver, q *sbtest.Entity, c
 	b.ReportMetric(float64(atStop.Prefetch), "prefetch-at-stop")
 	b.ReportMetric(float64(atStop.Buffered), "buffered-at-stop")
 	b.ReportMetric(float64(end.Abandoned), "abandoned-at-stop")
+	// The receive window: calls it cut, credits left open (a bound on the messages the
+	// SDK released) and the releases the broker counted.
+	b.ReportMetric(float64(end.CutReceives), "cut-receives")
+	b.ReportMetric(float64(end.CreditsLeft), "credits-left")
+	b.ReportMetric(float64(q.Stats().Released), "released")
 }
 
 // benchSequentialProcess is the loop people write first: receive one message, handle

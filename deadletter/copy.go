@@ -5,6 +5,7 @@ import (
 	"time"
 
 	"github.com/Azure/azure-sdk-for-go/sdk/messaging/azservicebus"
+	"github.com/sbkit/sbkit"
 )
 
 // The application properties a re-drive writes on its copy.
@@ -58,13 +59,19 @@ func redriveCount(props map[string]any) int64 {
 	return 0
 }
 
-// copyProperties returns m's application properties without the dead-letter ones, with
+// copyProperties returns m's application properties without the dead-letter ones and
+// the delayed-redelivery ones (sbkit.RedeliveryAttemptProperty and its kin), with
 // the re-drive count raised and, when sub is not empty, the target subscription.
 func copyProperties(props map[string]any, sub string) map[string]any {
 	out := make(map[string]any, len(props)+2)
 	maps.Copy(out, props)
 	delete(out, deadLetterReasonProperty)
 	delete(out, deadLetterDescriptionProperty)
+	// A re-driven message is new work: a processor's delayed redelivery starts again
+	// rather than finding its redeliveries spent (package receiver, Options.Redelivery).
+	delete(out, sbkit.RedeliveryAttemptProperty)
+	delete(out, sbkit.RedeliveryFirstFailureProperty)
+	delete(out, sbkit.RedeliveryOriginalIDProperty)
 	out[RedriveCountProperty] = redriveCount(props) + 1
 	if sub != "" {
 		out[RedriveSubscriptionProperty] = sub

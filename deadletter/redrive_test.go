@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"github.com/Azure/azure-sdk-for-go/sdk/messaging/azservicebus"
+	"github.com/sbkit/sbkit"
 	"github.com/sbkit/sbkit/deadletter"
 	"github.com/sbkit/sbkit/sbtest"
 )
@@ -518,4 +519,35 @@ func TestRedriveInvalidOptions(t *testing.T) {
 			t.Errorf("%+v: %v", o, err)
 		}
 	}
+}
+
+// A message a processor dead-lettered after its delayed redeliveries were spent comes back
+// as new work: the copy drops the redelivery properties, so the processor's policy starts
+// again instead of dead-lettering it after its first immediate attempts.
+func TestRedriveStartsRedeliveriesAgain(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		ns := sbtest.NewTestNamespace(t, &sbtest.NamespaceOptions{Queues: map[string]*sbtest.EntityOptions{"q": nil}})
+		q, _ := ns.Entity("q")
+		msgs := messages(1, nil)
+		msgs[0].ApplicationProperties[sbkit.RedeliveryAttemptProperty] = int64(5)
+		msgs[0].ApplicationProperties[sbkit.RedeliveryFirstFailureProperty] = time.Now().UTC()
+		msgs[0].ApplicationProperties[sbkit.RedeliveryOriginalIDProperty] = "original"
+		deadLetterAll(t, ns, "q", q, msgs, func(int) string { return "x" })
+		dst, _ := ns.NewSender("q", nil)
+		if _, err := deadletter.Redrive(t.Context(), dlqReceiver(t, ns, q, azservicebus.ReceiveModePeekLock), dst, &deadletter.RedriveOptions{IdleTimeout: time.Second}); err != nil {
+			t.Fatal(err)
+		}
+		got := drainQueue(t, ns, q)["m0000"][0]
+		if attempt, _ := sbkit.RedeliveryOf(got); attempt != 0 {
+			t.Fatalf("re-driven copy stands for redelivery attempt %d, want 0 (properties %v)", attempt, got.ApplicationProperties)
+		}
+		for _, k := range []string{sbkit.RedeliveryFirstFailureProperty, sbkit.RedeliveryOriginalIDProperty} {
+			if _, ok := got.ApplicationProperties[k]; ok {
+				t.Fatalf("re-driven copy keeps %s", k)
+			}
+		}
+		if got.ApplicationProperties["i"] != int64(0) {
+			t.Fatalf("re-driven copy lost its own properties: %v", got.ApplicationProperties)
+		}
+	})
 }

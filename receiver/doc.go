@@ -23,8 +23,14 @@
 // its wait to its latency, and is given back unhandled by a shutdown. Messages settling
 // or held by AbandonDelay get places on top, and the whole is at most 64 ×
 // MaxConcurrency, so the processor holds at most 65 × MaxConcurrency messages.
-// [Stats.Prefetch] shows the current size. The session processor applies the same
-// sizing to each session's receive loop when it runs more than one handler per session.
+// [Stats.Prefetch] shows the current size. In peek-lock mode each call waits 1 ms after
+// its first message for the rest (the SDK's TimeAfterFirstMessage, 20 ms by default),
+// then the next call follows at once: what was still arriving goes to it, and R is the
+// time from asking for a message to receiving it, measured on calls that got all they
+// asked for. Credits a call leaves open stay on the link; azservicebus releases what
+// arrives for them between two calls, which counts no delivery ([Stats.CreditsLeft]
+// bounds it). The session processor applies the same sizing to each session's receive
+// loop when it runs more than one handler per session.
 // docs/design/prefetch.md in the repository gives the reasoning, and
 // docs/benchmarks.md the measurements.
 //

@@ -78,16 +78,19 @@ type estimates struct {
 	settle  ewma // a successful settlement, retries included
 }
 
-// observeReceive records a receive call that asked for n messages and got got in d. A
-// call that got fewer than asked may have waited for messages to arrive, so it only
-// lowers the average.
-func (e *estimates) observeReceive(n, got int, d time.Duration) {
+// observeReceive records a receive call that got got messages in took, as its window
+// saw it (see receiveWindow): the duration of a call that issued credit and got every
+// message it asked for is a receive round trip; one that got fewer may have waited for
+// messages to be enqueued, so only when it started with no credits open (its first
+// message was sent for its own credit) does its duration lower the average. Other calls
+// may have collected messages already on their way, and say nothing.
+func (e *estimates) observeReceive(w windowResult, got int, took time.Duration) {
 	switch {
 	case got <= 0:
-	case got >= n:
-		e.receive.add(d)
-	default:
-		e.receive.lower(d)
+	case w.roundTrip:
+		e.receive.add(took)
+	case w.left > 0 && w.clean:
+		e.receive.lower(took)
 	}
 }
 

@@ -30,6 +30,7 @@ type run struct {
 	stopRunCtx     func() bool // detaches the context.AfterFunc on Run's ctx
 
 	places   *places                   // messages asked for, waiting, handled, held or settling: see limit
+	window   *receiveWindow            // the receive calls' TimeAfterFirstMessage, used by the receive loop
 	buf      chan *delivery            // received messages waiting for a handler goroutine
 	settlers *workpool.Pool[settleJob] // settle goroutines, at most SettleConcurrency
 	workers  sync.WaitGroup            // handler goroutines
@@ -65,6 +66,7 @@ func newRun(ctx context.Context, p *Processor) (*run, error) {
 		p:      p,
 		cfg:    cfg,
 		places: newPlaces(),
+		window: newReceiveWindow(cfg.peekLock),
 		buf:    make(chan *delivery, cfg.capacity),
 		done:   make(chan struct{}),
 		live:   make(map[*delivery]struct{}),
@@ -171,8 +173,10 @@ func (r *run) receiveLoop() error {
 			return nil
 		}
 		start := time.Now()
-		msgs, err := r.p.src.ReceiveMessages(r.recvCtx, n, nil)
+		msgs, err := r.p.src.ReceiveMessages(r.recvCtx, n, r.window.ask(n))
 		took := time.Since(start)
+		// Before the messages reach the lock engine, whose renewals write LockedUntil.
+		w := r.window.observe(n, msgs, err)
 		got := 0
 		for _, m := range msgs {
 			if m == nil {
@@ -183,7 +187,8 @@ func (r *run) receiveLoop() error {
 		}
 		r.p.counters.buffered(len(r.buf))
 		r.release(n - got)
-		r.p.est.observeReceive(n, got, took)
+		r.p.counters.windowed(w)
+		r.p.est.observeReceive(w, got, took)
 		r.cfg.hooks.onReceive(r.recvCtx, ReceiveCall{Requested: n, Received: got, Err: err, Duration: took})
 		if err == nil {
 			bo = nil

@@ -49,12 +49,12 @@ func newSessionSource(sr sbkit.SessionReceiver, cfg *sessionConfig, release func
 }
 
 // ReceiveMessages receives up to n messages (fewer near the bound) within the idle
-// timeout. A session is released once every message it received was settled and it
-// reached its bound or went idle (a session that goes idle while messages are still
-// being handled is waited for, then received from again): the call then waits for ctx
-// (the Processor's receive loop, which the release stops). Once a message stayed
-// unsettled, it receives nothing more and waits for ctx.
-func (s *sessionSource) ReceiveMessages(ctx context.Context, n int, _ *azservicebus.ReceiveMessagesOptions) ([]*azservicebus.ReceivedMessage, error) {
+// timeout, with the receive loop's options. A session is released once every message it
+// received was settled and it reached its bound or went idle (a session that goes idle
+// while messages are still being handled is waited for, then received from again): the
+// call then waits for ctx (the Processor's receive loop, which the release stops). Once
+// a message stayed unsettled, it receives nothing more and waits for ctx.
+func (s *sessionSource) ReceiveMessages(ctx context.Context, n int, o *azservicebus.ReceiveMessagesOptions) ([]*azservicebus.ReceivedMessage, error) {
 	for {
 		ask, wait, _ := s.room(n)
 		switch {
@@ -74,7 +74,7 @@ func (s *sessionSource) ReceiveMessages(ctx context.Context, n int, _ *azservice
 		if s.idle >= 0 {
 			ictx, cancel = context.WithTimeout(ctx, s.idle)
 		}
-		msgs, err := s.sr.ReceiveMessages(ictx, ask, nil)
+		msgs, err := s.sr.ReceiveMessages(ictx, ask, o)
 		cancel()
 		if len(msgs) == 0 && ctx.Err() == nil && (errors.Is(err, context.DeadlineExceeded) || (err == nil && ictx.Err() != nil)) {
 			if _, wait, busy := s.room(n); busy {

@@ -45,6 +45,21 @@ type Stats struct {
 	RenewErrors   int64 // failed renewal attempts
 	Renewed       int64 // successful lock renewals
 
+	// CutReceives counts the ReceiveMessages calls whose window (TimeAfterFirstMessage:
+	// 1 ms in peek-lock mode) ended while the messages they asked for were still
+	// arriving: the broker had locked those they got at about the same moment. The next
+	// call gets the rest.
+	CutReceives int64
+	// CreditsLeft sums, over the ReceiveMessages calls, the messages each asked for and
+	// returned without. Their credits stay open on the link: the next call gets what
+	// arrives for them while it runs, and azservicebus releases what arrives between two
+	// calls (receiver.go, newReleaserFunc), which comes back to the queue without a
+	// delivery counted (AMQP 1.0 part 3.4.4). The processor does not see a release:
+	// CreditsLeft bounds them, loosely (a credit left open by several calls in a row
+	// counts at each; one that no message came for, at a queue with fewer messages
+	// than asked for, releases nothing).
+	CreditsLeft int64
+
 	InFlight int64 // gauge: handlers running now
 	Buffered int64 // gauge: received messages waiting for a handler now
 	Held     int64 // gauge: failed messages held locked before abandoning (AbandonDelay)
@@ -69,6 +84,17 @@ type counters struct {
 	handlerErrors, panics, receiveErrors, settleErrors, renewErrors, renewed                                 atomic.Int64
 	inFlight, peakBuffered                                                                                   atomic.Int64
 	redelivered, scheduled, exhausted, scheduleErrors                                                        atomic.Int64
+	cutReceives, creditsLeft                                                                                 atomic.Int64
+}
+
+// windowed records what a receive call showed of its window.
+func (c *counters) windowed(w windowResult) {
+	if w.cut {
+		c.cutReceives.Add(1)
+	}
+	if w.left > 0 {
+		c.creditsLeft.Add(int64(w.left))
+	}
 }
 
 // buffered records that n messages are waiting for a handler.
@@ -105,6 +131,8 @@ func (p *Processor) Stats() Stats {
 		SettleErrors:   c.settleErrors.Load(),
 		RenewErrors:    c.renewErrors.Load(),
 		Renewed:        c.renewed.Load(),
+		CutReceives:    c.cutReceives.Load(),
+		CreditsLeft:    c.creditsLeft.Load(),
 		InFlight:       c.inFlight.Load(),
 		PeakBuffered:   c.peakBuffered.Load(),
 	}

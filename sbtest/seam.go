@@ -134,6 +134,7 @@ func (r *Receiver) releaseLock(token [16]byte) bool {
 	}
 	e.unlock(r.sq, m)
 	e.requeue(r.sq, m)
+	e.stats.released.Add(1)
 	return true
 }
 

@@ -21,6 +21,11 @@ type EntityStats struct {
 	// settlements and renewals. DeadLettered includes the broker's own dead-lettering
 	// (MaxDeliveryCountExceeded, TTL expiry).
 	Completed, Abandoned, DeadLettered, Deferred, Renewed int64
+	// Released counts locked messages given back without a delivery counted: the
+	// released outcome (AMQP 1.0 part 3.4.4), which azservicebus sends for the messages
+	// that arrive for a receive's open credits after it returned (receiver.go,
+	// newReleaserFunc), and deliveries the server could no longer send.
+	Released int64
 	// LockExpired counts locks lost by expiry or ExpireLock.
 	LockExpired int64
 	// Expired counts messages whose TTL ran out before delivery.
@@ -42,7 +47,7 @@ type EntityStats struct {
 type counters struct {
 	sent, batches, scheduled, cancelled, received              atomic.Int64
 	completed, abandoned, deadLettered, deferred, renewed      atomic.Int64
-	lockExpired, expired, duplicates                           atomic.Int64
+	lockExpired, expired, duplicates, released                 atomic.Int64
 	inFlight, peakInFlight, inFlightBytes, peakInFlightBytes   atomic.Int64
 	sessionsAccepted, sessionLocksRenewed, sessionLocksExpired atomic.Int64
 }
@@ -52,7 +57,7 @@ func (c *counters) snapshot() EntityStats {
 		Sent: c.sent.Load(), Batches: c.batches.Load(), Scheduled: c.scheduled.Load(),
 		Cancelled: c.cancelled.Load(), Received: c.received.Load(), Completed: c.completed.Load(),
 		Abandoned: c.abandoned.Load(), DeadLettered: c.deadLettered.Load(), Deferred: c.deferred.Load(),
-		Renewed: c.renewed.Load(), LockExpired: c.lockExpired.Load(), Expired: c.expired.Load(),
+		Renewed: c.renewed.Load(), Released: c.released.Load(), LockExpired: c.lockExpired.Load(), Expired: c.expired.Load(),
 		DuplicatesDropped: c.duplicates.Load(), InFlightSends: c.inFlight.Load(),
 		PeakInFlightSends: c.peakInFlight.Load(), PeakInFlightBytes: c.peakInFlightBytes.Load(),
 		SessionsAccepted: c.sessionsAccepted.Load(), SessionLocksRenewed: c.sessionLocksRenewed.Load(),

@@ -1,0 +1,225 @@
+package sbkit_test
+
+import (
+	"context"
+	"fmt"
+	"runtime"
+	"slices"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/Azure/azure-sdk-for-go/sdk/messaging/azservicebus"
+
+	"github.com/sbkit/sbkit/receiver"
+	"github.com/sbkit/sbkit/sbtest"
+)
+
+// openLoopConcurrency is the handlers of BenchmarkWireOpenLoop's processor; with
+// processWork handlers they can do 6,400 msgs/s (C/h).
+const openLoopConcurrency = 32
+
+// openLoopCase is one processor configuration of BenchmarkWireOpenLoop and the offered
+// loads it runs at, in messages per second.
+type openLoopCase struct {
+	name  string
+	opts  receiver.Options
+	rates []int
+}
+
+// openLoopCases are the configurations at each round trip: the default (adaptive
+// prefetch) at 100 msgs/s and at 10%, 50% and 90% of C/h; at 7 ms also no prefetch and
+// fixed prefetches. DisablePrefetch does about 1,350 msgs/s at 7 ms (docs/benchmarks.md),
+// so it runs at the loads below that.
+func openLoopCases(rtt time.Duration) []openLoopCase {
+	c := openLoopConcurrency
+	most := int(float64(c) / processWork.Seconds())
+	loads := []int{100, most / 10, most / 2, most * 9 / 10}
+	cases := []openLoopCase{{"default", receiver.Options{MaxConcurrency: c}, loads}}
+	if rtt == processLatency.RoundTrip {
+		cases = append(cases,
+			openLoopCase{"no-prefetch", receiver.Options{MaxConcurrency: c, DisablePrefetch: true}, loads[:2]},
+			openLoopCase{"prefetch-64", receiver.Options{MaxConcurrency: c, PrefetchCount: 64}, loads},
+			openLoopCase{"prefetch-128", receiver.Options{MaxConcurrency: c, PrefetchCount: 128}, loads},
+		)
+	}
+	return cases
+}
+
+// openLoopTimes collects, for every message handled, the time from its EnqueuedTime (the
+// broker stored it) to the start of its handler and to the end of its settlement.
+type openLoopTimes struct {
+	calls   atomic.Int64 // receive calls
+	mu      sync.Mutex
+	start   []time.Duration
+	settled []time.Duration
+	want    int
+	done    chan struct{}
+}
+
+func (t *openLoopTimes) OnReceive(context.Context, receiver.ReceiveCall) { t.calls.Add(1) }
+
+func (t *openLoopTimes) OnHandlerStart(ctx context.Context, e receiver.HandlerStart) context.Context {
+	d := time.Since(*e.Message.EnqueuedTime)
+	t.mu.Lock()
+	t.start = append(t.start, d)
+	t.mu.Unlock()
+	return ctx
+}
+
+func (t *openLoopTimes) OnSettle(_ context.Context, e receiver.Settlement) {
+	d := time.Since(*e.Message.EnqueuedTime)
+	t.mu.Lock()
+	t.settled = append(t.settled, d)
+	if len(t.settled) == t.want {
+		close(t.done)
+	}
+	t.mu.Unlock()
+}
+
+// percentiles returns the ps-th percentiles (0 to 100) of ds after its first skip, in
+// milliseconds.
+func percentiles(ds []time.Duration, skip int, ps ...float64) []float64 {
+	s := slices.Clone(ds[min(skip, len(ds)-1):])
+	slices.Sort(s)
+	out := make([]float64, len(ps))
+	for i, p := range ps {
+		k := min(len(s)-1, int(p/100*float64(len(s))))
+		out[i] = float64(s[k]) / float64(time.Millisecond)
+	}
+	return out
+}
+
+// benchOpenLoop offers b.N messages of 1 KiB at rate msgs/s to a queue served over the
+// wire with the latency model lat, from a sender of its own (another connection, sends
+// in parallel, each paced to its slot), while a processor configured by opts with
+// processWork handlers consumes them; it reports the latency from the broker's
+// EnqueuedTime to the handler's start and to the end of the settlement (p50, p99,
+// p99.9; the first fifth of the messages is the warm-up), the rate achieved, and the
+// processor's receive-window counters.
+func benchOpenLoop(b *testing.B, lat sbtest.Latency, opts receiver.Options, rate int) {
+	ns := sbtest.NewTestNamespace(b, &sbtest.NamespaceOptions{Latency: lat, Queues: map[string]*sbtest.EntityOptions{"work": nil}})
+	q, _ := ns.Entity("work")
+	srv := sbtest.NewTestServer(b, &sbtest.ServerOptions{Namespace: ns})
+	client := func() *azservicebus.Client {
+		c, err := azservicebus.NewClientFromConnectionString(srv.ConnectionString(), nil)
+		if err != nil {
+			b.Fatal(err)
+		}
+		b.Cleanup(func() { _ = c.Close(context.Background()) })
+		return c
+	}
+	ctx := context.Background()
+	snd, err := client().NewSender("work", nil)
+	if err != nil {
+		b.Fatal(err)
+	}
+	if err := snd.SendMessage(ctx, &azservicebus.Message{Body: []byte("warm-up")}, nil); err != nil {
+		b.Fatal(err)
+	}
+	rcv, err := client().NewReceiverForQueue("work", nil)
+	if err != nil {
+		b.Fatal(err)
+	}
+	b.Cleanup(func() { _ = rcv.Close(ctx) })
+	if msgs, err := rcv.ReceiveMessages(ctx, 1, nil); err != nil || len(msgs) != 1 {
+		b.Fatalf("warm-up receive: %d messages, %v", len(msgs), err)
+	} else if err := rcv.CompleteMessage(ctx, msgs[0], nil); err != nil {
+		b.Fatal(err)
+	}
+
+	times := &openLoopTimes{want: b.N, done: make(chan struct{})}
+	o := opts
+	o.Hooks = append(o.Hooks, times)
+	p, err := receiver.New(rcv, func(ctx context.Context, m *azservicebus.ReceivedMessage) error {
+		time.Sleep(processWork)
+		return nil
+	}, &o)
+	if err != nil {
+		b.Fatal(err)
+	}
+	res := make(chan error, 1)
+	go func() { res <- p.Run(ctx) }()
+
+	body := make([]byte, 1024)
+	every := time.Second / time.Duration(rate)
+	var sends sync.WaitGroup
+	sendErr := make(chan error, 1)
+	b.ResetTimer()
+	begin := time.Now()
+	for i := range b.N {
+		if d := time.Until(begin.Add(time.Duration(i) * every)); d > 0 {
+			time.Sleep(d)
+		}
+		sends.Go(func() {
+			if err := snd.SendMessage(ctx, &azservicebus.Message{Body: body}, nil); err != nil {
+				select {
+				case sendErr <- err:
+				default:
+				}
+			}
+		})
+	}
+	sends.Wait()
+	select {
+	case err := <-sendErr:
+		b.Fatal(err)
+	default:
+	}
+	<-times.done
+	b.StopTimer()
+	atStop := p.Stats()
+	if err := p.Close(ctx); err != nil {
+		b.Fatal(err)
+	}
+	if err := <-res; err != nil {
+		b.Fatal(err)
+	}
+	b.ReportMetric(float64(b.N)/b.Elapsed().Seconds(), "msgs/s")
+	skip := b.N / 5
+	for _, m := range []struct {
+		name string
+		ds   []time.Duration
+	}{{"start", times.start}, {"settled", times.settled}} {
+		pct := percentiles(m.ds, skip, 50, 99, 99.9)
+		b.ReportMetric(pct[0], m.name+"-p50-ms")
+		b.ReportMetric(pct[1], m.name+"-p99-ms")
+		b.ReportMetric(pct[2], m.name+"-p99.9-ms")
+	}
+	b.ReportMetric(float64(atStop.Prefetch), "prefetch-at-stop")
+	b.ReportMetric(float64(times.calls.Load()), "receive-calls")
+	s := p.Stats()
+	b.ReportMetric(float64(s.PeakBuffered), "peak-buffered")
+	b.ReportMetric(float64(s.CutReceives), "cut-receives")
+	b.ReportMetric(float64(s.CreditsLeft), "credits-left")
+	b.ReportMetric(float64(q.Stats().Released), "released")
+}
+
+// BenchmarkWireOpenLoop measures latency at a fixed offered load, the way users feel
+// it: a sender of its own offers 1 KiB messages at a fixed rate to a queue served by
+// sbtest.NewServer with the latency model at 7 and 50 ms round trips, and a processor of
+// 32 handlers of 5 ms (C/h 6,400 msgs/s) consumes them through the real SDK client.
+// Latency runs from the broker's EnqueuedTime to the handler's start and to the end of
+// its settlement. -benchtime sets the messages offered: 2000x at 100 msgs/s is 20 s.
+func BenchmarkWireOpenLoop(b *testing.B) {
+	before := runtime.NumGoroutine()
+	for _, rtt := range []time.Duration{processLatency.RoundTrip, 50 * time.Millisecond} {
+		b.Run(rttName(rtt), func(b *testing.B) {
+			for _, c := range openLoopCases(rtt) {
+				for _, rate := range c.rates {
+					b.Run(fmt.Sprintf("%s/rate=%d", c.name, rate), func(b *testing.B) {
+						benchOpenLoop(b, processLatencyAt(rtt), c.opts, rate)
+					})
+				}
+			}
+		})
+	}
+	deadline := time.Now().Add(5 * time.Second)
+	for runtime.NumGoroutine() > before {
+		if time.Now().After(deadline) {
+			b.Fatalf("%d goroutines remain after the benchmarks, %d before", runtime.NumGoroutine(), before)
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+}

@@ -1,0 +1,67 @@
+package receiver
+
+import (
+	"errors"
+	"testing"
+	"time"
+
+	"github.com/Azure/azure-sdk-for-go/sdk/messaging/azservicebus"
+)
+
+// received returns n messages locked until at.
+func received(n int, at time.Time) []*azservicebus.ReceivedMessage {
+	out := make([]*azservicebus.ReceivedMessage, n)
+	for i := range out {
+		out[i] = &azservicebus.ReceivedMessage{LockedUntil: &at}
+	}
+	return out
+}
+
+// TestReceiveWindowRoundTrips: which calls' durations are receive round trips. A call
+// cut by its window leaves 60 credits open; the next one asks for 50, issues no credit,
+// gets 50 of the messages already on their way (a short call: not a round trip); the
+// next asks for 100 with 10 open, tops the credit up by 90 and gets all 100 (its last
+// messages came for its own credit: a round trip). A call that gets fewer than it asked
+// for is clean only when it started with no credit open.
+func TestReceiveWindowRoundTrips(t *testing.T) {
+	lock := time.Date(2026, 1, 1, 0, 1, 0, 0, time.UTC)
+	w := newReceiveWindow(true)
+	if o := w.ask(100); o == nil || o.TimeAfterFirstMessage != minWindow {
+		t.Fatalf("options %+v, want a window of %v", o, minWindow)
+	}
+	// 40 of 100 arrive, locked together: the window cut a batch still arriving.
+	r := w.observe(100, received(40, lock), nil)
+	if !r.clean || !r.cut || r.left != 60 || r.roundTrip {
+		t.Fatalf("first call: %+v", r)
+	}
+	w.ask(50)
+	r = w.observe(50, received(50, lock), nil)
+	if r.clean || r.cut || r.left != 0 || r.roundTrip {
+		t.Fatalf("second call: %+v", r)
+	}
+	w.ask(100)
+	r = w.observe(100, received(100, lock), nil)
+	if r.clean || r.left != 0 || !r.roundTrip {
+		t.Fatalf("third call: %+v", r)
+	}
+	w.ask(10)
+	r = w.observe(10, received(10, lock), nil)
+	if !r.clean || !r.roundTrip {
+		t.Fatalf("fourth call: %+v", r)
+	}
+	// Two messages enqueued a while apart: not a cut batch.
+	w.ask(10)
+	r = w.observe(10, []*azservicebus.ReceivedMessage{received(1, lock)[0], received(1, lock.Add(time.Millisecond))[0]}, nil)
+	if !r.clean || r.cut || r.roundTrip || r.left != 8 {
+		t.Fatalf("fifth call: %+v", r)
+	}
+	// A failed call: the link may be new, with no credit.
+	w.ask(10)
+	if r = w.observe(10, nil, errors.New("link detached")); r.roundTrip || w.open != 0 {
+		t.Fatalf("failed call: %+v, %d open", r, w.open)
+	}
+	// Receive-and-delete: the SDK's default window.
+	if o := newReceiveWindow(false).ask(5); o != nil {
+		t.Fatalf("receive-and-delete options %+v, want nil", o)
+	}
+}
