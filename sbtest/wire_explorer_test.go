@@ -16,6 +16,7 @@ import (
 
 	"github.com/Azure/azure-sdk-for-go/sdk/messaging/azservicebus"
 	"github.com/Azure/azure-sdk-for-go/sdk/messaging/azservicebus/admin"
+	"github.com/sbkit/sbkit"
 	"github.com/sbkit/sbkit/sbtest/internal/explorer"
 )
 
@@ -457,7 +458,10 @@ func TestExplorerRedriveCopiesThenCompletes(t *testing.T) {
 	e, _ := ns.NewQueue("orders", nil)
 	for i := range 4 {
 		m := textMessage("m"+strconv.Itoa(i), "body"+strconv.Itoa(i))
-		m.ApplicationProperties = map[string]any{"tenant": "t1"}
+		// A copy a processor's delayed redelivery made, dead-lettered once its
+		// redeliveries were spent: its re-driven copy starts them again.
+		m.ApplicationProperties = map[string]any{"tenant": "t1", sbkit.RedeliveryAttemptProperty: int64(3),
+			sbkit.RedeliveryFirstFailureProperty: time.Unix(0, 0).UTC(), sbkit.RedeliveryOriginalIDProperty: "o" + strconv.Itoa(i)}
 		m.CorrelationID = new("c" + strconv.Itoa(i))
 		mustSend(t, ns, "orders", m)
 	}

@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"github.com/Azure/azure-sdk-for-go/sdk/messaging/azservicebus"
+	"github.com/sbkit/sbkit"
 )
 
 // redriveJSON is what a re-drive did: Redriven dead letters were copied to Target and
@@ -26,10 +27,13 @@ type redriveJSON struct {
 	Stopped    string        `json:"stopped,omitempty"`
 }
 
-// deadLetterProperties are the application properties the service adds to a
-// dead-lettered message (the SDK reads DeadLetterReason and DeadLetterErrorDescription
-// from them, message.go of azservicebus); a re-driven copy goes without them.
-var deadLetterProperties = []string{"DeadLetterReason", "DeadLetterErrorDescription"}
+// droppedProperties are the application properties a re-driven copy goes without: those
+// the service adds to a dead-lettered message (the SDK reads DeadLetterReason and
+// DeadLetterErrorDescription from them, message.go of azservicebus), and the delayed-
+// redelivery ones, so that a processor's redelivery policy starts again for the copy
+// (as the deadletter package's copies do, deadletter/copy.go).
+var droppedProperties = []string{"DeadLetterReason", "DeadLetterErrorDescription",
+	sbkit.RedeliveryAttemptProperty, sbkit.RedeliveryFirstFailureProperty, sbkit.RedeliveryOriginalIDProperty}
 
 // redriveCountProperty counts the re-drives of a message, as the deadletter package's
 // RedriveCountProperty does (deadletter/copy.go), so that a consumer or that package's
@@ -38,14 +42,14 @@ const redriveCountProperty = "sbkit_redrive_count"
 
 // redriveCopy is the message a re-drive sends for the dead letter m: its body, its
 // MessageID and every system and application property a sender sets, without the
-// dead-letter properties and with the re-drive count one higher; the broker assigns a
+// droppedProperties and with the re-drive count one higher; the broker assigns a
 // new sequence number, enqueued time and delivery count.
 func redriveCopy(m *azservicebus.ReceivedMessage) *azservicebus.Message {
 	props := maps.Clone(m.ApplicationProperties)
 	if props == nil {
 		props = map[string]any{}
 	}
-	for _, k := range deadLetterProperties {
+	for _, k := range droppedProperties {
 		delete(props, k)
 	}
 	n, _ := props[redriveCountProperty].(int64)
