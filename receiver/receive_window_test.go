@@ -157,17 +157,6 @@ func (l *linkSim) ReceiveMessages(ctx context.Context, n int, o *azservicebus.Re
 	return out, nil
 }
 
-func sleepCtx(ctx context.Context, d time.Duration) bool {
-	t := time.NewTimer(d)
-	defer t.Stop()
-	select {
-	case <-t.C:
-		return true
-	case <-ctx.Done():
-		return false
-	}
-}
-
 func (l *linkSim) CompleteMessage(context.Context, *azservicebus.ReceivedMessage, *azservicebus.CompleteMessageOptions) error {
 	time.Sleep(l.rtt)
 	l.mu.Lock()

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"io"
 	"log/slog"
 	"math/rand/v2"
 	"net"
@@ -212,9 +213,15 @@ func chaosSideline(ctx context.Context, t *testing.T, srv *Server) <-chan struct
 		if err != nil {
 			return
 		}
+		defer nc.Close()
 		frame := []byte{0, 0, 1, 0, 2, 0, 0, 0, 0, 0x53, 0x10} // a 256-byte frame, cut short
 		_, _ = nc.Write(append([]byte("AMQP\x00\x01\x00\x00"), frame...))
-		_ = nc.Close()
+		// The drop is the end of the stream mid-frame; waiting for the server to close its
+		// side keeps this one connection at a time, a fault rather than a flood of
+		// handshakes that would evict the clients' own (MaxHandshakes).
+		_ = nc.(*net.TCPConn).CloseWrite()
+		_ = nc.SetReadDeadline(time.Now().Add(wireTimeout))
+		_, _ = io.Copy(io.Discard, nc)
 	})
 	run(func() { // a queue deleted and created again while a client sends to it
 		if _, err := ns.NewQueue("churn", nil); err != nil {
