@@ -28,7 +28,10 @@ const (
 
 // ErrNoRedelivery is reported (SourceHandler) when a handler returned [sbkit.RetryAfter]
 // to a processor without [Options.Redelivery], or to a SessionProcessor (which never
-// redelivers through the broker: see [SessionOptions]): the message is abandoned instead.
+// redelivers through the broker: see [SessionOptions]), and, wrapped, when the policy
+// would redeliver a message whose body is not one data section (an AMQP value or
+// sequence body, which [azservicebus.Message] cannot carry): the message is abandoned
+// instead.
 var ErrNoRedelivery = errors.New("receiver: sbkit.RetryAfter needs Options.Redelivery (and a Processor: a session's copy would break its order); the message is abandoned")
 
 // ErrSessionRedelivery is wrapped by NewSessionProcessor's error for Options.Redelivery.
@@ -192,6 +195,10 @@ func (r *run) planRedelivery(d *delivery, job settleJob, err error) (_ settleJob
 	if !explicit && int(d.msg.DeliveryCount) < pol.ImmediateAttempts {
 		return job, false
 	}
+	if err := copyable(d.msg); err != nil {
+		r.report(d.hookContext(), &Error{Source: SourceHandler, Message: d.msg, Err: err})
+		return job, false
+	}
 	now := time.Now()
 	attempt, first := sbkit.RedeliveryOf(d.msg)
 	if first.IsZero() {
@@ -233,6 +240,18 @@ func (r *run) exhausted(d *delivery, job settleJob, ev Redelivery, desc string) 
 	job.action = sbkit.ActionDeadLetter
 	job.marker = &sbkit.SettleError{Action: sbkit.ActionDeadLetter, Reason: ev.Reason, Description: desc, Err: ev.Cause}
 	return job
+}
+
+// copyable reports ErrNoRedelivery when a copy of m would lose its body: the SDK gives
+// a message's body as Body only when it is one data section (ReceivedMessage.Body in
+// azservicebus), so a body of AMQP value or sequence sections, or of several data
+// sections, is abandoned as without a policy rather than redelivered empty.
+func copyable(m *azservicebus.ReceivedMessage) error {
+	raw := m.RawAMQPMessage
+	if raw == nil || (raw.Body.Value == nil && len(raw.Body.Sequence) == 0 && len(raw.Body.Data) <= 1) {
+		return nil
+	}
+	return fmt.Errorf("%w (its body is not one data section, which a copy would lose)", ErrNoRedelivery)
 }
 
 // copyForRedelivery returns the message that redelivers m as ev says, with ttl (nil: m's
