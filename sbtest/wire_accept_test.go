@@ -141,13 +141,16 @@ func TestServerHandshakesBounded(t *testing.T) {
 		const max = 4
 		w := newWire(t, &ServerOptions{Queues: map[string]*EntityOptions{"q": nil}, MaxHandshakes: max})
 		var started, silent []net.Conn
-		for range max {
+		// One at a time: a handshake waits behind those that reached its stage earlier,
+		// and the server reads each connection's first bytes on a goroutine of its own.
+		for i := range max {
 			started = append(started, dialStalled(t, w.srv, "A"))
+			eventually(t, "the server to read the started handshake's first byte", func() bool {
+				w.srv.mu.Lock()
+				defer w.srv.mu.Unlock()
+				return w.srv.handshakes.stages[handshakeStarted].Len() == i+1
+			})
 		}
-		eventually(t, "the server to accept the started handshakes", func() bool {
-			h, _ := inHandshakeOrServed(w.srv)
-			return h == max
-		})
 		for range 2 * max {
 			silent = append(silent, dialStalled(t, w.srv, ""))
 		}
