@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"slices"
+	"sync"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -267,6 +268,8 @@ func TestContendedOrderLeftAlone(t *testing.T) {
 	claims := e.watchClaims()
 	r, _ := e.relay(&pgoutbox.RelayOptions{Sender: &sender.Options{Hooks: []sender.Hook{hook}}})
 	<-hook.blocked // the claim that sent t1 is open
+	release := sync.OnceFunc(func() { close(hook.release) })
+	defer release() // a failure below still lets the relay stop
 	// The relay goes on polling meanwhile: each of its looks for rows locks s2 and s3
 	// until it found them blocked and rolled back. The claim that sent t1 must not keep
 	// them: while it is open they come free (NOWAIT fails at once on a locked row).
@@ -286,7 +289,7 @@ func TestContendedOrderLeftAlone(t *testing.T) {
 		}
 		return true
 	})
-	close(hook.release)
+	release()
 	// Once t1's claim ended, the relay looks for rows again: it leaves s2 and s3 alone.
 	eventually(t, "t1's claim to end", func() bool { return r.Stats().Sent == 1 && r.Stats().InFlight == 0 })
 	claims.wait(e, claims.count()+2, "the relay to look for rows twice after t1's claim")
