@@ -280,7 +280,8 @@ func (c *srvConn) readLoop(br *bufio.Reader) error {
 			if err := c.ctx.Err(); err != nil {
 				return err
 			}
-			return net.ErrClosed
+			// The writer stopped (its client went away): nothing more is queued, and
+			// what the client sent before still takes effect, until the read fails.
 		}
 		if now := time.Now(); now.Sub(deadlineSet) > time.Second {
 			_ = c.nc.SetReadDeadline(now.Add(2 * idleTimeout))
@@ -585,8 +586,18 @@ func (c *srvConn) writeLoop() {
 				c.log.Debug("write failed", "err", err)
 				c.wmu.Lock()
 				c.wclosed = true
+				if c.wroom != nil {
+					close(c.wroom)
+					c.wroom = nil
+				}
 				c.wmu.Unlock()
-				c.abort()
+				if ne := net.Error(nil); errors.As(err, &ne) && ne.Timeout() {
+					c.abort() // a client that does not read loses its connection (WriteTimeout)
+					return
+				}
+				// A client that closed its end may have sent frames still unread: they take
+				// effect, the reader going on until the close frame or the stream's end.
+				// AMQP 1.0 part 2 section 2.4.3 "Closing A Connection": a peer continues to read until it receives the partner's close frame.
 				return
 			}
 			wrote = true

@@ -2,13 +2,16 @@ package pgoutbox_test
 
 import (
 	"context"
+	"errors"
 	"slices"
+	"sync"
 	"sync/atomic"
 	"testing"
 	"time"
 
 	"github.com/Azure/azure-sdk-for-go/sdk/messaging/azservicebus"
 	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgconn"
 	"github.com/sbkit/sbkit"
 	"github.com/sbkit/sbkit/outbox/pgoutbox"
 	"github.com/sbkit/sbkit/sbtest"
@@ -265,17 +268,28 @@ func TestContendedOrderLeftAlone(t *testing.T) {
 	claims := e.watchClaims()
 	r, _ := e.relay(&pgoutbox.RelayOptions{Sender: &sender.Options{Hooks: []sender.Hook{hook}}})
 	<-hook.blocked // the claim that sent t1 is open
-	tx, err := e.pool.Begin(ctx)
-	if err != nil {
-		t.Fatal(err)
-	}
-	var n int
-	err = tx.QueryRow(ctx, `SELECT count(*) FROM (SELECT 1 FROM `+e.ob.Table()+` WHERE message_id IN ('s2', 's3') FOR UPDATE NOWAIT) x`).Scan(&n)
-	_ = tx.Rollback(ctx)
-	if err != nil || n != 2 {
-		t.Errorf("s2 and s3: %d unlocked, %v; want both free while the relay's claim is open", n, err)
-	}
-	close(hook.release)
+	release := sync.OnceFunc(func() { close(hook.release) })
+	defer release() // a failure below still lets the relay stop
+	// The relay goes on polling meanwhile: each of its looks for rows locks s2 and s3
+	// until it found them blocked and rolled back. The claim that sent t1 must not keep
+	// them: while it is open they come free (NOWAIT fails at once on a locked row).
+	eventually(t, "s2 and s3 free while the relay's claim is open", func() bool {
+		tx, err := e.pool.Begin(ctx)
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer func() { _ = tx.Rollback(ctx) }()
+		var n int
+		err = tx.QueryRow(ctx, `SELECT count(*) FROM (SELECT 1 FROM `+e.ob.Table()+` WHERE message_id IN ('s2', 's3') FOR UPDATE NOWAIT) x`).Scan(&n)
+		if pgErr := (*pgconn.PgError)(nil); errors.As(err, &pgErr) && pgErr.Code == "55P03" /* lock_not_available */ {
+			return false
+		}
+		if err != nil || n != 2 {
+			t.Fatalf("s2 and s3: %d unlocked, %v; want both", n, err)
+		}
+		return true
+	})
+	release()
 	// Once t1's claim ended, the relay looks for rows again: it leaves s2 and s3 alone.
 	eventually(t, "t1's claim to end", func() bool { return r.Stats().Sent == 1 && r.Stats().InFlight == 0 })
 	claims.wait(e, claims.count()+2, "the relay to look for rows twice after t1's claim")
