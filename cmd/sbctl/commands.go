@@ -22,29 +22,18 @@ func runPeek(ctx context.Context, args []string, env func(string) string, ios io
 	ff.register(fs)
 	dlq := fs.Bool("dlq", false, "peek at the dead-letter queue")
 	max := fs.Int("max", 10, "print at most `N` messages (0: all)")
-	if err := parse(fs, args); err != nil {
-		return err
-	}
-	if err := c.entity(true); err != nil {
-		return err
-	}
-	filter, err := ff.filter()
+	filter, err := parseFiltered(fs, args, &c, &ff)
 	if err != nil {
 		return err
 	}
 	if *max < 0 {
 		return usagef("--max %d: negative", *max)
 	}
-	cl, err := c.client()
+	_, r, closeAll, err := openReceiver(ctx, &c, azservicebus.ReceiveModePeekLock, !*dlq)
 	if err != nil {
 		return err
 	}
-	defer cl.Close(context.WithoutCancel(ctx))
-	r, err := dlqReceiver(cl, &c, azservicebus.ReceiveModePeekLock, !*dlq)
-	if err != nil {
-		return err
-	}
-	defer r.Close(context.WithoutCancel(ctx))
+	defer closeAll()
 	return printMessages(ctx, r, &c, filter, *max, ios)
 }
 

@@ -52,6 +52,34 @@ func dlqReceiver(cl *azservicebus.Client, c *common, mode azservicebus.ReceiveMo
 	return cl.NewReceiverForQueue(c.queue, o)
 }
 
+// parseFiltered parses args into fs, checks that the flags name a queue or a topic's
+// subscription, and returns the filter the filter flags describe (nil: every message).
+func parseFiltered(fs *flag.FlagSet, args []string, c *common, ff *filterFlags) (*deadletter.Filter, error) {
+	if err := parse(fs, args); err != nil {
+		return nil, err
+	}
+	if err := c.entity(true); err != nil {
+		return nil, err
+	}
+	return ff.filter()
+}
+
+// openReceiver connects as c says and opens a receiver of its entity's dead-letter queue
+// (of the entity itself when main is set); closeAll closes the receiver, then the client.
+func openReceiver(ctx context.Context, c *common, mode azservicebus.ReceiveMode, main bool) (cl *azservicebus.Client, r *azservicebus.Receiver, closeAll func(), err error) {
+	if cl, err = c.client(); err != nil {
+		return nil, nil, nil, err
+	}
+	if r, err = dlqReceiver(cl, c, mode, main); err != nil {
+		_ = cl.Close(context.WithoutCancel(ctx))
+		return nil, nil, nil, err
+	}
+	return cl, r, func() {
+		_ = r.Close(context.WithoutCancel(ctx))
+		_ = cl.Close(context.WithoutCancel(ctx))
+	}, nil
+}
+
 // deadLetterCount asks the administration API for the entity's dead-letter count, for
 // the progress line's ETA; 0 when it cannot (no Manage right, an emulator without it).
 func deadLetterCount(ctx context.Context, c *common) int64 {
@@ -126,26 +154,15 @@ func dlqSummary(ctx context.Context, args []string, env func(string) string, ios
 		"  sbctl dlq summary --queue orders\n  sbctl dlq summary --topic events --subscription audit --json", ios.err)
 	c.register(fs, env)
 	ff.register(fs)
-	if err := parse(fs, args); err != nil {
-		return err
-	}
-	if err := c.entity(true); err != nil {
-		return err
-	}
-	filter, err := ff.filter()
+	filter, err := parseFiltered(fs, args, &c, &ff)
 	if err != nil {
 		return err
 	}
-	cl, err := c.client()
+	_, r, closeAll, err := openReceiver(ctx, &c, azservicebus.ReceiveModePeekLock, false)
 	if err != nil {
 		return err
 	}
-	defer cl.Close(context.WithoutCancel(ctx))
-	r, err := dlqReceiver(cl, &c, azservicebus.ReceiveModePeekLock, false)
-	if err != nil {
-		return err
-	}
-	defer r.Close(context.WithoutCancel(ctx))
+	defer closeAll()
 	s, _, err := deadletter.Summarize(ctx, r, &deadletter.PeekOptions{Filter: filter})
 	if err != nil {
 		return err
@@ -199,29 +216,18 @@ func dlqList(ctx context.Context, args []string, env func(string) string, ios io
 	c.register(fs, env)
 	ff.register(fs)
 	max := fs.Int("max", 0, "list at most `N` messages (0: all)")
-	if err := parse(fs, args); err != nil {
-		return err
-	}
-	if err := c.entity(true); err != nil {
-		return err
-	}
-	filter, err := ff.filter()
+	filter, err := parseFiltered(fs, args, &c, &ff)
 	if err != nil {
 		return err
 	}
 	if *max < 0 {
 		return usagef("--max %d: negative", *max)
 	}
-	cl, err := c.client()
+	_, r, closeAll, err := openReceiver(ctx, &c, azservicebus.ReceiveModePeekLock, false)
 	if err != nil {
 		return err
 	}
-	defer cl.Close(context.WithoutCancel(ctx))
-	r, err := dlqReceiver(cl, &c, azservicebus.ReceiveModePeekLock, false)
-	if err != nil {
-		return err
-	}
-	defer r.Close(context.WithoutCancel(ctx))
+	defer closeAll()
 	return printMessages(ctx, r, &c, filter, *max, ios)
 }
 
@@ -278,29 +284,18 @@ func dlqExport(ctx context.Context, args []string, env func(string) string, ios 
 	move := fs.Bool("move", false, "receive and complete what was written (the dead letters leave the queue)")
 	dry := fs.Bool("dry-run", false, "with --move: count what would move, change nothing")
 	max := fs.Int("max", 0, "export at most `N` messages (0: all)")
-	if err := parse(fs, args); err != nil {
-		return err
-	}
-	if err := c.entity(true); err != nil {
-		return err
-	}
-	filter, err := ff.filter()
+	filter, err := parseFiltered(fs, args, &c, &ff)
 	if err != nil {
 		return err
 	}
 	if *max < 0 {
 		return usagef("--max %d: negative", *max)
 	}
-	cl, err := c.client()
+	_, r, closeAll, err := openReceiver(ctx, &c, azservicebus.ReceiveModePeekLock, false)
 	if err != nil {
 		return err
 	}
-	defer cl.Close(context.WithoutCancel(ctx))
-	r, err := dlqReceiver(cl, &c, azservicebus.ReceiveModePeekLock, false)
-	if err != nil {
-		return err
-	}
-	defer r.Close(context.WithoutCancel(ctx))
+	defer closeAll()
 	if *dry {
 		st, err := deadletter.List(ctx, r, &deadletter.PeekOptions{Filter: filter, MaxMessages: *max}, func(*azservicebus.ReceivedMessage) error { return nil })
 		return report("export", &c, st, err, true, ios)
@@ -435,13 +430,7 @@ sbkit-redrive on this one); --all-subscriptions accepts the fan-out instead.`,
 	idle := fs.Duration("idle-timeout", deadletter.DefaultIdleTimeout, "stop when the queue gave nothing for this `long`")
 	applyRules := fs.Bool("apply-rules", false, "subscription: guard the topic's rules so that the copies reach this subscription only")
 	allSubs := fs.Bool("all-subscriptions", false, "subscription: send to the topic without guarding its rules (every matching subscription gets a copy)")
-	if err := parse(fs, args); err != nil {
-		return err
-	}
-	if err := c.entity(true); err != nil {
-		return err
-	}
-	filter, err := ff.filter()
+	filter, err := parseFiltered(fs, args, &c, &ff)
 	if err != nil {
 		return err
 	}
@@ -471,16 +460,11 @@ sbkit-redrive on this one); --all-subscriptions accepts the fan-out instead.`,
 	if *allSubs && !*applyRules {
 		subTarget = "" // no guard rules to route on the property
 	}
-	cl, err := c.client()
+	cl, r, closeAll, err := openReceiver(ctx, &c, azservicebus.ReceiveModePeekLock, false)
 	if err != nil {
 		return err
 	}
-	defer cl.Close(context.WithoutCancel(ctx))
-	r, err := dlqReceiver(cl, &c, azservicebus.ReceiveModePeekLock, false)
-	if err != nil {
-		return err
-	}
-	defer r.Close(context.WithoutCancel(ctx))
+	defer closeAll()
 	s, err := cl.NewSender(dest, nil)
 	if err != nil {
 		return err
@@ -572,13 +556,7 @@ func dlqPurge(ctx context.Context, args []string, env func(string) string, ios i
 	dry := fs.Bool("dry-run", false, "count what would be deleted (by peek), change nothing")
 	max := fs.Int("max", 0, "delete at most `N` messages (0: all)")
 	seqs := fs.String("sequence-numbers", "", "delete these deferred messages: `N,M,...`")
-	if err := parse(fs, args); err != nil {
-		return err
-	}
-	if err := c.entity(true); err != nil {
-		return err
-	}
-	filter, err := ff.filter()
+	filter, err := parseFiltered(fs, args, &c, &ff)
 	if err != nil {
 		return err
 	}
