@@ -4,9 +4,9 @@ import (
 	"cmp"
 	"context"
 	"errors"
+	"fmt"
 	"slices"
 	"strconv"
-	"strings"
 	"sync"
 	"time"
 
@@ -19,9 +19,6 @@ import (
 
 func (r *Relay) buildSQL() {
 	t, d := r.ob.table, r.ob.dead
-	cols := func(prefix string) string {
-		return prefix + strings.ReplaceAll(strings.ReplaceAll(rowColumns, "\n", " "), ", ", ", "+prefix)
-	}
 	// The claim's transaction: PostgreSQL ends it when the relay stays silent on it for a
 	// Lease; its marks commit asynchronously unless DisableAsyncCommit; and its plans
 	// read the primary key in order. The claim must stop at its LIMIT: after a large
@@ -48,17 +45,18 @@ set_config('enable_bitmapscan', 'off', true), set_config('enable_seqscan', 'off'
 	// back blocked. A row another transaction holds still exists in this statement's
 	// snapshot, so it holds back the rows after it. The rows it may send are cut by
 	// bytes too: a row that starts past $6 bytes (body and properties, summed in id
-	// order over the rows it may send) comes back over, without its message, so that a
-	// claim reads no more than the relay's MaxInFlightBytes into memory (the first row
-	// always fits): the running sum grows with id, so the rows over are the ones it may
-	// send from the first that starts past $6 on (cut), a single id the final select
-	// compares with rather than joins (a generic plan joined 500 rows to 500 by nested
-	// loop, 60 ms, measured). The CTEs are MATERIALIZED so that a generic plan cannot
-	// evaluate them once per row.
-	const size = `coalesce(octet_length(c.body), 0) + coalesce(octet_length(c.application_properties::text), 0)`
-	const over = `(b.destination IS NULL AND coalesce(c.id >= (SELECT id FROM cut), false))`
+	// order over the rows it may send) comes back over, so that a claim reads no more
+	// than the relay's MaxInFlightBytes into memory (the first row always fits): the
+	// running sum grows with id, so the rows over are the ones it may send from the
+	// first that starts past $6 on (cut), a single id the final select compares with
+	// rather than joins (a generic plan joined 500 rows to 500 by nested loop, 60 ms,
+	// measured). The CTEs are MATERIALIZED so that a generic plan cannot evaluate them
+	// once per row. The claim returns no message: the rows' ids, orders and sizes are
+	// all the claim loop needs to make the next claim, and load reads the messages of
+	// the rows it took on the claim's connection while the next claim runs.
+	const size = `coalesce(octet_length(o.body), 0) + coalesce(octet_length(o.application_properties::text), 0)`
 	r.claimSQL = `WITH c AS MATERIALIZED (
-	SELECT ` + cols("o.") + ` FROM ` + t + ` o
+	SELECT o.id, o.destination, o.order_key, o.attempts, ` + size + ` AS size FROM ` + t + ` o
 	WHERE o.id > $5 AND o.not_before <= now()
 	AND (SELECT f.id FROM ` + t + ` f WHERE f.destination = o.destination AND f.order_key = o.order_key
 		AND f.attempts > 0 AND f.id < o.id AND f.not_before > now() LIMIT 1) IS NULL
@@ -74,16 +72,18 @@ set_config('enable_bitmapscan', 'off', true), set_config('enable_seqscan', 'off'
 		OR (g.n > 1 AND (SELECT count(*) FROM ` + t + ` e
 			WHERE e.destination = g.destination AND e.order_key = g.order_key AND e.id BETWEEN g.first AND g.last) <> g.n)
 ), s AS MATERIALIZED (
-	SELECT c.id, b.destination IS NOT NULL AS blocked, ` + size + ` AS size
+	SELECT c.id, b.destination IS NOT NULL AS blocked, c.size
 	FROM c LEFT JOIN b ON b.destination = c.destination AND b.order_key = c.order_key
 ), cut AS MATERIALIZED (
 	SELECT min(id) AS id FROM (
 		SELECT id, blocked, sum(CASE WHEN blocked THEN 0 ELSE size END) OVER (ORDER BY id) - size AS before FROM s
 	) w WHERE NOT blocked AND before >= $6
 )
-SELECT b.destination IS NOT NULL, ` + over + `, ` + size + `, ` + strings.NewReplacer("c.body", "CASE WHEN b.destination IS NULL AND NOT "+over+" THEN c.body END",
-		"c.application_properties", "CASE WHEN b.destination IS NULL AND NOT "+over+" THEN c.application_properties END").Replace(cols("c.")) + `
+SELECT b.destination IS NOT NULL, (b.destination IS NULL AND coalesce(c.id >= (SELECT id FROM cut), false)),
+	c.size, c.id, c.destination, c.order_key, c.attempts
 FROM c LEFT JOIN b ON b.destination = c.destination AND b.order_key = c.order_key`
+	// The messages of the rows a claim took, which its transaction holds.
+	r.loadSQL = `SELECT id, ` + messageColumns + ` FROM ` + t + ` WHERE id = ANY($1)`
 	// After a claim found blocked (or over) rows, it rolls back to its savepoint (so it
 	// holds no row it will not send) and locks again the rows it will send.
 	r.relockSQL = `SELECT id FROM ` + t + ` WHERE id = ANY($1) AND not_before <= now() FOR UPDATE SKIP LOCKED`
@@ -116,6 +116,9 @@ type claim struct {
 	rows   []*row // in id order
 	ctx    context.Context
 	cancel context.CancelFunc // ends ctx: half the lease is over, or the claim is marked
+
+	loaded  chan struct{} // closed when load has read the rows' messages, or failed
+	loadErr error         // why load failed: the rows are released unsent
 
 	orderCtx map[*order]context.Context // the context of each order's rows (see join)
 
@@ -175,8 +178,9 @@ func (u *run) claim(n int, budget int64) (*claim, bool, error) {
 		u.conns.put(conn) // closes it unless idle
 		return nil, more, err
 	}
-	c := &claim{conn: conn, rows: rows, orderCtx: make(map[*order]context.Context)}
+	c := &claim{conn: conn, rows: rows, orderCtx: make(map[*order]context.Context), loaded: make(chan struct{})}
 	c.ctx, c.cancel = context.WithDeadlineCause(u.life, start.Add(r.o.Lease/2), errLeaseEnding)
+	u.workers.Go(func() { u.load(c) }) // while the next claim runs on another connection
 	var size int64
 	for _, rw := range rows {
 		rw.claim = c
@@ -200,7 +204,7 @@ func (r *Relay) claimRows(ctx context.Context, conn *pgx.Conn, n int, after int6
 	b.Queue("SAVEPOINT claim")
 	b.Queue(r.claimSQL, n, own, skipDest, skipKey, after, budget)
 	err = queryBatch(ctx, conn, b, func(res pgx.Rows) error {
-		rw, err := scanRow(res)
+		rw, err := scanKeys(res)
 		switch {
 		case err != nil:
 			return err
@@ -218,6 +222,50 @@ func (r *Relay) claimRows(ctx context.Context, conn *pgx.Conn, n int, after int6
 	}
 	slices.SortFunc(rows, func(a, b *row) int { return cmp.Compare(a.id, b.id) })
 	return rows, blocked, over, nil
+}
+
+// load reads the messages of c's rows on c's connection, in c's transaction (which
+// holds the rows), and closes c.loaded. A row whose message cannot be decoded gets its
+// decodeErr. When the read fails, c.loadErr says why: the dispatcher then releases the
+// rows unsent, and the mark that follows ends the transaction (or finds the connection
+// gone).
+func (u *run) load(c *claim) {
+	defer close(c.loaded)
+	ids := make([]int64, len(c.rows))
+	byID := make(map[int64]*row, len(c.rows))
+	for i, rw := range c.rows {
+		ids[i] = rw.id
+		byID[rw.id] = rw
+	}
+	res, err := c.conn.Query(u.life, u.r.loadSQL, ids)
+	if err == nil {
+		for res.Next() {
+			id, m, decodeErr, serr := scanMessage(res)
+			if serr != nil {
+				err = serr
+				break
+			}
+			if rw := byID[id]; rw != nil {
+				rw.msg, rw.decodeErr = m, decodeErr
+			}
+		}
+		res.Close()
+		if err == nil {
+			err = res.Err()
+		}
+	}
+	if err == nil {
+		for _, rw := range c.rows {
+			if rw.msg == nil {
+				err = fmt.Errorf("pgoutbox: claimed row %d not found by its claim's transaction", rw.id)
+				break
+			}
+		}
+	}
+	if err != nil {
+		c.loadErr = err
+		u.r.dbError(context.Background(), "claim", len(c.rows), 0, err)
+	}
 }
 
 // relock rolls the claim back to its savepoint, which releases every row it locked,

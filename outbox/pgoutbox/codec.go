@@ -317,36 +317,37 @@ type row struct {
 	chained  bool            // sent with other rows of its transaction
 }
 
-// rowColumns are the columns a claim returns after its blocked and over flags and its
-// size, in scan order.
-const rowColumns = `id, destination, order_key, attempts, message_id, body, content_type,
-correlation_id, subject, session_id, partition_key, reply_to, reply_to_session_id,
-to_address, time_to_live, scheduled_enqueue_time, application_properties`
+// scanKeys reads one row of a claim: its blocked and over flags, its size, its id,
+// destination, order key and attempts. Its message is read by scanMessage.
+func scanKeys(rows pgx.Rows) (*row, error) {
+	r := &row{}
+	err := rows.Scan(&r.blocked, &r.over, &r.size, &r.id, &r.destination, &r.orderKey, &r.attempts)
+	return r, err
+}
 
-// scanRow reads one row of a claim: its blocked and over flags, its size, then
-// rowColumns. The message of a blocked or over row is not decoded (its body and
-// properties are not sent).
-func scanRow(rows pgx.Rows) (*row, error) {
-	r := &row{msg: &azservicebus.Message{}}
-	m := r.msg
+// scanMessage reads the message of one row of a claim's load: its id, then
+// messageColumns. It returns the id and the message, with an error wrapping
+// [ErrInvalidMessage] (the row's, not the read's) when the stored row cannot be made
+// into a message.
+func scanMessage(rows pgx.Rows) (id int64, m *azservicebus.Message, decodeErr, err error) {
+	m = &azservicebus.Message{}
 	var (
-		id    string
+		mid   string
 		ttl   *int64
 		props []byte
 	)
-	err := rows.Scan(&r.blocked, &r.over, &r.size, &r.id, &r.destination, &r.orderKey, &r.attempts, &id, &m.Body, &m.ContentType,
-		&m.CorrelationID, &m.Subject, &m.SessionID, &m.PartitionKey, &m.ReplyTo, &m.ReplyToSessionID,
-		&m.To, &ttl, &m.ScheduledEnqueueTime, &props)
-	if err != nil || r.blocked || r.over {
-		return r, err
+	err = rows.Scan(&id, &mid, &m.Body, &m.ContentType, &m.CorrelationID, &m.Subject, &m.SessionID, &m.PartitionKey,
+		&m.ReplyTo, &m.ReplyToSessionID, &m.To, &ttl, &m.ScheduledEnqueueTime, &props)
+	if err != nil {
+		return 0, nil, nil, err
 	}
-	m.MessageID = &id
+	m.MessageID = &mid
 	if ttl != nil {
 		d := time.Duration(*ttl)
 		m.TimeToLive = &d
 	}
 	if m.ApplicationProperties, err = decodeProps(props); err != nil {
-		r.decodeErr = fmt.Errorf("%w: stored row %d: %w", ErrInvalidMessage, r.id, err)
+		decodeErr = fmt.Errorf("%w: stored row %d: %w", ErrInvalidMessage, id, err)
 	}
-	return r, nil
+	return id, m, decodeErr, nil
 }

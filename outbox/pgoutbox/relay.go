@@ -125,7 +125,7 @@ type Relay struct {
 	errorHooks  []RelayErrorHook
 	stats       relayCounters
 
-	beginSQL, claimSQL, relockSQL, sentSQL, deadSQL, deadTakenSQL, retrySQL string
+	beginSQL, claimSQL, relockSQL, loadSQL, sentSQL, deadSQL, deadTakenSQL, retrySQL string
 
 	mu     sync.Mutex
 	cur    *run

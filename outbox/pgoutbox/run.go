@@ -319,10 +319,14 @@ func (u *run) claimLoop(ctx context.Context) {
 // together, one request at a time, in order); a transaction's single row gets none and
 // batches with any other.
 func (u *run) dispatch(c *claim) {
+	<-c.loaded
 	destErrs := make(map[string]error) // Destinations is asked once per claim
 	used := make(map[*sender.Sender]bool)
 	for _, rw := range c.rows {
 		switch {
+		case c.loadErr != nil:
+			u.report(rw, outcome{kind: outcomeReleased, err: c.loadErr})
+			continue
 		case rw.decodeErr != nil:
 			u.report(rw, u.r.classify(rw, rw.decodeErr))
 			continue
