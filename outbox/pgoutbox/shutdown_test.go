@@ -4,12 +4,15 @@ import (
 	"context"
 	"errors"
 	"runtime"
+	"strconv"
 	"strings"
 	"sync"
 	"testing"
 	"time"
 
 	"github.com/Azure/azure-sdk-for-go/sdk/messaging/azservicebus"
+	"github.com/Azure/go-amqp"
+	"github.com/jackc/pgx/v5"
 	"github.com/sbkit/sbkit"
 	"github.com/sbkit/sbkit/outbox/pgoutbox"
 	"github.com/sbkit/sbkit/sbtest"
@@ -138,5 +141,86 @@ func TestCloseKeepsLaterDeadline(t *testing.T) {
 				t.Fatalf("first Close = %v, want context.DeadlineExceeded (cut short by the second)", err)
 			}
 		})
+	}
+}
+
+// linkLoss is a destination whose batches fail as the SDK fails a send on a link the
+// broker detached because the entity was deleted (a link failure: the relay retires the
+// sender). The first destination's batch holds until its sender's context ends (the
+// relay closing that sender), then lets the others' batches fail, while the relay goes
+// on closing senders; each of the others fails when that happens, or when its own
+// sender's context ends, whichever comes first.
+type linkLoss struct {
+	*sbtest.Sender
+	first   bool
+	started chan<- struct{} // receives once per batch
+	fail    chan struct{}   // closed by the first destination's batch when its context ends
+	once    *sync.Once
+}
+
+func (s *linkLoss) SendBatch(ctx context.Context, _ sbkit.Batch, _ *azservicebus.SendMessageBatchOptions) error {
+	s.started <- struct{}{}
+	if s.first {
+		<-ctx.Done()
+		s.once.Do(func() { close(s.fail) })
+		return ctx.Err()
+	}
+	select {
+	case <-s.fail:
+	case <-ctx.Done():
+	}
+	return &amqp.Error{Condition: amqp.ErrCondNotFound, Description: "entity deleted"}
+}
+
+// TestRetireDuringRunEnd: when Close's deadline cuts a run short, the end of Run closes
+// the destinations' senders one after the other while sends of other destinations fail
+// as link failures, whose results retire their senders (a delete from the run's
+// destinations): under -race, the closes must not range over the destinations while
+// a retire deletes from them (they raced in about half the rounds). Run returns, Close
+// keeps its deadline, and no goroutine remains.
+func TestRetireDuringRunEnd(t *testing.T) {
+	leakCheck(t)
+	const n = 16 // the first destination's batch and 15 others, added in one transaction
+	for round := range 6 {
+		e := newEnv(t) // the rows a round releases stay in its outbox
+		started := make(chan struct{}, n)
+		fail, once := make(chan struct{}), &sync.Once{}
+		prefix := "q"
+		dests := func(name string) (sbkit.MessageSender, error) {
+			s, err := e.ns.NewSender(name, nil)
+			if err != nil {
+				return nil, err
+			}
+			return &linkLoss{Sender: s, first: name == prefix+"0", started: started, fail: fail, once: once}, nil
+		}
+		for i := range n {
+			e.queue(prefix+strconv.Itoa(i), nil)
+		}
+		r, err := pgoutbox.NewRelay(e.ob, dests, &pgoutbox.RelayOptions{Lease: time.Hour,
+			Sender: &sender.Options{Retry: noRetry, AttemptTimeout: time.Hour}})
+		if err != nil {
+			t.Fatal(err)
+		}
+		done := make(chan error, 1)
+		go func() { done <- r.Run(context.Background()) }()
+		ctx := context.Background()
+		err = pgx.BeginFunc(ctx, e.pool, func(tx pgx.Tx) error {
+			for i := range n {
+				if err := e.ob.Add(ctx, tx, prefix+strconv.Itoa(i), msg(prefix+strconv.Itoa(i), "x")); err != nil {
+					return err
+				}
+			}
+			return nil
+		})
+		if err != nil {
+			t.Fatal(err)
+		}
+		for range n {
+			<-started
+		}
+		closeWithin(t, r, 100*time.Millisecond)
+		if err := <-done; err != nil {
+			t.Fatalf("round %d: Run = %v", round, err)
+		}
 	}
 }
