@@ -3,6 +3,7 @@ package pgoutbox_test
 import (
 	"bytes"
 	"context"
+	"math/rand/v2"
 	"os"
 	"path/filepath"
 	"slices"
@@ -130,9 +131,9 @@ var benchShapes = []struct {
 //     would have inserted them, to keep the setup short; NOTIFY wakes the relay): from
 //     the commit to the last acceptance (msgs/s, as the sender's), and to the last row
 //     deleted (drained-msgs/s);
-//   - relay-latency: one row per transaction, committed while the relay idles (polling an
-//     hour apart, so NOTIFY wakes it): the time from Commit's return to the broker's
-//     acceptance, p50 and p99, beside the broker's round trip.
+//   - relay-latency/<wake>: one row per transaction, committed while the relay idles: the
+//     time from Commit's return to the broker's acceptance, p50 and p99, beside the
+//     broker's round trip, for each way the relay learns of the commit (latencyWakes).
 //
 // The sender and the relay use the sender's default options (a window of 1,024
 // messages). Every throughput benchmark reports the broker's requests per burst
@@ -243,42 +244,88 @@ SELECT 'bench', ` + shape.key + `, $1 || g, $2, CASE WHEN $3 THEN 's' || g % 20 
 			}
 		})
 	}
-	b.Run("relay-latency", func(b *testing.B) {
-		e, topic := benchStore(b)
-		r, c := benchRelay(b, e, &pgoutbox.RelayOptions{PollInterval: time.Hour}, true)
-		done := make(chan error, 1)
-		go func() { done <- r.Run(ctx) }()
-		b.Cleanup(func() {
-			_ = r.Close(ctx)
-			<-done
-		})
-		e.listening()
-		var lat []time.Duration
-		for i := 0; b.Loop(); i++ {
-			id := "l" + strconv.Itoa(i)
-			c.expect(1)
-			var committed time.Time
-			err := pgx.BeginFunc(ctx, e.pool, func(tx pgx.Tx) error {
-				return e.ob.Add(ctx, tx, "bench", &azservicebus.Message{Body: benchBody, MessageID: &id})
-			})
-			committed = time.Now()
-			if err != nil {
-				b.Fatal(err)
-			}
-			<-c.reached
-			c.mu.Lock()
-			lat = append(lat, c.accepted[id].Sub(committed))
-			c.mu.Unlock()
+	for _, wake := range latencyWakes {
+		b.Run("relay-latency/"+wake.name, func(b *testing.B) { benchLatencyWake(b, wake.notify, wake.after, wake.poll) })
+	}
+}
+
+// latencyWakes are the ways a relay learns of a commit, as relay-latency measures them:
+// Add's NOTIFY in the transaction (the default), Outbox.Notify after the commit (with
+// Options.DisableNotify), and polling only (DisableNotify, no LISTEN), here every
+// 100 ms (the default PollInterval is 1 s).
+var latencyWakes = []struct {
+	name          string
+	notify, after bool
+	poll          time.Duration
+}{
+	{"notify", true, false, time.Hour},
+	{"notify-after", false, true, time.Hour},
+	{"poll-100ms", false, false, 100 * time.Millisecond},
+}
+
+// benchLatencyWake measures, one row per transaction committed while the relay idles,
+// the time from Commit's return to the broker's acceptance: p50 and p99, in ms and in
+// broker round trips (rtt-ms, benchLatency's round trip and store time). With notify,
+// Add notifies in the transaction; with after, Outbox.Notify is called after the commit
+// (its time counts); otherwise the relay polls every poll, and each commit waits a random
+// part of poll first, so that commits fall anywhere between two polls.
+func benchLatencyWake(b *testing.B, notify, after bool, poll time.Duration) {
+	ctx := context.Background()
+	e, topic := benchStore(b)
+	ob := e.ob
+	if !notify {
+		var err error
+		ob, err = pgoutbox.New(e.pool, &pgoutbox.Options{Schema: e.schema, DisableNotify: true})
+		if err != nil {
+			b.Fatal(err)
 		}
-		slices.Sort(lat)
-		ms := func(d time.Duration) float64 { return float64(d) / float64(time.Millisecond) }
-		b.ReportMetric(ms(lat[len(lat)/2]), "p50-ms")
-		b.ReportMetric(ms(lat[(len(lat)-1)*99/100]), "p99-ms")
-		b.ReportMetric(ms(benchLatency.RoundTrip+benchLatency.StoreTime), "rtt-ms")
-		if sent := topic.Stats().Sent; sent != int64(b.N) {
-			b.Fatalf("broker stored %d of %d", sent, b.N)
-		}
+	}
+	listen := notify || after
+	r, c := benchRelay(b, e, &pgoutbox.RelayOptions{PollInterval: poll, DisableListen: !listen}, true)
+	done := make(chan error, 1)
+	go func() { done <- r.Run(ctx) }()
+	b.Cleanup(func() {
+		_ = r.Close(ctx)
+		<-done
 	})
+	if listen {
+		e.listening()
+	}
+	var lat []time.Duration
+	for i := 0; b.Loop(); i++ {
+		if !listen {
+			b.StopTimer()
+			time.Sleep(time.Duration(rand.Int64N(int64(poll))))
+			b.StartTimer()
+		}
+		id := "l" + strconv.Itoa(i)
+		c.expect(1)
+		err := pgx.BeginFunc(ctx, e.pool, func(tx pgx.Tx) error {
+			return ob.Add(ctx, tx, "bench", &azservicebus.Message{Body: benchBody, MessageID: &id})
+		})
+		committed := time.Now()
+		if err == nil && after {
+			err = ob.Notify(ctx)
+		}
+		if err != nil {
+			b.Fatal(err)
+		}
+		<-c.reached
+		c.mu.Lock()
+		lat = append(lat, c.accepted[id].Sub(committed))
+		c.mu.Unlock()
+	}
+	slices.Sort(lat)
+	ms := func(d time.Duration) float64 { return float64(d) / float64(time.Millisecond) }
+	rtt := benchLatency.RoundTrip + benchLatency.StoreTime
+	p50, p99 := lat[len(lat)/2], lat[(len(lat)-1)*99/100]
+	b.ReportMetric(ms(p50), "p50-ms")
+	b.ReportMetric(ms(p99), "p99-ms")
+	b.ReportMetric(float64(p50)/float64(rtt), "p50-rtts")
+	b.ReportMetric(ms(rtt), "rtt-ms")
+	if sent := topic.Stats().Sent; sent != int64(b.N) {
+		b.Fatalf("broker stored %d of %d", sent, b.N)
+	}
 }
 
 // benchStore returns an outbox whose destination "bench" is benchTopic's topic.
