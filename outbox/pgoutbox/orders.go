@@ -21,6 +21,7 @@ type order struct {
 	failed  bool                               // a row will be sent again: the later ones wait
 	waiters bool                               // a claim found later rows it could not take: skipped until a row is marked
 	chained bool                               // a transaction's rows, sent with its OrderKey
+	madeBy  *claim                             // the claim whose join made it
 	cancels map[*claim]context.CancelCauseFunc // the contexts of the order's rows, per claim
 }
 
@@ -125,20 +126,20 @@ func (u *run) noteBlocked(blocked []*row) {
 // because an earlier row of its order failed. It runs before any of the rows is given
 // to a sender.
 func (u *run) join(c *claim, rows []*row) {
+	keys := make([]string, len(rows))
 	count := make(map[string]int, len(rows))
-	for _, rw := range rows {
-		count[rw.destination+"\x00"+rw.orderKey]++
+	for i, rw := range rows {
+		keys[i] = rw.destination + "\x00" + rw.orderKey
+		count[keys[i]]++
 	}
-	fresh := make(map[*order]bool)
 	u.omu.Lock()
 	defer u.omu.Unlock()
-	for _, rw := range rows {
-		key := rw.destination + "\x00" + rw.orderKey
+	for i, rw := range rows {
+		key := keys[i]
 		o := u.orders[key]
 		if o == nil {
-			o = &order{key: key, dest: rw.destination, okey: rw.orderKey, chained: isTx(rw.orderKey) && count[key] > 1}
+			o = &order{key: key, dest: rw.destination, okey: rw.orderKey, chained: isTx(rw.orderKey) && count[key] > 1, madeBy: c}
 			u.orders[key] = o
-			fresh[o] = true
 		}
 		o.held++
 		o.last = max(o.last, rw.id)
@@ -146,7 +147,7 @@ func (u *run) join(c *claim, rows []*row) {
 		switch {
 		case o.failed || rw.stranded:
 			rw.ctx = nil // released at once
-		case !fresh[o] && isTx(o.okey) && !o.chained:
+		case o.madeBy != c && isTx(o.okey) && !o.chained:
 			// The transaction has a row in flight outside an ordered lane (the claim
 			// found this one before it: a requeued row): it waits for that one.
 			rw.ctx = nil
