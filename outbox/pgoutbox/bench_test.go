@@ -114,10 +114,11 @@ var benchShapes = []struct {
 	name    string
 	key     string // the relay's order_key of message g of iteration $1, in SQL (a transaction's is its own)
 	session func(g int) *string
+	tx      int // messages per transaction the relay sends in order (its sender OrderKey); 0: none
 }{
-	{"single", `'t:' || $1 || g`, func(int) *string { return nil }},
-	{"sessions", `'s:s' || g % 20`, func(g int) *string { return ptr("s" + strconv.Itoa(g%20)) }},
-	{"tx100", `'t:' || $1 || g / 100`, func(int) *string { return nil }},
+	{"single", `'t:' || $1 || g`, func(int) *string { return nil }, 0},
+	{"sessions", `'s:s' || g % 20`, func(g int) *string { return ptr("s" + strconv.Itoa(g%20)) }, 0},
+	{"tx100", `'t:' || $1 || g / 100`, func(int) *string { return nil }, 100},
 }
 
 // BenchmarkRelay compares, on the same latency model (benchLatency, 1 KiB messages):
@@ -166,15 +167,24 @@ func BenchmarkRelay(b *testing.B) {
 				if err != nil {
 					b.Fatal(err)
 				}
-				s, err := sender.New(dst, &sender.Options{Ordered: true})
+				// The relay's sender options and the relay's messages: MessageIDs set, and
+				// a transaction's messages in order (their OrderKey).
+				keys := make(map[*azservicebus.Message]string, benchBurst)
+				s, err := sender.New(dst, &sender.Options{Ordered: true, AttemptTimeout: pgoutbox.DefaultLease / 4,
+					Hooks: []sender.Hook{newCounter(false)}, OrderKey: func(m *azservicebus.Message) string { return keys[m] }})
 				if err != nil {
 					b.Fatal(err)
 				}
 				defer s.Close(ctx)
 				msgs := make([]*azservicebus.Message, benchBurst)
-				for b.Loop() {
+				for i := 0; b.Loop(); i++ {
+					clear(keys)
 					for g := range msgs {
-						msgs[g] = &azservicebus.Message{Body: benchBody, SessionID: shape.session(g)}
+						id := strconv.Itoa(i) + "-" + strconv.Itoa(g)
+						msgs[g] = &azservicebus.Message{Body: benchBody, MessageID: &id, SessionID: shape.session(g)}
+						if shape.tx > 0 {
+							keys[msgs[g]] = "t:" + strconv.Itoa(i) + "-" + strconv.Itoa(g/shape.tx)
+						}
 					}
 					if !paced {
 						if err := s.SendAll(ctx, msgs); err != nil {
