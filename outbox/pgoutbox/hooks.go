@@ -100,8 +100,8 @@ type RelayResult struct {
 // It wraps the database's error.
 type RelayError struct {
 	Op    string        // "claim", "mark" or "listen"
-	Rows  int           // rows the failed call was about (0 for claim and listen)
-	Retry time.Duration // the wait before the relay tries again; 0 for a mark, which is not retried
+	Rows  int           // rows the failed call was about: a mark's, or a claim's whose messages could not be read (0 for a claim statement and listen)
+	Retry time.Duration // the wait before the relay tries again; 0 for a mark, which is not retried, and for reading a claim's messages (its rows are released)
 	Err   error         // the database's error
 }
 

@@ -1,0 +1,90 @@
+package pgoutbox_test
+
+import (
+	"context"
+	"strings"
+	"sync"
+	"testing"
+
+	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgxpool"
+	"github.com/sbkit/sbkit/dedupe/pgdedupe/pgtest"
+	"github.com/sbkit/sbkit/outbox/pgoutbox"
+)
+
+// killOnLoad is a pgx tracer that terminates the backend of the first connection that
+// starts reading a claim's messages (the relay's load statement), before the statement
+// goes out: that read fails as when the connection breaks between the claim and it.
+type killOnLoad struct {
+	t    testing.TB
+	once sync.Once
+}
+
+func (k *killOnLoad) TraceQueryStart(ctx context.Context, conn *pgx.Conn, d pgx.TraceQueryStartData) context.Context {
+	if strings.HasPrefix(d.SQL, "SELECT id, message_id") {
+		k.once.Do(func() {
+			admin, err := pgx.Connect(ctx, pgtest.DSN())
+			if err != nil {
+				k.t.Error(err)
+				return
+			}
+			defer admin.Close(ctx)
+			// With a timeout, pg_terminate_backend waits until the backend is gone.
+			if _, err := admin.Exec(ctx, `SELECT pg_terminate_backend($1, 10000)`, conn.PgConn().PID()); err != nil {
+				k.t.Error(err)
+			}
+		})
+	}
+	return ctx
+}
+
+func (k *killOnLoad) TraceQueryEnd(context.Context, *pgx.Conn, pgx.TraceQueryEndData) {}
+
+// TestLoadFails: when reading a claim's messages fails (its connection broke after the
+// claim), its rows are released unsent, with no attempt counted, the failure is
+// reported as a claim's, and a later claim sends them: every message is accepted once.
+func TestLoadFails(t *testing.T) {
+	e := newEnv(t)
+	q := e.queue("q", nil)
+	cfg := e.pool.Config()
+	cfg.ConnConfig.Tracer = &killOnLoad{t: t}
+	pool, err := pgxpool.NewWithConfig(context.Background(), cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(pool.Close)
+	if e.ob, err = pgoutbox.New(pool, &pgoutbox.Options{Schema: e.schema}); err != nil {
+		t.Fatal(err)
+	}
+	var res results
+	var mu sync.Mutex
+	var errs []*pgoutbox.RelayError
+	errHook := pgoutbox.RelayErrorHookFunc(func(_ context.Context, err *pgoutbox.RelayError) {
+		mu.Lock()
+		errs = append(errs, err)
+		mu.Unlock()
+	})
+	r, _ := e.relay(&pgoutbox.RelayOptions{Hooks: []pgoutbox.Hook{&res, errHook}})
+	e.add("q", msg("a", "x"), msg("b", "y"))
+	e.drained(r)
+	for _, id := range []string{"a", "b"} {
+		if got := res.of(id); len(got) != 2 || got[0] != pgoutbox.OutcomeReleased || got[1] != pgoutbox.OutcomeSent {
+			t.Errorf("%s: outcomes %v, want released, then sent", id, got)
+		}
+	}
+	res.mu.Lock()
+	for _, e := range res.all {
+		if e.Outcome == pgoutbox.OutcomeSent && e.Attempts != 1 {
+			t.Errorf("%s sent at attempt %d, want 1 (a release counts none)", e.MessageID, e.Attempts)
+		}
+	}
+	res.mu.Unlock()
+	mu.Lock()
+	if len(errs) == 0 || errs[0].Op != "claim" || errs[0].Rows != 2 {
+		t.Errorf("relay errors %v, want first a claim's of 2 rows", errs)
+	}
+	mu.Unlock()
+	if n := q.Counts().Active; n != 2 {
+		t.Errorf("queue holds %d messages, want 2", n)
+	}
+}
