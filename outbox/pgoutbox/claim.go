@@ -58,6 +58,11 @@ set_config('jit', 'off', true)`
 	// all the claim loop needs to make the next claim, and load reads the messages of
 	// the rows it took on the claim's connection while the next claim runs.
 	const size = `coalesce(octet_length(o.body), 0) + coalesce(octet_length(o.application_properties::text), 0)`
+	// Whether a row's order is blocked is a lookup in b (a hashed subplan, built once),
+	// not a join of c with b: a generic plan joined them by nested loop, which for 500
+	// rows of 500 blocked orders (another relay holds their predecessors) took 27 ms
+	// instead of 4 (measured).
+	const blocked = `(c.destination, c.order_key) IN (SELECT destination, order_key FROM b)`
 	r.claimSQL = `WITH c AS MATERIALIZED (
 	SELECT o.id, o.destination, o.order_key, o.attempts, ` + size + ` AS size FROM ` + t + ` o
 	WHERE o.id > $5 AND o.not_before <= now()
@@ -75,16 +80,15 @@ set_config('jit', 'off', true)`
 		OR (g.n > 1 AND (SELECT count(*) FROM ` + t + ` e
 			WHERE e.destination = g.destination AND e.order_key = g.order_key AND e.id BETWEEN g.first AND g.last) <> g.n)
 ), s AS MATERIALIZED (
-	SELECT c.id, b.destination IS NOT NULL AS blocked, c.size
-	FROM c LEFT JOIN b ON b.destination = c.destination AND b.order_key = c.order_key
+	SELECT c.id, ` + blocked + ` AS blocked, c.size FROM c
 ), cut AS MATERIALIZED (
 	SELECT min(id) AS id FROM (
 		SELECT id, blocked, sum(CASE WHEN blocked THEN 0 ELSE size END) OVER (ORDER BY id) - size AS before FROM s
 	) w WHERE NOT blocked AND before >= $6
 )
-SELECT b.destination IS NOT NULL, (b.destination IS NULL AND coalesce(c.id >= (SELECT id FROM cut), false)),
-	c.size, c.id, c.destination, c.order_key, c.attempts
-FROM c LEFT JOIN b ON b.destination = c.destination AND b.order_key = c.order_key`
+SELECT x.blocked, NOT x.blocked AND coalesce(x.id >= (SELECT id FROM cut), false),
+	x.size, x.id, x.destination, x.order_key, x.attempts
+FROM (SELECT c.*, ` + blocked + ` AS blocked FROM c) x`
 	// The messages of the rows a claim took, which its transaction holds.
 	r.loadSQL = `SELECT id, ` + messageColumns + ` FROM ` + t + ` WHERE id = ANY($1)`
 	// After a claim found blocked (or over) rows, it rolls back to its savepoint (so it
