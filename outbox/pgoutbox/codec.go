@@ -14,6 +14,7 @@ import (
 	"github.com/Azure/azure-sdk-for-go/sdk/messaging/azservicebus"
 	"github.com/Azure/go-amqp"
 	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgtype"
 )
 
 // ErrInvalidMessage is wrapped by Add's error for a message the outbox cannot store
@@ -332,12 +333,13 @@ func scanKeys(rows pgx.Rows) (*row, error) {
 func scanMessage(rows pgx.Rows) (id int64, m *azservicebus.Message, decodeErr, err error) {
 	m = &azservicebus.Message{}
 	var (
-		mid   string
-		ttl   *int64
-		props []byte
+		mid       string
+		ttl       *int64
+		scheduled pgtype.Timestamptz // infinity too, which no time.Time holds
+		props     []byte
 	)
 	err = rows.Scan(&id, &mid, &m.Body, &m.ContentType, &m.CorrelationID, &m.Subject, &m.SessionID, &m.PartitionKey,
-		&m.ReplyTo, &m.ReplyToSessionID, &m.To, &ttl, &m.ScheduledEnqueueTime, &props)
+		&m.ReplyTo, &m.ReplyToSessionID, &m.To, &ttl, &scheduled, &props)
 	if err != nil {
 		return 0, nil, nil, err
 	}
@@ -346,7 +348,14 @@ func scanMessage(rows pgx.Rows) (id int64, m *azservicebus.Message, decodeErr, e
 		d := time.Duration(*ttl)
 		m.TimeToLive = &d
 	}
-	if m.ApplicationProperties, err = decodeProps(props); err != nil {
+	if scheduled.Valid {
+		t := scheduled.Time
+		m.ScheduledEnqueueTime = &t
+		if scheduled.InfinityModifier != pgtype.Finite {
+			decodeErr = fmt.Errorf("%w: stored row %d: scheduled_enqueue_time is infinite", ErrInvalidMessage, id)
+		}
+	}
+	if m.ApplicationProperties, err = decodeProps(props); err != nil && decodeErr == nil {
 		decodeErr = fmt.Errorf("%w: stored row %d: %w", ErrInvalidMessage, id, err)
 	}
 	return id, m, decodeErr, nil

@@ -204,3 +204,21 @@ func TestCorruptRowDeadLettered(t *testing.T) {
 		t.Fatalf("dead row %+v, broker holds %d", d, active)
 	}
 }
+
+// TestInfiniteScheduleDeadLettered: a row whose scheduled_enqueue_time was set to
+// 'infinity' by hand (no time.Time holds it) is dead-lettered with the reason; the
+// other rows are sent. It used to fail every claim that read it.
+func TestInfiniteScheduleDeadLettered(t *testing.T) {
+	e := newEnv(t)
+	q := e.queue("q", nil)
+	e.add("q", msg("bad", "x"), msg("good", "y"))
+	if _, err := e.pool.Exec(context.Background(), `UPDATE `+e.ob.Table()+` SET scheduled_enqueue_time = 'infinity' WHERE message_id = 'bad'`); err != nil {
+		t.Fatal(err)
+	}
+	e.relay(nil)
+	e.drained()
+	d := e.dead()["bad"]
+	if active := q.Counts().Active; !strings.Contains(d.err, "infinite") || d.attempts != 1 || active != 1 {
+		t.Fatalf("dead row %+v, broker holds %d", d, active)
+	}
+}
