@@ -61,7 +61,9 @@
 // that notifies, so notifying writers commit one at a time: [Options.DisableNotify]
 // leaves the NOTIFY out, and [Outbox.Notify] after the commit wakes the relays with a
 // NOTIFY shared by concurrent writers (docs/benchmarks.md, "What Add's NOTIFY costs the
-// writers"). A relay holds at most [RelayOptions.MaxInFlight] rows and
+// writers"). Woken either way, an idle relay sends a message about one broker round
+// trip after its commit; by polling alone it waits half a [RelayOptions.PollInterval]
+// more on average (docs/benchmarks.md, "Wake-up latency"). A relay holds at most [RelayOptions.MaxInFlight] rows and
 // [RelayOptions.MaxInFlightBytes] bytes of them in memory. A destination whose sender
 // fails for good (closed, its entity deleted) gets a new one from [Destinations], so an
 // entity deleted and re-created is sent to again.

@@ -110,8 +110,8 @@ var dbRetry = retry.Policy{MaxRetries: retry.Unlimited, RetryDelay: 100 * time.M
 // sent, and are retried after it; a row that is dead-lettered does not hold back the rows
 // after it. A row whose predecessor another relay holds is left to that relay.
 //
-// The relay wakes when Add's transaction commits (LISTEN/NOTIFY), when its own rows
-// finish, and every [RelayOptions.PollInterval]. It keeps database connections of its
+// The relay wakes when Add's transaction commits (LISTEN/NOTIFY) or [Outbox.Notify] is
+// called, when its own rows finish, and every [RelayOptions.PollInterval]. It keeps database connections of its
 // own, outside the outbox's pool: one per open claim ([RelayOptions.MaxOpenClaims]) and
 // one for LISTEN. See [RelayOptions] for retries and dead-lettering.
 type Relay struct {
