@@ -141,9 +141,10 @@ func (c *claim) add(oc outcome) bool {
 	return len(c.outcomes) == len(c.rows)
 }
 
-// claim claims up to n rows on a connection of the run's own and makes them members of
-// their orders. It returns the claim, or nil when it took no row, and whether another
-// claim should follow at once (this one found n rows, or did not scan from the first).
+// claim claims up to n rows on a connection of the run's own, starts reading their
+// messages (load), and makes them members of their orders. It returns the claim, or nil
+// when it took no row, and whether another claim should follow at once (this one found
+// n rows, or did not scan from the first).
 func (u *run) claim(n int, budget int64) (*claim, bool, error) {
 	r := u.r
 	start := time.Now() // before the transaction begins: the local deadline comes first

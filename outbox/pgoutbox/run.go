@@ -310,11 +310,12 @@ func (u *run) claimLoop(ctx context.Context) {
 	}
 }
 
-// dispatch hands a claim's rows to the senders, in id order, with the contexts join
-// chose: the rows of an order that may have later rows in flight (a session, a partition
-// key, a transaction's rows sent together) share a context per claim that a failure of
-// any row of the order cancels, synchronously in the sender's result hook, so that the
-// ordered sender drops the later rows instead of letting them overtake the failed one.
+// dispatch hands a claim's rows to the senders once load has read their messages (all
+// released unsent when it failed), in id order, with the contexts join chose: the rows
+// of an order that may have later rows in flight (a session, a partition key, a
+// transaction's rows sent together) share a context per claim that a failure of any row
+// of the order cancels, synchronously in the sender's result hook, so that the ordered
+// sender drops the later rows instead of letting them overtake the failed one.
 // Several rows of one transaction get the transaction as their sender OrderKey (batched
 // together, one request at a time, in order); a transaction's single row gets none and
 // batches with any other.
