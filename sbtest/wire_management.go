@@ -242,9 +242,12 @@ func (n *mgmtNode) peek(ctx context.Context, body amqp.Map, r *Receiver) *amqp.M
 // responseEnvelope is room kept in a $management answer for what surrounds its list of
 // messages (header, properties, status); entryOverhead is the encoding of one entry of
 // the list around the message's bytes (a map with one key, a binary's constructor).
+// receivedOverhead is what a received message adds to its size in such a list: its
+// entry, lock token and the broker's annotations.
 const (
 	responseEnvelope = 1024
 	entryOverhead    = 32
+	receivedOverhead = 256
 )
 
 // messagesResponse encodes received messages as the "messages" list of peek and
@@ -339,7 +342,15 @@ func (n *mgmtNode) receiveBySequence(ctx context.Context, body amqp.Map, r *Rece
 			return n.fail(err)
 		}
 	}
-	msgs, err := r.ReceiveDeferredMessages(ctx, seqs, nil)
+	// All or nothing, as a missing number fails the whole request on the service
+	// (learn.microsoft.com/dotnet/api/azure.messaging.servicebus.servicebusreceiver.receivedeferredmessagesasync:
+	// the messages "identified by sequenceNumbers"). The answer must fit in the
+	// response link's max-message-size, which the Go SDK takes from the server's attach
+	// and enforces by closing the link (go-amqp link.go, receiver.go), and in
+	// maxPendingResponse: one that would not is refused (400, message-size-exceeded)
+	// before any message is locked or deleted. A single message always goes.
+	limit := min(maxPendingResponse, wireMaxMessageSize(n.ns)) - responseEnvelope - len(seqs)*receivedOverhead
+	msgs, err := r.receiveDeferred(ctx, seqs, max(limit, 1))
 	if err != nil {
 		return n.fail(err)
 	}
