@@ -209,7 +209,9 @@ func (n *mgmtNode) peek(ctx context.Context, body amqp.Map, r *Receiver) *amqp.M
 			return n.fail(err)
 		}
 	}
-	msgs, err := r.PeekMessages(ctx, int(count), &azservicebus.PeekMessagesOptions{FromSequenceNumber: &from})
+	// The model copies no more than the answer can hold (see below).
+	limit := min(maxPendingResponse, wireMaxMessageSize(n.ns)) - responseEnvelope
+	msgs, err := r.peek(ctx, int(count), &azservicebus.PeekMessagesOptions{FromSequenceNumber: &from}, limit)
 	if err != nil {
 		return n.fail(err)
 	}
@@ -221,7 +223,6 @@ func (n *mgmtNode) peek(ctx context.Context, body amqp.Map, r *Receiver) *amqp.M
 	// the messages that fit in the response link's max-message-size (the SDK refuses a
 	// larger one, go-amqp link.go) and in maxPendingResponse, at least one, so a few
 	// bytes of request cost a bounded answer.
-	limit := min(maxPendingResponse, wireMaxMessageSize(n.ns)) - responseEnvelope
 	list := make([]any, 0, len(msgs))
 	size := 0
 	for i, rm := range msgs {

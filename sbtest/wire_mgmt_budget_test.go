@@ -148,3 +148,35 @@ func TestServerReceiveDeferredBounded(t *testing.T) {
 		}
 	}
 }
+
+// A peek's answer holds what fits in 256 KiB, and the server copies no more than that
+// out of the queue to build it: a peek of 200 on a queue of 200 messages of 200 KiB
+// allocates about one answer, not a 40 MiB copy of the queue.
+func TestServerPeekCopiesWhatItAnswers(t *testing.T) {
+	w := newWire(t, &ServerOptions{Queues: map[string]*EntityOptions{"q": nil}})
+	ctx := wireCtx(t)
+	const n = 200
+	s, err := w.srv.Namespace().NewSender("q", nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for range n {
+		if err := s.SendMessage(ctx, &azservicebus.Message{Body: make([]byte, 200<<10)}, nil); err != nil {
+			t.Fatal(err)
+		}
+	}
+	r := w.receiver(t, "q", nil)
+	if _, err := r.PeekMessages(ctx, 1, nil); err != nil { // links up
+		t.Fatal(err)
+	}
+	var before, after runtime.MemStats
+	runtime.ReadMemStats(&before)
+	peeked, err := r.PeekMessages(ctx, n, nil)
+	runtime.ReadMemStats(&after)
+	if err != nil || len(peeked) == 0 {
+		t.Fatalf("peek of %d: %d messages, %v", n, len(peeked), err)
+	}
+	if alloc := after.TotalAlloc - before.TotalAlloc; alloc > 8<<20 {
+		t.Errorf("a peek answering %d messages of 200 KiB allocated %d MiB", len(peeked), alloc>>20)
+	}
+}
