@@ -8,8 +8,6 @@ import (
 	"sync/atomic"
 	"time"
 
-	"github.com/cenkalti/backoff/v4"
-
 	"github.com/sbkit/sbkit"
 	"github.com/sbkit/sbkit/internal/retry"
 	"github.com/sbkit/sbkit/internal/workpool"
@@ -163,7 +161,7 @@ func (r *run) serve() error {
 // there are free places, until stopped. It returns a permanent receive error, the last
 // one when ReceiveRetry gives up, or nil.
 func (r *run) receiveLoop() error {
-	var bo backoff.BackOff
+	rs := r.cfg.receiveRetry.Retries()
 	for {
 		n, ok := r.places.acquire(r.recvCtx, r.limit, r.cfg.maxBatch)
 		if !ok {
@@ -191,7 +189,7 @@ func (r *run) receiveLoop() error {
 		r.p.est.observeReceive(w, got, took)
 		r.cfg.hooks.onReceive(r.recvCtx, ReceiveCall{Requested: n, Received: got, Err: err, Duration: took})
 		if err == nil {
-			bo = nil
+			rs.Reset()
 			continue
 		}
 		if r.recvCtx.Err() != nil {
@@ -202,11 +200,8 @@ func (r *run) receiveLoop() error {
 		if sbkit.IsPermanent(err) && !errors.Is(err, context.Canceled) && !errors.Is(err, context.DeadlineExceeded) {
 			return err
 		}
-		if bo == nil {
-			bo = r.cfg.receiveRetry.BackOff()
-		}
-		wait := bo.NextBackOff()
-		if wait == backoff.Stop {
+		wait, ok := rs.Next()
+		if !ok {
 			return err
 		}
 		if !retry.Wait(r.recvCtx, wait) {

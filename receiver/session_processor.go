@@ -9,10 +9,8 @@ import (
 	"slices"
 	"sync"
 	"sync/atomic"
-	"time"
 
 	"github.com/Azure/azure-sdk-for-go/sdk/messaging/azservicebus"
-	"github.com/cenkalti/backoff/v4"
 
 	"github.com/sbkit/sbkit"
 	"github.com/sbkit/sbkit/internal/retry"
@@ -325,7 +323,7 @@ type sessionRunKey struct{}
 // slot accepts sessions one after the other and processes each until it is released.
 func (r *sessionRun) slot() {
 	defer r.slots.Done()
-	var bo interface{ NextBackOff() time.Duration }
+	rs := r.p.base.receiveRetry.Retries()
 	for r.acceptCtx.Err() == nil {
 		if !r.breakerAccept() { // no session while the circuit breaker is open: breaker.go
 			continue
@@ -341,11 +339,8 @@ func (r *sessionRun) slot() {
 				r.fail(err)
 				return
 			}
-			if bo == nil {
-				bo = r.p.base.receiveRetry.BackOff()
-			}
-			wait := bo.NextBackOff()
-			if wait == backoff.Stop { // ReceiveRetry.MaxRetries consecutive failures
+			wait, ok := rs.Next()
+			if !ok { // ReceiveRetry.MaxRetries consecutive failures
 				r.fail(err)
 				return
 			}
@@ -354,7 +349,7 @@ func (r *sessionRun) slot() {
 			}
 			continue
 		}
-		bo = nil
+		rs.Reset()
 		r.process(sr)
 		if id != "" {
 			r.ids <- id

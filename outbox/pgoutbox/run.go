@@ -9,7 +9,6 @@ import (
 	"time"
 
 	"github.com/Azure/azure-sdk-for-go/sdk/messaging/azservicebus"
-	"github.com/cenkalti/backoff/v4"
 	"github.com/sbkit/sbkit/sender"
 )
 
@@ -267,7 +266,7 @@ func (u *run) addInFlight(n int) {
 func (u *run) claimLoop(ctx context.Context) {
 	poll := time.NewTimer(0)
 	defer poll.Stop()
-	var errBackoff backoff.BackOff
+	errRetries := dbRetry.Retries()
 	for {
 		select {
 		case <-ctx.Done():
@@ -287,12 +286,12 @@ func (u *run) claimLoop(ctx context.Context) {
 				if ctx.Err() != nil {
 					return
 				}
-				if !u.r.retryDB(ctx, &errBackoff, "claim", 0, err) {
+				if !u.r.retryDB(ctx, &errRetries, "claim", 0, err) {
 					return
 				}
 				continue
 			}
-			errBackoff = nil
+			errRetries.Reset()
 			if c != nil {
 				u.dispatchq <- c // never blocks: it holds MaxOpenClaims claims
 			}
