@@ -14,6 +14,7 @@ import (
 
 	"github.com/sbkit/sbkit"
 	"github.com/sbkit/sbkit/internal/retry"
+	"github.com/sbkit/sbkit/internal/shutdown"
 	"github.com/sbkit/sbkit/locks"
 )
 
@@ -187,17 +188,19 @@ type sessionRun struct {
 	done        chan struct{}
 	stopRunCtx  func() bool
 
-	// closeBase ends when a shutdown's context ends: closing a session receiver waits no
-	// longer, so that a broker that does not answer cannot hold Close past its deadline.
+	// closeBase ends when a shutdown's context ends (deadlines, the earliest): closing a
+	// session receiver waits no longer, so that a broker that does not answer cannot
+	// hold Close past its deadline.
 	closeBase context.Context
 	endCloses context.CancelFunc
+	deadlines *shutdown.Deadlines
 
 	mu      sync.Mutex
 	held    map[*Processor]struct{}
 	closing context.Context // set by the first stop: how held and new sessions are shut
 	reason  error
-	disarm  []func()    // releases what the stops armed, once the run is over
-	over    bool        // serve has released what the stops armed
+	disarm  []func()    // releases the graces' timers, once the run is over
+	over    bool        // serve has released the graces
 	cancels atomic.Bool // a session's Close had to cancel handlers
 }
 
@@ -219,11 +222,9 @@ func newSessionRun(ctx context.Context, p *SessionProcessor) (*sessionRun, error
 	r.acceptCtx, r.stopAccept = context.WithCancel(context.WithoutCancel(ctx))
 	r.handlerBase = context.WithoutCancel(ctx)
 	r.closeBase, r.endCloses = context.WithCancel(context.Background())
+	r.deadlines = shutdown.New(shutdown.Options{Hard: r.endCloses})
 	r.stopRunCtx = context.AfterFunc(ctx, func() {
-		grace, cancel := context.Background(), context.CancelFunc(func() {})
-		if p.cfg.ShutdownGrace >= 0 {
-			grace, cancel = context.WithTimeout(grace, p.base.ShutdownGrace)
-		}
+		grace, cancel := shutdown.Grace(p.base.ShutdownGrace)
 		r.stop(grace, context.Cause(ctx))
 		r.whenOver(cancel)
 	})
@@ -246,6 +247,7 @@ func (r *sessionRun) serve() error {
 	if r.engine != nil {
 		_ = r.engine.Close(context.Background())
 	}
+	r.deadlines.Disarm()
 	r.mu.Lock()
 	r.over = true
 	disarm := r.disarm
@@ -288,8 +290,7 @@ func (r *sessionRun) stop(ctx context.Context, reason error) {
 		r.closers.Add(len(held))
 	}
 	r.mu.Unlock()
-	stopEnd := context.AfterFunc(ctx, r.endCloses)
-	r.whenOver(func() { stopEnd() })
+	r.deadlines.Arm(ctx)
 	r.stopAccept()
 	for _, proc := range held {
 		r.closeSession(ctx, proc)
