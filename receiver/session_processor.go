@@ -188,12 +188,12 @@ type sessionRun struct {
 	done        chan struct{}
 	stopRunCtx  func() bool
 
-	// closeBase ends when a shutdown's context ends (deadlines, the earliest): closing a
-	// session receiver waits no longer, so that a broker that does not answer cannot
+	// closeBase ends when the first of the shutdown's contexts ends (deadlines): closing
+	// a session receiver waits no longer, so that a broker that does not answer cannot
 	// hold Close past its deadline.
 	closeBase context.Context
 	endCloses context.CancelFunc
-	deadlines *shutdown.Deadlines
+	deadlines *shutdown.Deadlines // calls endCloses
 
 	mu      sync.Mutex
 	held    map[*Processor]struct{}
