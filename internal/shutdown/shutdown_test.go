@@ -169,9 +169,10 @@ func TestHardAfterCut(t *testing.T) {
 	})
 }
 
-// TestDisarm: after Disarm nothing is called, not even for graces that end later or
-// are armed afterwards; a cut running when Disarm is called is not waited for. The
-// bubble ending proves that no goroutine or timer of the shutdown is left behind.
+// TestDisarm: after Disarm nothing is called in the hour that follows, not even for
+// graces that end later or are armed afterwards; a cut running when Disarm is called is
+// not waited for. The bubble ending (synctest fails on a goroutine blocked for good)
+// shows that no goroutine of the shutdown is left behind.
 func TestDisarm(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		e := newEnds()
@@ -242,5 +243,23 @@ func TestGrace(t *testing.T) {
 		if g.Done() != nil {
 			t.Fatal("Grace(-1) can end, want a context that never ends")
 		}
+	})
+}
+
+// TestHardOnly: without Cut (the session run's closing of session receivers), the hard
+// end comes at the earliest end of the graces armed, once.
+func TestHardOnly(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		e := newEnds()
+		d := New(Options{Hard: e.hard})
+		long, cancel := context.WithTimeout(t.Context(), time.Hour)
+		defer cancel()
+		d.Arm(long)
+		short, cancel2 := context.WithTimeout(t.Context(), time.Second)
+		defer cancel2()
+		d.Arm(short)
+		time.Sleep(2 * time.Hour)
+		e.check(t, -1, time.Second)
+		d.Disarm()
 	})
 }
