@@ -234,6 +234,7 @@ func (s *srvSession) finishAttach(l link, a *amqp.Attach, reply *amqp.Attach, re
 	if deleted := l.entityDeleted(); deleted != nil {
 		watch(l, deleted)
 	}
+	watchToken(l)
 	l.start()
 }
 
