@@ -10,13 +10,133 @@ import (
 	"github.com/sbkit/sbkit/sbtest/internal/amqp"
 )
 
+// receiverLink is a link on which the client receives from a queue, a subscription or a
+// dead-letter queue, or from a session of one (setupSession), through the model's
+// Receiver. The fields set at attach are read-only afterwards; the others are guarded
+// by mu.
+type receiverLink struct {
+	outLink
+	rcv     *Receiver        // set at attach (for a session, once accepted)
+	sr      *SessionReceiver // a session's receiver; rcv is its Receiver
+	settled bool             // deliveries are sent settled (receive-and-delete)
+
+	iterCancel context.CancelFunc // ends the receive loop's wait, for a drain
+	ready      bool               // attached and set up; credit may start the receive loop
+	looping    bool               // the receive loop runs (only while there is credit or a drain)
+}
+
+func (l *receiverLink) kind() string { return "receive" }
+
+// setup refuses an attach without a source, from an entity the client may not receive
+// from or that does not exist, or from a queue or subscription that requires sessions,
+// and otherwise makes the link's Receiver.
+func (l *receiverLink) setup(a *amqp.Attach) *amqp.Error {
+	if a.Source == nil {
+		return protoError(condInvalidField, "attach without a source")
+	}
+	if err := l.authorize(); err != nil {
+		return err
+	}
+	ns := l.s.c.srv.ns
+	mode := l.receiveMode(a)
+	rcv, err := newEntityReceiver(ns, l.addr, mode)
+	if err != nil {
+		return protoError(condNotFound, "%v", err)
+	}
+	if path, sub := splitSubQueue(l.addr); sub == 0 {
+		if e, _ := ns.Entity(path); e.Options().RequiresSession {
+			_ = rcv.Close(context.Background())
+			return amqpErrorFor(errNonSessionReceiver())
+		}
+	}
+	l.rcv = rcv
+	l.s.c.registerReceiveLink(l)
+	return nil
+}
+
+// receiveMode reads the receive mode of a receiving link: pre-settled deliveries
+// (snd-settle-mode settled) are receive-and-delete; otherwise the client settles every
+// delivery (peek-lock), confirmed by the server in rcv-settle-mode second.
+func (l *receiverLink) receiveMode(a *amqp.Attach) azservicebus.ReceiveMode {
+	mode := azservicebus.ReceiveModePeekLock
+	if a.SndSettleMode != nil && *a.SndSettleMode == amqp.SenderSettleSettled {
+		mode = azservicebus.ReceiveModeReceiveAndDelete
+	}
+	l.settled = mode == azservicebus.ReceiveModeReceiveAndDelete
+	return mode
+}
+
+// newEntityReceiver makes a sbtest receiver for a receive address: "queue",
+// "topic/Subscriptions/sub", either followed by "/$DeadLetterQueue" or
+// "/$Transfer/$DeadLetterQueue".
+func newEntityReceiver(ns *Namespace, addr string, mode azservicebus.ReceiveMode) (*Receiver, error) {
+	path, sub := splitSubQueue(addr)
+	return ns.receiverAt(path, &ReceiverOptions{ReceiveMode: mode, SubQueue: sub})
+}
+
+// start lets credit start the receive loop, and starts it for credit that came with or
+// before the attach's answer.
+func (l *receiverLink) start() {
+	l.mu.Lock()
+	l.ready = true
+	l.startLoopLocked()
+	l.mu.Unlock()
+}
+
+// release closes the link's Receiver, which releases its locks as a dropped connection
+// does, and forgets its unsettled deliveries.
+func (l *receiverLink) release() {
+	if l.rcv != nil {
+		_ = l.rcv.Close(context.Background())
+		l.s.c.unregisterReceiveLink(l)
+	}
+	l.s.forgetLink(l)
+}
+
+func (l *receiverLink) entityDeleted() context.Context { return l.rcv.deleted() }
+
+// onFlow takes the client's credit and drain requests: a drain ends the receive loop's
+// wait, and credit starts the loop when it is not running.
+func (l *receiverLink) onFlow(f *amqp.Flow) {
+	l.flow(f, func() {
+		if f.Drain && l.iterCancel != nil {
+			l.iterCancel()
+		}
+		l.startLoopLocked()
+	})
+}
+
+// startLoopLocked starts the receive loop of a link that is set up and has credit or a
+// drain pending, unless it runs. A link runs a goroutine only while it has something to
+// deliver: idle links cost memory, not goroutines.
+// Called with l.mu held.
+func (l *receiverLink) startLoopLocked() {
+	if l.ready && !l.looping && !l.detached && (l.credit > 0 || l.drain) {
+		l.looping = true
+		l.s.c.goWork("receive loop", l.receiveLoop)
+	}
+}
+
+// nextCredit returns the link's credit and whether a drain is pending, or false when
+// there is neither (or the link went away): then the receive loop ends, and the next
+// flow that grants credit starts a new one.
+func (l *receiverLink) nextCredit() (credit uint32, drain bool, ok bool) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	if l.detached || l.ctx.Err() != nil || (l.credit == 0 && !l.drain) {
+		l.looping = false
+		return 0, false, false
+	}
+	return l.credit, l.drain, true
+}
+
 // receiveLoop feeds a receiving link: while the client gives credit it receives from the
 // entity through the model's Receiver (one ReceiveMessages per batch of credit, with the
 // namespace's latency) and sends each message as a delivery, unsettled in peek-lock mode
 // (tagged with its lock token) and settled in receive-and-delete mode. A drain request
 // sends what is available at once and then spends the rest of the credit. It runs only
 // while the link has credit or a drain pending (onFlow starts it).
-func (l *srvLink) receiveLoop() {
+func (l *receiverLink) receiveLoop() {
 	for {
 		credit, drain, ok := l.nextCredit()
 		if !ok {
@@ -46,7 +166,7 @@ func (l *srvLink) receiveLoop() {
 		}
 		// An injected receive fault: the service would detach the link; the SDK
 		// recovers and attaches a new one.
-		l.detachWithError(amqpErrorFor(err))
+		detachWithError(l, amqpErrorFor(err))
 		return
 	}
 }
@@ -54,7 +174,7 @@ func (l *srvLink) receiveLoop() {
 // deliverAll sends msgs on the link. Messages that can no longer be sent (no credit
 // left, link gone) are released so they are delivered again without their delivery
 // counted.
-func (l *srvLink) deliverAll(msgs []*azservicebus.ReceivedMessage) {
+func (l *receiverLink) deliverAll(msgs []*azservicebus.ReceivedMessage) {
 	l.sendMu.Lock()
 	defer l.sendMu.Unlock()
 	for i, rm := range msgs {
@@ -67,7 +187,7 @@ func (l *srvLink) deliverAll(msgs []*azservicebus.ReceivedMessage) {
 	}
 }
 
-func (l *srvLink) deliver(rm *azservicebus.ReceivedMessage) bool {
+func (l *receiverLink) deliver(rm *azservicebus.ReceivedMessage) bool {
 	if !l.takeCredit() {
 		if !l.settled || l.isDetached() {
 			return false
@@ -89,7 +209,7 @@ func (l *srvLink) deliver(rm *azservicebus.ReceivedMessage) bool {
 	} else {
 		tag = deliveryTag(rm.LockToken)
 	}
-	return l.s.sendDelivery(l.ctx, l, tag, payload, l.settled, rm.LockToken)
+	return l.s.sendDelivery(l.ctx, &l.linkBase, tag, payload, l.settled, outDelivery{link: l, token: rm.LockToken})
 }
 
 // settle applies the client's outcome for a delivery of this link to the message holding
@@ -107,7 +227,7 @@ func (l *srvLink) deliver(rm *azservicebus.ReceivedMessage) bool {
 // modified{delivery-failed: false, undeliverable-here: true} (azservicebus
 // messageSettler.go), and the service counts an abandoned delivery (SDK live test
 // TestReceiver_SettleWithOnlyLockToken: redelivered with DeliveryCount 2).
-func (l *srvLink) settle(token [16]byte, state amqp.DeliveryState) amqp.DeliveryState {
+func (l *receiverLink) settle(token [16]byte, state amqp.DeliveryState) amqp.DeliveryState {
 	var err error
 	switch s := state.(type) {
 	case *amqp.Accepted:
