@@ -78,6 +78,11 @@ type srvLink struct {
 	detached      bool // a detach was sent or received: the link takes no more deliveries
 	closed        bool
 	unwatch       func() bool // stops watching the entity's deletion (watch)
+
+	// linkReceive, guarded by mu: what is on its way (wire_receive.go).
+	grants   []creditGrant // credit granted, on its way to the service
+	line     []lineBatch   // messages taken, on their way to the client
+	reserved uint32        // the messages in line, whose credit they will use
 }
 
 // inDelivery is a message being received from the client, possibly over several frames.
@@ -470,7 +475,11 @@ func (l *srvLink) onFlow(f *amqp.Flow) {
 			if f.DeliveryCount != nil {
 				rcvCount = *f.DeliveryCount
 			}
+			old := l.credit
 			l.credit = linkCredit(rcvCount, *f.LinkCredit, l.deliveryCount)
+			if l.kind == linkReceive {
+				l.grantLocked(old)
+			}
 		}
 		if f.Drain {
 			l.drain = true
@@ -564,6 +573,7 @@ func (l *srvLink) completeDrain() {
 	l.mu.Lock()
 	l.deliveryCount += l.credit
 	l.credit = 0
+	l.grants = nil
 	l.drain = false
 	l.mu.Unlock()
 	l.writeSenderFlow(true)
@@ -604,19 +614,6 @@ func (l *srvLink) waitCredit() (credit uint32, drain bool, ok bool) {
 			return 0, false, false
 		}
 	}
-}
-
-// nextCredit returns the link's credit and whether a drain is pending, or false when
-// there is neither (or the link went away): then the receive loop ends, and the next
-// flow that grants credit starts a new one.
-func (l *srvLink) nextCredit() (credit uint32, drain bool, ok bool) {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	if l.detached || l.ctx.Err() != nil || (l.credit == 0 && !l.drain) {
-		l.looping = false
-		return 0, false, false
-	}
-	return l.credit, l.drain, true
 }
 
 // onTransfer assembles the client's deliveries on a sending link and hands each complete
