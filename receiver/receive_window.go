@@ -42,9 +42,14 @@ import (
 // expects the messages of the credits already open (a batch on its way), or, with none
 // open, all it asks for. Such a call returns when its last message arrives, not a
 // window later, so the longer window costs nothing while the broker has the messages;
-// it leaves no credit open behind a batch, and nothing is released. Without LockedUntil
-// (receive-and-delete mode) nothing is released: the SDK's default window is kept
-// there.
+// it leaves no credit open behind a batch, and nothing is released. The window is also
+// at most the time the messages waiting for a handler keep the handlers busy (at the
+// rate the estimates give): a wait no longer than that delays no handler. Below
+// saturation nothing waits, so the window stays minWindow even when a sender's burst
+// (a batch it sent, sends stored at once) arrives locked together and looks like a cut
+// batch; at saturation the messages of the latest batch wait, and the window covers
+// the next. Without LockedUntil (receive-and-delete mode) nothing is released: the
+// SDK's default window is kept there.
 //
 // A call that got fewer than it asked for leaves credits open, so the next call's
 // messages may be those, already on their way: its duration says nothing of the round
@@ -95,9 +100,10 @@ func newReceiveWindow(peekLock bool) *receiveWindow {
 	return &receiveWindow{peekLock: peekLock}
 }
 
-// ask records a call asking for n messages, and returns its options: nil for the SDK's
-// default window.
-func (w *receiveWindow) ask(n int) *azservicebus.ReceiveMessagesOptions {
+// ask records a call asking for n messages while the handlers have work for busy (the
+// messages waiting for them, at the rate they drain), and returns its options: nil for
+// the SDK's default window.
+func (w *receiveWindow) ask(n int, busy time.Duration) *azservicebus.ReceiveMessagesOptions {
 	w.fresh, w.topped = w.open == 0, n > w.open
 	w.expect = n
 	if w.open > 0 {
@@ -109,7 +115,8 @@ func (w *receiveWindow) ask(n int) *azservicebus.ReceiveMessagesOptions {
 	}
 	w.window = minWindow
 	if w.backed {
-		w.window = min(maxWindow, max(minWindow, batchMargin*w.perMsg*time.Duration(w.expect)))
+		batch := batchMargin * w.perMsg * time.Duration(w.expect)
+		w.window = max(minWindow, min(maxWindow, batch, busy))
 	}
 	return &azservicebus.ReceiveMessagesOptions{TimeAfterFirstMessage: w.window}
 }
