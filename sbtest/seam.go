@@ -22,6 +22,8 @@ import (
 //     Receiver.tryReceive takes what is available without waiting (a drain),
 //     Receiver.receiveNow waits for messages without the round trip, which the server
 //     applies to a link's credit and transfers (halfRoundTrip each way),
+//     Receiver.receiveDeferred receives deferred messages up to a size (receiver.go),
+//     Receiver.peek peeks up to a size (peek.go),
 //     Receiver.settleWait sleeps a settlement's round trip, Receiver.complete, abandon,
 //     deferLock and deadLetter settle by lock token in turn, Receiver.releaseLock gives
 //     a message back without counting the delivery (the released outcome),

@@ -2,9 +2,6 @@ package sbtest
 
 import (
 	"context"
-	"errors"
-	"net"
-	"sync"
 	"testing"
 	"testing/synctest"
 	"time"
@@ -12,45 +9,6 @@ import (
 	"github.com/Azure/azure-sdk-for-go/sdk/messaging/azservicebus"
 	goamqp "github.com/Azure/go-amqp"
 )
-
-// pipeListener is a net.Listener whose connections are in-memory pipes (net.Pipe), so
-// that a server and its clients can run in a synctest bubble.
-type pipeListener struct {
-	conns chan net.Conn
-	once  sync.Once
-	done  chan struct{}
-}
-
-func newPipeListener() *pipeListener {
-	return &pipeListener{conns: make(chan net.Conn), done: make(chan struct{})}
-}
-
-func (l *pipeListener) Accept() (net.Conn, error) {
-	select {
-	case c := <-l.conns:
-		return c, nil
-	case <-l.done:
-		return nil, net.ErrClosed
-	}
-}
-
-func (l *pipeListener) Close() error {
-	l.once.Do(func() { close(l.done) })
-	return nil
-}
-
-func (l *pipeListener) Addr() net.Addr { return &net.TCPAddr{IP: net.IPv4(127, 0, 0, 1), Port: 5672} }
-
-// dial connects a new pipe to the listener.
-func (l *pipeListener) dial() (net.Conn, error) {
-	client, server := net.Pipe()
-	select {
-	case l.conns <- server:
-		return client, nil
-	case <-l.done:
-		return nil, errors.New("listener closed")
-	}
-}
 
 // TestServerServesCreditAsItComes: the round trip is spent on the way of each frame,
 // and credit is served as it comes, as the service serves a link (AMQP 1.0 part 2.6.7,
@@ -83,11 +41,7 @@ func TestServerServesCreditAsItComes(t *testing.T) {
 		}
 		ns.SetLatency(Latency{RoundTrip: rtt})
 
-		nc, err := ln.dial()
-		if err != nil {
-			t.Fatal(err)
-		}
-		conn, err := goamqp.NewConn(ctx, nc, &goamqp.ConnOptions{SASLType: goamqp.SASLTypeAnonymous()})
+		conn, err := goamqp.NewConn(ctx, ln.dial(), &goamqp.ConnOptions{SASLType: goamqp.SASLTypeAnonymous()})
 		if err != nil {
 			t.Fatal(err)
 		}
