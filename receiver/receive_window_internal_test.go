@@ -76,3 +76,20 @@ func TestReceiveWindowRoundTrips(t *testing.T) {
 		t.Fatalf("receive-and-delete options %+v, want nil", o)
 	}
 }
+
+// TestReceiveWindowBoundedByBusy: once the broker is backed up, the window covers the
+// batch a call expects, but never more than the time the messages waiting keep the
+// handlers busy, and never less than minWindow.
+func TestReceiveWindowBoundedByBusy(t *testing.T) {
+	lock := time.Date(2026, 1, 1, 0, 1, 0, 0, time.UTC)
+	for _, tc := range []struct {
+		busy, want time.Duration
+	}{{time.Hour, 2500 * time.Microsecond}, {2 * time.Millisecond, 2 * time.Millisecond}, {0, minWindow}} {
+		w := newReceiveWindow(true)
+		w.ask(100, tc.busy)
+		w.observe(100, received(40, lock), nil) // a cut batch: 25 µs per message
+		if o := w.ask(50, tc.busy); o.TimeAfterFirstMessage != tc.want {
+			t.Errorf("busy %v: window %v, want %v", tc.busy, o.TimeAfterFirstMessage, tc.want)
+		}
+	}
+}
