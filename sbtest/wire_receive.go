@@ -11,6 +11,119 @@ import (
 	"github.com/sbkit/sbkit/sbtest/internal/amqp"
 )
 
+// receiverLink is a link on which the client receives from a queue, a subscription or a
+// dead-letter queue, or from a session of one (setupSession), through the model's
+// Receiver. The fields set at attach are read-only afterwards; the others are guarded
+// by mu.
+type receiverLink struct {
+	outLink
+	rcv     *Receiver        // set at attach (for a session, once accepted)
+	sr      *SessionReceiver // a session's receiver; rcv is its Receiver
+	settled bool             // deliveries are sent settled (receive-and-delete)
+
+	iterCancel context.CancelFunc // ends the receive loop's wait, for a drain
+	ready      bool               // attached and set up; credit may start the receive loop
+	looping    bool               // the receive loop runs (only while there is credit, a drain or messages on their way)
+
+	// What is on its way (see receiveLoop).
+	grants   []creditGrant // credit granted, on its way to the service
+	line     []lineBatch   // messages taken, on their way to the client
+	reserved uint32        // the messages in line, whose credit they will use
+}
+
+func (l *receiverLink) kind() string { return "receive" }
+
+// setup refuses an attach without a source, from an entity the client may not receive
+// from or that does not exist, or from a queue or subscription that requires sessions,
+// and otherwise makes the link's Receiver.
+func (l *receiverLink) setup(a *amqp.Attach) *amqp.Error {
+	if a.Source == nil {
+		return protoError(condInvalidField, "attach without a source")
+	}
+	if err := l.authorize(); err != nil {
+		return err
+	}
+	ns := l.s.c.srv.ns
+	mode := l.receiveMode(a)
+	rcv, err := newEntityReceiver(ns, l.addr, mode)
+	if err != nil {
+		return protoError(condNotFound, "%v", err)
+	}
+	if path, sub := splitSubQueue(l.addr); sub == 0 {
+		if e, _ := ns.Entity(path); e.Options().RequiresSession {
+			_ = rcv.Close(context.Background())
+			return amqpErrorFor(errNonSessionReceiver())
+		}
+	}
+	l.rcv = rcv
+	l.s.c.registerReceiveLink(l)
+	return nil
+}
+
+// receiveMode reads the receive mode of a receiving link: pre-settled deliveries
+// (snd-settle-mode settled) are receive-and-delete; otherwise the client settles every
+// delivery (peek-lock), confirmed by the server in rcv-settle-mode second.
+func (l *receiverLink) receiveMode(a *amqp.Attach) azservicebus.ReceiveMode {
+	mode := azservicebus.ReceiveModePeekLock
+	if a.SndSettleMode != nil && *a.SndSettleMode == amqp.SenderSettleSettled {
+		mode = azservicebus.ReceiveModeReceiveAndDelete
+	}
+	l.settled = mode == azservicebus.ReceiveModeReceiveAndDelete
+	return mode
+}
+
+// newEntityReceiver makes a sbtest receiver for a receive address: "queue",
+// "topic/Subscriptions/sub", either followed by "/$DeadLetterQueue" or
+// "/$Transfer/$DeadLetterQueue".
+func newEntityReceiver(ns *Namespace, addr string, mode azservicebus.ReceiveMode) (*Receiver, error) {
+	path, sub := splitSubQueue(addr)
+	return ns.receiverAt(path, &ReceiverOptions{ReceiveMode: mode, SubQueue: sub})
+}
+
+// start lets credit start the receive loop, and starts it for credit that came with or
+// before the attach's answer.
+func (l *receiverLink) start() {
+	l.mu.Lock()
+	l.ready = true
+	l.startLoopLocked()
+	l.mu.Unlock()
+}
+
+// release closes the link's Receiver, which releases its locks as a dropped connection
+// does, and forgets its unsettled deliveries.
+func (l *receiverLink) release() {
+	if l.rcv != nil {
+		_ = l.rcv.Close(context.Background())
+		l.s.c.unregisterReceiveLink(l)
+	}
+	l.s.forgetLink(l)
+}
+
+func (l *receiverLink) entityDeleted() context.Context { return l.rcv.deleted() }
+
+// onFlow takes the client's credit and drain requests: a drain ends the receive loop's
+// wait, and credit starts the loop when it is not running.
+func (l *receiverLink) onFlow(f *amqp.Flow) {
+	l.flow(f, func(old uint32) {
+		l.grantLocked(old)
+		if f.Drain && l.iterCancel != nil {
+			l.iterCancel()
+		}
+		l.startLoopLocked()
+	})
+}
+
+// startLoopLocked starts the receive loop of a link that is set up and has credit or a
+// drain pending, unless it runs. A link runs a goroutine only while it has something to
+// deliver: idle links cost memory, not goroutines.
+// Called with l.mu held.
+func (l *receiverLink) startLoopLocked() {
+	if l.ready && !l.looping && !l.detached && (l.credit > 0 || l.drain) {
+		l.looping = true
+		l.s.c.goWork("receive loop", l.receiveLoop)
+	}
+}
+
 // receiveLoop feeds a receiving link: while the client gives credit it takes messages
 // from the entity through the model's Receiver and sends each as a delivery, unsettled
 // in peek-lock mode (tagged with its lock token) and settled in receive-and-delete mode.
@@ -26,7 +139,7 @@ import (
 // link whenever it has both credit and messages (AMQP 1.0 part 2.6.7, "Flow Control":
 // the sender may send as long as link-credit is above zero), not one batch of credit
 // per round trip.
-func (l *srvLink) receiveLoop() {
+func (l *receiverLink) receiveLoop() {
 	for {
 		st, ok := l.nextStep()
 		if !ok {
@@ -41,6 +154,9 @@ func (l *srvLink) receiveLoop() {
 			credit := l.credit
 			l.mu.Unlock()
 			l.deliverAll(l.rcv.tryReceive(int(min(credit, 1<<20))))
+			l.mu.Lock()
+			l.grants = nil // a drain spends all the credit
+			l.mu.Unlock()
 			l.completeDrain()
 		case st.usable > 0:
 			if !l.take(st) {
@@ -79,7 +195,7 @@ type creditGrant struct {
 // nextStep returns the receive loop's next step, or false when the link has no credit,
 // no drain and nothing on its way (or went away, when what was on its way is released):
 // then the receive loop ends, and the next flow that grants credit starts a new one.
-func (l *srvLink) nextStep() (loopStep, bool) {
+func (l *receiverLink) nextStep() (loopStep, bool) {
 	l.mu.Lock()
 	now := time.Now()
 	if l.detached || l.ctx.Err() != nil {
@@ -129,7 +245,7 @@ func (l *srvLink) nextStep() (loopStep, bool) {
 // grantLocked records that a flow changed the link's credit from old to credit: credit
 // granted is on its way for half a round trip; credit taken back is taken from what is
 // still on its way first. Called with l.mu held.
-func (l *srvLink) grantLocked(old uint32) {
+func (l *receiverLink) grantLocked(old uint32) {
 	if l.credit > old {
 		if d := l.rcv.halfRoundTrip(); d > 0 {
 			l.grants = append(l.grants, creditGrant{n: l.credit - old, due: time.Now().Add(d)})
@@ -150,7 +266,7 @@ func (l *srvLink) grantLocked(old uint32) {
 // take waits for messages for st's usable credit (until st.wait, when a batch or
 // credit falls due, or a drain), and puts those taken on their way. It returns false
 // when the loop must end.
-func (l *srvLink) take(st loopStep) bool {
+func (l *receiverLink) take(st loopStep) bool {
 	ctx, cancel := l.ctx, context.CancelFunc(func() {})
 	if !st.wait.IsZero() {
 		ctx, cancel = context.WithDeadline(ctx, st.wait)
@@ -181,13 +297,13 @@ func (l *srvLink) take(st loopStep) bool {
 	}
 	// An injected receive fault: the service would detach the link; the SDK
 	// recovers and attaches a new one.
-	l.detachWithError(amqpErrorFor(err))
+	detachWithError(l, amqpErrorFor(err))
 	l.stopLoop()
 	return false
 }
 
 // pause waits until st.wait or a change of the link's credit.
-func (l *srvLink) pause(st loopStep) {
+func (l *receiverLink) pause(st loopStep) {
 	var timeout <-chan time.Time
 	if !st.wait.IsZero() {
 		t := time.NewTimer(time.Until(st.wait))
@@ -202,7 +318,7 @@ func (l *srvLink) pause(st loopStep) {
 }
 
 // flushLine sends at once what is on its way (a drain answers after it).
-func (l *srvLink) flushLine() {
+func (l *receiverLink) flushLine() {
 	l.mu.Lock()
 	line := l.line
 	l.line, l.reserved = nil, 0
@@ -214,7 +330,7 @@ func (l *srvLink) flushLine() {
 
 // stopLoop ends the receive loop of a link whose receiver is closed or that was
 // detached: what is on its way is released.
-func (l *srvLink) stopLoop() {
+func (l *receiverLink) stopLoop() {
 	l.mu.Lock()
 	l.looping = false
 	line := l.line
@@ -230,7 +346,7 @@ func (l *srvLink) stopLoop() {
 // deliverAll sends msgs on the link. Messages that can no longer be sent (no credit
 // left, link gone) are released so they are delivered again without their delivery
 // counted.
-func (l *srvLink) deliverAll(msgs []*azservicebus.ReceivedMessage) {
+func (l *receiverLink) deliverAll(msgs []*azservicebus.ReceivedMessage) {
 	l.sendMu.Lock()
 	defer l.sendMu.Unlock()
 	for i, rm := range msgs {
@@ -243,7 +359,7 @@ func (l *srvLink) deliverAll(msgs []*azservicebus.ReceivedMessage) {
 	}
 }
 
-func (l *srvLink) deliver(rm *azservicebus.ReceivedMessage) bool {
+func (l *receiverLink) deliver(rm *azservicebus.ReceivedMessage) bool {
 	if !l.takeCredit() {
 		if !l.settled || l.isDetached() {
 			return false
@@ -265,7 +381,7 @@ func (l *srvLink) deliver(rm *azservicebus.ReceivedMessage) bool {
 	} else {
 		tag = deliveryTag(rm.LockToken)
 	}
-	return l.s.sendDelivery(l.ctx, l, tag, payload, l.settled, rm.LockToken)
+	return l.s.sendDelivery(l.ctx, &l.linkBase, tag, payload, l.settled, outDelivery{link: l, token: rm.LockToken})
 }
 
 // settle applies the client's outcome for a delivery of this link to the message holding
@@ -283,7 +399,7 @@ func (l *srvLink) deliver(rm *azservicebus.ReceivedMessage) bool {
 // modified{delivery-failed: false, undeliverable-here: true} (azservicebus
 // messageSettler.go), and the service counts an abandoned delivery (SDK live test
 // TestReceiver_SettleWithOnlyLockToken: redelivered with DeliveryCount 2).
-func (l *srvLink) settle(token [16]byte, state amqp.DeliveryState) amqp.DeliveryState {
+func (l *receiverLink) settle(token [16]byte, state amqp.DeliveryState) amqp.DeliveryState {
 	var err error
 	switch s := state.(type) {
 	case *amqp.Accepted:
