@@ -164,7 +164,7 @@ func (r *run) receiveLoop() error {
 			return nil
 		}
 		start := time.Now()
-		msgs, err := r.p.src.ReceiveMessages(r.recvCtx, n, r.window.ask(n))
+		msgs, err := r.p.src.ReceiveMessages(r.recvCtx, n, r.window.ask(n, r.busyFor()))
 		took := time.Since(start)
 		// Before the messages reach the lock engine, whose renewals write LockedUntil.
 		w := r.window.observe(n, msgs, err)
@@ -224,6 +224,16 @@ func (r *run) prefetch() int {
 		return r.cfg.PrefetchCount
 	}
 	return r.p.est.prefetch(r.cfg.MaxConcurrency, r.cfg.SettleConcurrency, r.cfg.prefetchInitial, r.cfg.ceiling)
+}
+
+// busyFor is how long the messages waiting for a handler keep the handlers busy, at
+// the rate the estimates give: zero until it has been measured.
+func (r *run) busyFor() time.Duration {
+	rate, ok := r.p.est.rate(r.cfg.MaxConcurrency, r.cfg.SettleConcurrency)
+	if !ok || rate <= 0 {
+		return 0
+	}
+	return time.Duration(float64(len(r.buf)) / rate * float64(time.Second))
 }
 
 // release gives back n places.

@@ -24,6 +24,8 @@ import (
 //     order; Sender.storeMessages does all of that at once (schedule-message);
 //   - receiving: Namespace.receiverAt opens a receiver for a link's address,
 //     Receiver.tryReceive takes what is available without waiting (a drain),
+//     Receiver.receiveNow waits for messages without the round trip, which the server
+//     applies to a link's credit and transfers (halfRoundTrip each way),
 //     Receiver.receiveDeferred receives deferred messages up to a size (receiver.go),
 //     Receiver.peek peeks up to a size (peek.go),
 //     Receiver.settleWait sleeps a settlement's round trip, Receiver.complete, abandon,
@@ -118,6 +120,16 @@ func (r *Receiver) tryReceive(max int) []*azservicebus.ReceivedMessage {
 	e.tick(now)
 	return r.take(now, max)
 }
+
+// receiveNow is ReceiveMessages without the latency model's round trip: it waits until
+// a message is available (or ctx ends) and takes up to max of them. The server applies
+// the latency to the credit and the transfers instead (wire_receive.go).
+func (r *Receiver) receiveNow(ctx context.Context, max int) ([]*azservicebus.ReceivedMessage, error) {
+	return r.receive(ctx, max, false)
+}
+
+// halfRoundTrip is half the latency model's round trip: the way of one frame.
+func (r *Receiver) halfRoundTrip() time.Duration { return max(0, r.ns.latency.get().RoundTrip) / 2 }
 
 // settleWait sleeps the latency model's round trip for one settlement, or less when ctx
 // ends first. The server settles in turn afterwards, by lock token.

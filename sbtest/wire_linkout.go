@@ -24,9 +24,10 @@ func (l *outLink) onTransfer(*amqp.Transfer, []byte) error {
 
 // flow handles a flow frame for the link: new credit or a drain request, and an echo
 // request. then, when not nil, runs with l.mu held once the credit and drain are
-// updated.
-func (l *outLink) flow(f *amqp.Flow, then func()) {
+// updated, given the credit before the flow.
+func (l *outLink) flow(f *amqp.Flow, then func(old uint32)) {
 	l.mu.Lock()
+	old := l.credit
 	if f.LinkCredit != nil {
 		var rcvCount uint32 // the server's initial delivery-count is 0
 		if f.DeliveryCount != nil {
@@ -39,7 +40,7 @@ func (l *outLink) flow(f *amqp.Flow, then func()) {
 	}
 	l.wakeLocked()
 	if then != nil {
-		then()
+		then(old)
 	}
 	l.mu.Unlock()
 	if f.Echo {
