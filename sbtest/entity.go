@@ -387,7 +387,7 @@ func (e *Entity) snapshot(dlq bool, keep func(*message) bool) []*azservicebus.Re
 	if dlq {
 		sq = &e.dlq
 	}
-	return collect(sq, 0, -1, keep)
+	return collect(sq, 0, -1, keep, 0)
 }
 
 // Active returns copies of the available messages, by sequence number.

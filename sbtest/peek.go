@@ -19,6 +19,13 @@ import (
 // lock token. Cost is O(n log maxMessageCount) in the subqueue's size n: peek is for
 // tests, not hot paths. maxMessageCount <= 0 returns ErrInvalidArgument.
 func (r *Receiver) PeekMessages(ctx context.Context, maxMessageCount int, options *azservicebus.PeekMessagesOptions) ([]*azservicebus.ReceivedMessage, error) {
+	return r.peek(ctx, maxMessageCount, options, 0)
+}
+
+// peek is PeekMessages whose messages, when limit > 0, stop before their sizes (as the
+// entity counts them) add up to more than limit bytes, at least one, so that a peek
+// copies only what its answer can hold.
+func (r *Receiver) peek(ctx context.Context, maxMessageCount int, options *azservicebus.PeekMessagesOptions, limit int) ([]*azservicebus.ReceivedMessage, error) {
 	if maxMessageCount <= 0 {
 		return nil, fmt.Errorf("%w: maxMessageCount %d", ErrInvalidArgument, maxMessageCount)
 	}
@@ -36,7 +43,7 @@ func (r *Receiver) PeekMessages(ctx context.Context, maxMessageCount int, option
 	if r.sessLost {
 		return nil, errLockLost()
 	}
-	out := collect(r.sq, from, maxMessageCount, r.sees)
+	out := collect(r.sq, from, maxMessageCount, r.sees, limit)
 	for _, rm := range out {
 		rm.LockToken = [16]byte{}
 		rm.LockedUntil = nil
@@ -55,10 +62,11 @@ func (r *Receiver) PeekMessages(ctx context.Context, maxMessageCount int, option
 }
 
 // collect returns copies of the messages of sq with seq >= from that pass keep, by
-// sequence number, at most max of them (all when max < 0). Called with the entity's lock.
+// sequence number, at most max of them (all when max < 0), and when limit > 0 only those
+// whose sizes add up to at most limit bytes, at least one. Called with the entity's lock.
 // With a max it keeps the max lowest in a heap while it walks the subqueue, so that a
 // page of a long queue costs O(n log max), not a sort of everything after from.
-func collect(sq *subqueue, from int64, max int, keep func(*message) bool) []*azservicebus.ReceivedMessage {
+func collect(sq *subqueue, from int64, max int, keep func(*message) bool, limit int) []*azservicebus.ReceivedMessage {
 	var ms []*message
 	if max < 0 {
 		for seq, m := range sq.bySeq {
@@ -84,9 +92,13 @@ func collect(sq *subqueue, from int64, max int, keep func(*message) bool) []*azs
 		}
 	}
 	slices.SortFunc(ms, func(a, b *message) int { return int(a.seq - b.seq) })
-	out := make([]*azservicebus.ReceivedMessage, len(ms))
-	for i, m := range ms {
-		out[i] = m.received()
+	out := make([]*azservicebus.ReceivedMessage, 0, len(ms))
+	size := 0
+	for _, m := range ms {
+		if size += m.p.size; limit > 0 && len(out) > 0 && size > limit {
+			break
+		}
+		out = append(out, m.received())
 	}
 	return out
 }

@@ -471,6 +471,14 @@ func (r *Receiver) RenewMessageLock(ctx context.Context, msg *azservicebus.Recei
 // and counts as not found (Service Bus docs, message deferral). Faults for OpReceive
 // apply.
 func (r *Receiver) ReceiveDeferredMessages(ctx context.Context, sequenceNumbers []int64, options *azservicebus.ReceiveDeferredMessagesOptions) ([]*azservicebus.ReceivedMessage, error) {
+	return r.receiveDeferred(ctx, sequenceNumbers, 0)
+}
+
+// receiveDeferred is ReceiveDeferredMessages whose messages, when limit > 0 and they are
+// more than one, may add up to at most limit bytes (their sizes as the entity counts
+// them); beyond it the request fails with ErrMessageTooLarge and receives nothing, all
+// or nothing as for a missing number.
+func (r *Receiver) receiveDeferred(ctx context.Context, sequenceNumbers []int64, limit int) ([]*azservicebus.ReceivedMessage, error) {
 	if _, err := r.begin(ctx, OpReceive); err != nil {
 		return nil, err
 	}
@@ -496,6 +504,16 @@ func (r *Receiver) ReceiveDeferredMessages(ctx context.Context, sequenceNumbers 
 			return nil, deferredNotFound(seq)
 		}
 		ms = append(ms, m)
+	}
+	if limit > 0 && len(ms) > 1 {
+		size := 0
+		for _, m := range ms {
+			size += m.p.size
+		}
+		if size > limit {
+			return nil, fmt.Errorf("%w: sbtest: the %d deferred messages asked for hold %d bytes, more than one answer carries (%d); ask for fewer at a time",
+				azservicebus.ErrMessageTooLarge, len(ms), size, limit)
+		}
 	}
 	out := make([]*azservicebus.ReceivedMessage, 0, len(ms))
 	for _, m := range ms {

@@ -20,6 +20,8 @@ import (
 //     order; Sender.storeMessages does all of that at once (schedule-message);
 //   - receiving: Namespace.receiverAt opens a receiver for a link's address,
 //     Receiver.tryReceive takes what is available without waiting (a drain),
+//     Receiver.receiveDeferred receives deferred messages up to a size (receiver.go),
+//     Receiver.peek peeks up to a size (peek.go),
 //     Receiver.settleWait sleeps a settlement's round trip, Receiver.complete, abandon,
 //     deferLock and deadLetter settle by lock token in turn, Receiver.releaseLock gives
 //     a message back without counting the delivery (the released outcome),

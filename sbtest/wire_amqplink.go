@@ -209,6 +209,7 @@ func (s *srvSession) finishAttach(l *srvLink, a *amqp.Attach, reply *amqp.Attach
 	if deleted := l.entityDeleted(); deleted != nil {
 		l.watch(deleted)
 	}
+	l.watchToken()
 	switch l.kind {
 	case linkSend, linkRequest:
 		l.grantCredit()

@@ -209,7 +209,9 @@ func (n *mgmtNode) peek(ctx context.Context, body amqp.Map, r *Receiver) *amqp.M
 			return n.fail(err)
 		}
 	}
-	msgs, err := r.PeekMessages(ctx, int(count), &azservicebus.PeekMessagesOptions{FromSequenceNumber: &from})
+	// The model copies no more than the answer can hold (see below).
+	limit := min(maxPendingResponse, wireMaxMessageSize(n.ns)) - responseEnvelope
+	msgs, err := r.peek(ctx, int(count), &azservicebus.PeekMessagesOptions{FromSequenceNumber: &from}, limit)
 	if err != nil {
 		return n.fail(err)
 	}
@@ -221,7 +223,6 @@ func (n *mgmtNode) peek(ctx context.Context, body amqp.Map, r *Receiver) *amqp.M
 	// the messages that fit in the response link's max-message-size (the SDK refuses a
 	// larger one, go-amqp link.go) and in maxPendingResponse, at least one, so a few
 	// bytes of request cost a bounded answer.
-	limit := min(maxPendingResponse, wireMaxMessageSize(n.ns)) - responseEnvelope
 	list := make([]any, 0, len(msgs))
 	size := 0
 	for i, rm := range msgs {
@@ -242,9 +243,12 @@ func (n *mgmtNode) peek(ctx context.Context, body amqp.Map, r *Receiver) *amqp.M
 // responseEnvelope is room kept in a $management answer for what surrounds its list of
 // messages (header, properties, status); entryOverhead is the encoding of one entry of
 // the list around the message's bytes (a map with one key, a binary's constructor).
+// receivedOverhead is what a received message adds to its size in such a list: its
+// entry, lock token and the broker's annotations.
 const (
 	responseEnvelope = 1024
 	entryOverhead    = 32
+	receivedOverhead = 256
 )
 
 // messagesResponse encodes received messages as the "messages" list of peek and
@@ -339,7 +343,15 @@ func (n *mgmtNode) receiveBySequence(ctx context.Context, body amqp.Map, r *Rece
 			return n.fail(err)
 		}
 	}
-	msgs, err := r.ReceiveDeferredMessages(ctx, seqs, nil)
+	// All or nothing, as a missing number fails the whole request on the service
+	// (learn.microsoft.com/dotnet/api/azure.messaging.servicebus.servicebusreceiver.receivedeferredmessagesasync:
+	// the messages "identified by sequenceNumbers"). The answer must fit in the
+	// response link's max-message-size, which the Go SDK takes from the server's attach
+	// and enforces by closing the link (go-amqp link.go, receiver.go), and in
+	// maxPendingResponse: one that would not is refused (400, message-size-exceeded)
+	// before any message is locked or deleted. A single message always goes.
+	limit := min(maxPendingResponse, wireMaxMessageSize(n.ns)) - responseEnvelope - len(seqs)*receivedOverhead
+	msgs, err := r.receiveDeferred(ctx, seqs, max(limit, 1))
 	if err != nil {
 		return n.fail(err)
 	}

@@ -1,6 +1,7 @@
 package sbtest
 
 import (
+	"context"
 	"crypto/hmac"
 	"crypto/sha256"
 	"encoding/base64"
@@ -11,6 +12,7 @@ import (
 	"slices"
 	"strconv"
 	"strings"
+	"sync"
 	"time"
 
 	"github.com/sbkit/sbkit/sbtest/internal/amqp"
@@ -128,6 +130,54 @@ func (c *srvConn) authorize(addr string) *amqp.Error {
 		}
 	}
 	return protoError(condUnauthorized, "Unauthorized access: no valid token on $cbs covers '%s'.", addr)
+}
+
+// coveredUntil returns when the last of c's tokens that cover addr at now expires, and
+// false when none does.
+func (c *srvConn) coveredUntil(addr string, now time.Time) (time.Time, bool) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	var until time.Time
+	for _, g := range c.grants {
+		if g.covers(addr, now) && g.until.After(until) {
+			until = g.until
+		}
+	}
+	return until, !until.IsZero()
+}
+
+// watchToken detaches l with amqp:unauthorized-access once no token the client put on
+// $cbs covers its entity any more: "When a token expires, Service Bus promptly drops all
+// links on the connection to the respective entity"
+// (learn.microsoft.com/azure/service-bus-messaging/service-bus-amqp-protocol-guide,
+// "Token renewal"). A token put for the entity meanwhile (the SDKs renew theirs before
+// they expire) keeps the link. It costs a timer, stopped with the link; $cbs links and
+// a server without SASKeys have none.
+func (l *srvLink) watchToken() {
+	c := l.s.c
+	if len(c.srv.sasKeys) == 0 || l.addr == cbsNode {
+		return
+	}
+	var mu sync.Mutex
+	var t *time.Timer
+	check := func() {
+		mu.Lock()
+		defer mu.Unlock()
+		if l.ctx.Err() != nil {
+			return
+		}
+		until, ok := c.coveredUntil(l.addr, time.Now())
+		if !ok {
+			l.detachWithError(protoError(condUnauthorized, "Unauthorized access: the token for '%s' expired and no other covers it.", l.addr))
+			return
+		}
+		t.Reset(time.Until(until))
+	}
+	until, _ := c.coveredUntil(l.addr, time.Now()) // zero (fire at once) when none covers it
+	mu.Lock()
+	t = time.AfterFunc(time.Until(until), check)
+	mu.Unlock()
+	context.AfterFunc(l.ctx, func() { t.Stop() })
 }
 
 // authorizeHTTP serves next only for a request whose Authorization header carries a

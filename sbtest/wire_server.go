@@ -145,7 +145,9 @@ type ServerOptions struct {
 	// entity before it attaches a link to it (else amqp:unauthorized-access, and 401 on
 	// $cbs for a token with a wrong signature, key name, expiry or resource), and each
 	// administration request needs one in its Authorization header (else 401); GET
-	// /health needs none. ConnectionString then names the first key in the order of
+	// /health needs none. A link is detached with amqp:unauthorized-access once the last
+	// token that covers its entity expires (the SDKs put a new one before), as the
+	// service drops them. ConnectionString then names the first key in the order of
 	// names. Default: none, every token is accepted and the administration API is open,
 	// as Microsoft's emulator is.
 	SASKeys map[string]string

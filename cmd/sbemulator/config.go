@@ -43,6 +43,7 @@ type emulatorConfig struct {
 			}
 		}
 	}
+	Sbkit sbkitConfig // this emulator's own settings (config_sas.go)
 }
 
 // entityProps are the Properties of a queue, topic or subscription in the configuration
@@ -66,13 +67,17 @@ type entities struct {
 	// Rules replace the $Default rule of the subscriptions they name
 	// (topic/Subscriptions/name).
 	Rules map[string][]admin.RuleProperties
+	// SASKeys are the shared access keys the files name (Sbkit.SharedAccessKeys,
+	// config_sas.go), name to key: not entities, but read from the same files.
+	SASKeys map[string]string
 }
 
 func newEntities() *entities {
 	return &entities{
-		Queues: map[string]*sbtest.EntityOptions{},
-		Topics: map[string]sbtest.TopicOptions{},
-		Rules:  map[string][]admin.RuleProperties{},
+		Queues:  map[string]*sbtest.EntityOptions{},
+		Topics:  map[string]sbtest.TopicOptions{},
+		Rules:   map[string][]admin.RuleProperties{},
+		SASKeys: map[string]string{},
 	}
 }
 
@@ -209,12 +214,13 @@ func loadConfigFile(path string, e *entities) error {
 	return nil
 }
 
-// parseConfig adds the entities of a configuration file's content to e. The content is
-// JSON with comments, as Microsoft ships its Config.json (config_json.go); every error
-// about it names a line and column (a value it cannot honour, that of its entity). A key
-// the schema of Microsoft's emulator does not have is an error naming it (checkKeys);
-// the ones this emulator does not use (the namespace's Name, Logging) are read and
-// ignored.
+// parseConfig adds the entities and shared access keys of a configuration file's
+// content to e. The content is JSON with comments, as Microsoft ships its Config.json
+// (config_json.go); every error about it names a line and column (a value it cannot
+// honour, that of its entity). A key the schema of Microsoft's emulator does not have,
+// other than sbkit's own Sbkit section (config_sas.go), is an error naming it
+// (checkKeys); the ones this emulator does not use (the namespace's Name, Logging) are
+// read and ignored.
 func parseConfig(b []byte, e *entities) error {
 	cj, err := readConfigJSON(b)
 	if err != nil {
@@ -231,8 +237,13 @@ func parseConfig(b []byte, e *entities) error {
 	if err := cj.unmarshal(&c); err != nil {
 		return err
 	}
-	if len(c.UserConfig.Namespaces) == 0 {
-		return fmt.Errorf("%w: no UserConfig.Namespaces", errConfig)
+	if len(c.UserConfig.Namespaces) == 0 && len(c.Sbkit.SharedAccessKeys) == 0 {
+		return fmt.Errorf("%w: no UserConfig.Namespaces (nor Sbkit.SharedAccessKeys)", errConfig)
+	}
+	if err := e.addSASKeys(c.Sbkit.SharedAccessKeys, func(i int) string {
+		return cj.positionAt("Sbkit", "SharedAccessKeys", i)
+	}); err != nil {
+		return err
 	}
 	// Errors about an entity or rule name it, after its position in the file.
 	for i, ns := range c.UserConfig.Namespaces {

@@ -30,16 +30,20 @@ var (
 		"SqlFilter": {"SqlExpression": nil},
 		"Action":    {"SqlExpression": nil},
 	}}
-	configKeys = keys{"UserConfig": {
-		"Namespaces": {
-			"Name":   nil,
-			"Queues": {"Name": nil, "Properties": queueKeys},
-			"Topics": {"Name": nil, "Properties": topicKeys, "Subscriptions": {
-				"Name": nil, "Properties": subscriptionKeys, "Rules": ruleKeys,
-			}},
+	configKeys = keys{
+		"UserConfig": {
+			"Namespaces": {
+				"Name":   nil,
+				"Queues": {"Name": nil, "Properties": queueKeys},
+				"Topics": {"Name": nil, "Properties": topicKeys, "Subscriptions": {
+					"Name": nil, "Properties": subscriptionKeys, "Rules": ruleKeys,
+				}},
+			},
+			"Logging": {"Type": nil},
 		},
-		"Logging": {"Type": nil},
-	}}
+		// sbkit's own (config_sas.go), not in Microsoft's schema.
+		"Sbkit": {"SharedAccessKeys": {"KeyName": nil, "Key": nil}},
+	}
 )
 
 // checkKeys refuses a key of the configuration file that the schema does not have,

@@ -179,7 +179,7 @@ func parseFlags(args []string, lookupEnv func(string) (string, bool), stderr io.
 		}
 		return err
 	})
-	fs.Func("sas-key", "require shared access signatures signed with this key: `name=key` (repeatable, comma-separated allowed); the connection string printed names the first name. Default: any token is accepted and the administration API is open", func(s string) error {
+	fs.Func("sas-key", "require shared access signatures signed with this key: `name=key` (repeatable, comma-separated allowed); the connection string printed names the first name. Replaces the keys of -config files (Sbkit.SharedAccessKeys). Default: those, else any token is accepted and the administration API is open", func(s string) error {
 		for _, kv := range strings.Split(s, ",") {
 			name, key, ok := strings.Cut(strings.TrimSpace(kv), "=")
 			if !ok || name == "" || key == "" {
@@ -217,6 +217,12 @@ func parseFlags(args []string, lookupEnv func(string) (string, bool), stderr io.
 		if err := loadConfigFile(f, cfg.entities); err != nil {
 			return nil, err
 		}
+	}
+	// The keys of the command line, else of the environment (applyEnv set -sas-key only
+	// when the command line did not), else of the configuration files: one source, not a
+	// union, so that keys given to override a file's do not leave the file's valid.
+	if cfg.sasKeys == nil && len(cfg.entities.SASKeys) > 0 {
+		cfg.sasKeys = cfg.entities.SASKeys
 	}
 	for _, q := range queues {
 		o := entityOpts
