@@ -129,16 +129,26 @@ func newBenchNamespace() *sbtest.Namespace {
 // 20,000 messages measure the throughput: the pipeline's fill and drain (the first
 // receive, the last complete: two round trips) are small against the run. 2,000
 // messages show them: the sender needs about two of its round trips for 2,000, and a
-// re-drive adds a receive before them and a complete after.
+// re-drive adds a receive before them and a complete after. The CPU per message is the
+// process's (the model's work included) during the sender's run and the re-drive's
+// (whose time also counts its last receive's IdleTimeout, idle).
 func BenchmarkRedrive(b *testing.B) {
 	for _, n := range []int{20_000, 2_000} {
 		b.Run(fmt.Sprint("n=", n), func(b *testing.B) {
-			var snd, rd, rd250 time.Duration
+			var snd, rd, rd250, sndCPU, rdCPU time.Duration
 			for range b.N {
+				c0, _ := cpuTime()
 				s := senderTimed(b, n)
+				c1, _ := cpuTime()
 				ns := newBenchNamespace()
 				fillDLQ(b, ns, "q", n)
+				runtime.GC() // the fill's garbage is not the re-drive's work
+				c2, _ := cpuTime()
 				r := redriveTimed(b, ns, n, &deadletter.RedriveOptions{IdleTimeout: time.Second})
+				c3, ok := cpuTime()
+				if ok {
+					sndCPU, rdCPU = sndCPU+c1-c0, rdCPU+c3-c2
+				}
 				ns = newBenchNamespace()
 				fillDLQ(b, ns, "q", n)
 				r250 := redriveTimed(b, ns, n, &deadletter.RedriveOptions{IdleTimeout: time.Second, PageSize: 250})
@@ -150,6 +160,13 @@ func BenchmarkRedrive(b *testing.B) {
 			b.ReportMetric(rate(rd250), "redrive-page250-msgs/s")
 			b.ReportMetric(snd.Seconds()/rd.Seconds(), "redrive/sender")
 			b.ReportMetric(snd.Seconds()/rd250.Seconds(), "page250/sender")
+			if sndCPU > 0 {
+				// CPU per message (the model's work included): on a loaded machine the
+				// rates follow it more than the round trips.
+				perMsg := func(d time.Duration) float64 { return float64(d.Microseconds()) / float64(n*b.N) }
+				b.ReportMetric(perMsg(sndCPU), "sender-cpu-µs/msg")
+				b.ReportMetric(perMsg(rdCPU), "redrive-cpu-µs/msg")
+			}
 		})
 	}
 	b.Run("sequential", func(b *testing.B) {
