@@ -83,7 +83,8 @@ type RedriveOptions struct {
 	// PageSize is how many messages one ReceiveMessages call asks for. Default
 	// DefaultRedrivePageSize (1,000), or with Rate set the messages of one second at that
 	// rate when they are fewer (a page waits for its sends, and so do its messages'
-	// locks).
+	// locks). Two pages are in memory at a time (the next one is received while the last
+	// one is sent): lower it for large messages.
 	PageSize int
 
 	// IdleTimeout ends the re-drive when a receive waited this long for nothing.
