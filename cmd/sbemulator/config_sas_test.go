@@ -9,10 +9,8 @@ import (
 	"path/filepath"
 	"strings"
 	"testing"
-	"time"
 
 	"github.com/Azure/azure-sdk-for-go/sdk/messaging/azservicebus"
-	"github.com/sbkit/sbkit/sbtest"
 )
 
 // keysConfig is a configuration file that names only shared access keys.
@@ -116,33 +114,12 @@ func TestRunWithConfigSASKeys(t *testing.T) {
 	if err := os.WriteFile(file, []byte(cfg), 0o600); err != nil {
 		t.Fatal(err)
 	}
-	ctx, cancel := context.WithCancel(context.Background())
-	defer cancel()
-	var stdout, stderr bytes.Buffer
-	ready := make(chan *sbtest.Server, 1)
-	done := make(chan error, 1)
-	go func() {
-		done <- run(ctx, []string{"-addr", "127.0.0.1:0", "-http-addr", "off", "-config", file}, noEnv, &stdout, &stderr, ready)
-	}()
-	var srv *sbtest.Server
-	select {
-	case srv = <-ready:
-	case err := <-done:
-		t.Fatalf("run returned %v before serving; stderr:\n%s", err, stderr.String())
-	case <-time.After(testTimeout):
-		t.Fatal("the server did not start")
-	}
-	defer func() {
-		cancel()
-		if err := <-done; err != nil {
-			t.Errorf("run: %v", err)
-		}
-	}()
+	srv := startRun(t, "-addr", "127.0.0.1:0", "-http-addr", "off", "-config", file)
 	good := srv.ConnectionString()
 	if !strings.Contains(good, "SharedAccessKeyName=RootManageSharedAccessKey;SharedAccessKey=file-key") {
 		t.Fatalf("connection string %q, want the file's first key by name", good)
 	}
-	opCtx, opCancel := context.WithTimeout(ctx, testTimeout)
+	opCtx, opCancel := context.WithTimeout(context.Background(), testTimeout)
 	defer opCancel()
 	client := func(cs string) *azservicebus.Client {
 		c, err := azservicebus.NewClientFromConnectionString(cs, &azservicebus.ClientOptions{RetryOptions: azservicebus.RetryOptions{MaxRetries: -1}})
