@@ -1,8 +1,11 @@
 package sbkit_test
 
 import (
+	"cmp"
 	"context"
+	"flag"
 	"fmt"
+	"os"
 	"runtime"
 	"slices"
 	"sync"
@@ -12,6 +15,7 @@ import (
 
 	"github.com/Azure/azure-sdk-for-go/sdk/messaging/azservicebus"
 
+	"github.com/sbkit/sbkit/internal/testing/chart"
 	"github.com/sbkit/sbkit/receiver"
 	"github.com/sbkit/sbkit/sbtest"
 )
@@ -29,22 +33,102 @@ type openLoopCase struct {
 }
 
 // openLoopCases are the configurations at each round trip: the default (adaptive
-// prefetch) at 100 msgs/s and at 10%, 50% and 90% of C/h; at 7 ms also no prefetch and
-// fixed prefetches. DisablePrefetch does about 1,350 msgs/s at 7 ms (docs/benchmarks.md),
-// so it runs at the loads below that.
+// prefetch) at 100 msgs/s and at 10%, 25%, 50%, 75% and 90% of C/h; at 7 ms also no
+// prefetch and fixed prefetches. DisablePrefetch does about 1,350 msgs/s at 7 ms
+// (docs/benchmarks.md), so it runs at 100 msgs/s and 5%, 10%, 15% and 20% of C/h.
 func openLoopCases(rtt time.Duration) []openLoopCase {
 	c := openLoopConcurrency
 	most := int(float64(c) / processWork.Seconds())
-	loads := []int{100, most / 10, most / 2, most * 9 / 10}
+	loads := []int{100, most / 10, most / 4, most / 2, most * 3 / 4, most * 9 / 10}
 	cases := []openLoopCase{{"default", receiver.Options{MaxConcurrency: c}, loads}}
 	if rtt == processLatency.RoundTrip {
 		cases = append(cases,
-			openLoopCase{"no-prefetch", receiver.Options{MaxConcurrency: c, DisablePrefetch: true}, loads[:2]},
+			openLoopCase{"no-prefetch", receiver.Options{MaxConcurrency: c, DisablePrefetch: true},
+				[]int{100, most / 20, most / 10, most * 3 / 20, most / 5}},
 			openLoopCase{"prefetch-64", receiver.Options{MaxConcurrency: c, PrefetchCount: 64}, loads},
 			openLoopCase{"prefetch-128", receiver.Options{MaxConcurrency: c, PrefetchCount: 128}, loads},
 		)
 	}
 	return cases
+}
+
+// openLoopSVG names the file BenchmarkWireOpenLoop charts its results in (settled
+// latency, p50 and p99, against the offered load: a line for each configuration at each
+// round trip); none when empty.
+var openLoopSVG = flag.String("openloop.svg", "", "BenchmarkWireOpenLoop: write a chart of its latencies to this SVG file")
+
+// openLoopResult is one sub-benchmark's result, for the chart.
+type openLoopResult struct {
+	rtt      time.Duration
+	name     string
+	rate     int
+	achieved float64
+	p50, p99 float64 // settled, ms
+	startP50 float64 // handler start, ms
+}
+
+// openLoopResults keeps the last result of each sub-benchmark (a benchmark function
+// runs once with b.N = 1 before its measured run).
+var openLoopResults struct {
+	sync.Mutex
+	byKey map[string]openLoopResult
+	order []string
+}
+
+func recordOpenLoop(r openLoopResult) {
+	openLoopResults.Lock()
+	defer openLoopResults.Unlock()
+	key := fmt.Sprintf("%v/%s/%d", r.rtt, r.name, r.rate)
+	if openLoopResults.byKey == nil {
+		openLoopResults.byKey = map[string]openLoopResult{}
+	}
+	if _, ok := openLoopResults.byKey[key]; !ok {
+		openLoopResults.order = append(openLoopResults.order, key)
+	}
+	openLoopResults.byKey[key] = r
+}
+
+// writeOpenLoopChart writes the settled p50 and p99 of the default and DisablePrefetch
+// against the offered load to path, a line for each at each round trip.
+func writeOpenLoopChart(path string) error {
+	openLoopResults.Lock()
+	defer openLoopResults.Unlock()
+	lines := map[string]int{} // series name -> index
+	var p50, p99 chart.Panel
+	p50 = chart.Panel{Title: "median, enqueue to settled", XLabel: "offered load (msgs/s)", YLabel: "p50 ms"}
+	p99 = chart.Panel{Title: "99th percentile, enqueue to settled", XLabel: "offered load (msgs/s)", YLabel: "p99 ms"}
+	for _, key := range openLoopResults.order {
+		r := openLoopResults.byKey[key]
+		if r.name != "default" && r.name != "no-prefetch" {
+			continue
+		}
+		name := fmt.Sprintf("%s, rtt %v", map[string]string{"default": "default", "no-prefetch": "DisablePrefetch"}[r.name], r.rtt)
+		i, ok := lines[name]
+		if !ok {
+			i = len(p50.Series)
+			lines[name] = i
+			p50.Series = append(p50.Series, chart.Series{Name: name})
+			p99.Series = append(p99.Series, chart.Series{Name: name})
+		}
+		tip := fmt.Sprintf("%s at %d msgs/s (achieved %.0f): p50 %.1f ms, p99 %.1f ms, handler start p50 %.1f ms", name, r.rate, r.achieved, r.p50, r.p99, r.startP50)
+		p50.Series[i].Points = append(p50.Series[i].Points, chart.Point{X: float64(r.rate), Y: r.p50, Tip: tip})
+		p99.Series[i].Points = append(p99.Series[i].Points, chart.Point{X: float64(r.rate), Y: r.p99, Tip: tip})
+	}
+	for _, p := range []chart.Panel{p50, p99} {
+		for _, s := range p.Series {
+			slices.SortFunc(s.Points, func(a, b chart.Point) int { return cmp.Compare(a.X, b.X) })
+		}
+	}
+	f, err := os.Create(path)
+	if err != nil {
+		return err
+	}
+	title := fmt.Sprintf("BenchmarkWireOpenLoop: %d handlers of %v, latency at a fixed offered load", openLoopConcurrency, processWork)
+	if err := chart.WriteSVG(f, title, []chart.Panel{p50, p99}); err != nil {
+		_ = f.Close()
+		return err
+	}
+	return f.Close()
 }
 
 // openLoopTimes collects, for every message handled, the time from its EnqueuedTime (the
@@ -98,7 +182,7 @@ func percentiles(ds []time.Duration, skip int, ps ...float64) []float64 {
 // EnqueuedTime to the handler's start and to the end of the settlement (p50, p99,
 // p99.9; the first fifth of the messages is the warm-up), the rate achieved, and the
 // processor's receive-window counters.
-func benchOpenLoop(b *testing.B, lat sbtest.Latency, opts receiver.Options, rate int) {
+func benchOpenLoop(b *testing.B, lat sbtest.Latency, name string, opts receiver.Options, rate int) {
 	ns := sbtest.NewTestNamespace(b, &sbtest.NamespaceOptions{Latency: lat, Queues: map[string]*sbtest.EntityOptions{"work": nil}})
 	q, _ := ns.Entity("work")
 	srv := sbtest.NewTestServer(b, &sbtest.ServerOptions{Namespace: ns})
@@ -176,8 +260,10 @@ func benchOpenLoop(b *testing.B, lat sbtest.Latency, opts receiver.Options, rate
 	if err := <-res; err != nil {
 		b.Fatal(err)
 	}
-	b.ReportMetric(float64(b.N)/b.Elapsed().Seconds(), "msgs/s")
+	achieved := float64(b.N) / b.Elapsed().Seconds()
+	b.ReportMetric(achieved, "msgs/s")
 	skip := b.N / 5
+	out := openLoopResult{rtt: lat.RoundTrip, name: name, rate: rate, achieved: achieved}
 	for _, m := range []struct {
 		name string
 		ds   []time.Duration
@@ -186,7 +272,13 @@ func benchOpenLoop(b *testing.B, lat sbtest.Latency, opts receiver.Options, rate
 		b.ReportMetric(pct[0], m.name+"-p50-ms")
 		b.ReportMetric(pct[1], m.name+"-p99-ms")
 		b.ReportMetric(pct[2], m.name+"-p99.9-ms")
+		if m.name == "start" {
+			out.startP50 = pct[0]
+		} else {
+			out.p50, out.p99 = pct[0], pct[1]
+		}
 	}
+	recordOpenLoop(out)
 	b.ReportMetric(float64(atStop.Prefetch), "prefetch-at-stop")
 	b.ReportMetric(float64(times.calls.Load()), "receive-calls")
 	s := p.Stats()
@@ -209,11 +301,16 @@ func BenchmarkWireOpenLoop(b *testing.B) {
 			for _, c := range openLoopCases(rtt) {
 				for _, rate := range c.rates {
 					b.Run(fmt.Sprintf("%s/rate=%d", c.name, rate), func(b *testing.B) {
-						benchOpenLoop(b, processLatencyAt(rtt), c.opts, rate)
+						benchOpenLoop(b, processLatencyAt(rtt), c.name, c.opts, rate)
 					})
 				}
 			}
 		})
+	}
+	if *openLoopSVG != "" {
+		if err := writeOpenLoopChart(*openLoopSVG); err != nil {
+			b.Fatal(err)
+		}
 	}
 	deadline := time.Now().Add(5 * time.Second)
 	for runtime.NumGoroutine() > before {

@@ -43,6 +43,11 @@ func TestInternalCopies(t *testing.T) {
 	if len(copies) == 0 {
 		t.Skip("no nested module here: not a clone of the repository")
 	}
+	for _, want := range wantCopies {
+		if !slices.Contains(copies, filepath.FromSlash(want)) {
+			t.Errorf("%s not found: the module uses the core's package through its copy", want)
+		}
+	}
 	for _, dir := range copies {
 		orig := filepath.Join("internal", filepath.Base(dir))
 		want, got := goFiles(t, orig), goFiles(t, dir)
@@ -57,6 +62,13 @@ func TestInternalCopies(t *testing.T) {
 		}
 	}
 	t.Logf("copies of the core's internal packages: %q", copies)
+}
+
+// wantCopies are the copies the nested modules use, at the least: a copy the walk
+// above missed would go unchecked.
+var wantCopies = []string{
+	"dedupe/pgdedupe/internal/hooks", "dedupe/pgdedupe/internal/retry",
+	"outbox/pgoutbox/internal/hooks", "outbox/pgoutbox/internal/retry", "outbox/pgoutbox/internal/shutdown",
 }
 
 // inNestedModule reports whether dir (relative to the core's root) is inside a directory

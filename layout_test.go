@@ -16,7 +16,8 @@ import (
 //
 //   - runtime: what a user's program runs. The public packages (the root, sender,
 //     receiver, locks, dedupe, serialize, reqreply, deadletter) and the helpers they
-//     share, each a direct child of internal/ (retry, hooks, workpool, heapq, guid).
+//     share, each a direct child of internal/ (retry, hooks, shutdown, workpool, heapq,
+//     guid).
 //   - internal/testing/...: code only tests and benchmarks use (the scenario suite, the
 //     latency timer).
 //   - internal/emulator/...: code only the emulator uses (sbtest, cmd/sbemulator).

@@ -9,7 +9,6 @@ import (
 	"time"
 
 	"github.com/Azure/azure-sdk-for-go/sdk/messaging/azservicebus"
-	"github.com/cenkalti/backoff/v4"
 	"github.com/sbkit/sbkit"
 	"github.com/sbkit/sbkit/internal/retry"
 )
@@ -175,9 +174,9 @@ func (f *Filter) handle(ctx context.Context, m *azservicebus.ReceivedMessage, ne
 // context.Cause(ctx) when ctx ends while waiting.
 func (f *Filter) acquire(ctx context.Context, m *azservicebus.ReceivedMessage, key, owner string) (State, time.Time, error) {
 	var (
-		contendedUntil time.Time       // set once the key was found leased by another owner
-		retries        backoff.BackOff // made at the first failure
-		attempt        int             // failed calls in a row
+		contendedUntil time.Time // set once the key was found leased by another owner
+		retries        = f.acquireRetry.Retries()
+		attempt        int // failed calls in a row
 		held           bool
 	)
 	defer func() {
@@ -198,10 +197,8 @@ func (f *Filter) acquire(ctx context.Context, m *azservicebus.ReceivedMessage, k
 			if f.o.StoreFailure == FailOpen {
 				return 0, start, serr
 			}
-			if retries == nil {
-				retries = f.acquireRetry.BackOff()
-			}
-			if wait = retries.NextBackOff(); wait == backoff.Stop {
+			var ok bool
+			if wait, ok = retries.Next(); !ok {
 				f.c.storeDownAbandoned.Add(1)
 				return 0, start, serr
 			}

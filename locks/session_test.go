@@ -76,6 +76,7 @@ func TestSessionLocks(t *testing.T) {
 		}
 		start := time.Now()
 		<-l.Done()
+		synctest.Wait() // the loss is reported after Done closes, on the renewal's goroutine
 		// Renewed 10 s before each expiry (a third of 30 s): at 20, 40, 60, 80 s; the fifth
 		// attempt, at 100 s, is refused.
 		if took := time.Since(start); took != 100*time.Second || l.Renewals() != 4 {

@@ -24,12 +24,14 @@
 // or held by AbandonDelay get places on top, and the whole is at most 64 ×
 // MaxConcurrency, so the processor holds at most 65 × MaxConcurrency messages.
 // [Stats.Prefetch] shows the current size. In peek-lock mode each call waits 1 ms after
-// its first message for the rest (the SDK's TimeAfterFirstMessage, 20 ms by default),
-// then the next call follows at once: what was still arriving goes to it, and R is the
+// its first message for the rest (the SDK's TimeAfterFirstMessage, 20 ms by default)
+// while the broker is not backed up, and, once it is, long enough for the batch it
+// expects, but never longer than the messages already waiting keep the handlers busy:
+// credits a call leaves open stay on the link, and azservicebus releases a message that
+// arrives for them between two calls (no delivery counted; [Stats.CreditsLeft] bounds
+// it), then makes the next call wait a round trip for the release's answer. R is the
 // time from asking for a message to receiving it, measured on calls that got all they
-// asked for. Credits a call leaves open stay on the link; azservicebus releases what
-// arrives for them between two calls, which counts no delivery ([Stats.CreditsLeft]
-// bounds it). The session processor applies the same sizing to each session's receive
+// asked for. The session processor applies the same sizing to each session's receive
 // loop when it runs more than one handler per session.
 // docs/design/prefetch.md in the repository gives the reasoning, and
 // docs/benchmarks.md the measurements.

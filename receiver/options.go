@@ -56,8 +56,9 @@ type Options struct {
 	// MaxConcurrency messages. Its median latency from receipt to settled is about the
 	// handler time and one and a half round trips when the handlers are saturated (half a
 	// receive round trip in the buffer, on average, and the settlement's), and about the
-	// handler time and one round trip below that (nothing waits: the receive window is
-	// 1 ms, see the package documentation). A fixed PrefetchCount trades
+	// handler time and one round trip below that, plus half a round trip from the broker
+	// (nothing waits: the receive window is 1 ms, see the package documentation). A
+	// fixed PrefetchCount trades
 	// latency, locks held and deliveries spent at shutdown for throughput that does not
 	// depend on averages: choose one when handler times vary too much for an average to
 	// describe them, or to bound the locks held below the ceiling. docs/design/prefetch.md

@@ -98,15 +98,27 @@ func (e *estimates) observeReceive(w windowResult, got int, took time.Duration) 
 // settlements in flight drain during one receive round trip (see above); false until
 // the receive round trip and the handler time have been measured.
 func (e *estimates) drain(concurrency, settlers int) (float64, bool) {
-	r, h := e.receive.seconds(), e.handler.seconds()
-	if r == 0 || h == 0 {
+	r := e.receive.seconds()
+	rate, ok := e.rate(concurrency, settlers)
+	if r == 0 || !ok {
+		return 0, false
+	}
+	return rate * r, true
+}
+
+// rate returns μ, the messages per second concurrency handlers and at most settlers
+// settlements in flight drain (see above); false until the handler time has been
+// measured.
+func (e *estimates) rate(concurrency, settlers int) (float64, bool) {
+	h := e.handler.seconds()
+	if h == 0 {
 		return 0, false
 	}
 	rate := float64(concurrency) / h
 	if s := e.settle.seconds(); s > 0 && settlers > 0 {
 		rate = min(rate, settleUtilization*float64(settlers)/s)
 	}
-	return rate * r, true
+	return rate, true
 }
 
 // prefetch returns the adaptive prefetch for concurrency handlers and at most settlers

@@ -22,10 +22,17 @@ import (
 // is left; a message arrives half a round trip after it was sent, and at least spacing
 // after the one before (each transfer costs the client's CPU). The call returns when
 // every message it asked for has arrived, or TimeAfterFirstMessage after the first (20 ms
-// by default). What arrives between two calls is released: back to the front of the
-// queue, no delivery counted, its credit spent.
+// by default). What arrives between two calls goes to the SDK's releaser, a goroutine
+// started when a call returns and stopped by the next call (newReleaserFunc): it takes
+// the first message that arrived, even when it was already stopped, and releases it
+// (back to the front of the queue, no delivery counted, its credit spent), then waits for
+// the broker's answer (go-amqp waits for it in ReceiverSettleModeSecond, which the SDK
+// uses in peek-lock mode), a round trip, and the next call waits for the releaser: one
+// message released costs the receive loop a round trip. The gap between two calls (the
+// SDK's return, the processor's loop, the next call's start) is gap, during which
+// arrivals reach the releaser.
 type linkSim struct {
-	rtt, spacing time.Duration
+	rtt, spacing, gap time.Duration
 
 	mu       sync.Mutex
 	avail    []time.Time // enqueue times of the messages available at the broker, in order
@@ -35,6 +42,7 @@ type linkSim struct {
 	last     time.Time     // the latest arrival scheduled
 	arrived  chan struct{} // signalled when arrivals grow
 	released int
+	returned time.Time       // when the latest call returned
 	windows  []time.Duration // each call's TimeAfterFirstMessage
 	done     int             // messages completed
 }
@@ -42,12 +50,16 @@ type linkSim struct {
 var debugSim = false
 var simStart = time.Now()
 
+// simGap is the client's time between two calls, in which what arrives goes to the
+// SDK's releaser: tens of microseconds on an idle machine.
+const simGap = 50 * time.Microsecond
+
 type simArrival struct {
 	at, locked, enqueued time.Time
 }
 
 func newLinkSim(rtt, spacing time.Duration) *linkSim {
-	return &linkSim{rtt: rtt, spacing: spacing, arrived: make(chan struct{}, 1)}
+	return &linkSim{rtt: rtt, spacing: spacing, gap: simGap, arrived: make(chan struct{}, 1)}
 }
 
 // enqueue adds n messages to the queue, enqueued now.
@@ -91,11 +103,40 @@ func (l *linkSim) ReceiveMessages(ctx context.Context, n int, o *azservicebus.Re
 	l.mu.Lock()
 	l.windows = append(l.windows, window)
 	now := time.Now()
-	for len(l.arrivals) > 0 && !l.arrivals[0].at.After(now) { // the SDK's releaser
+	// The SDK's releaser: the first arrival of the gap after the previous call, and
+	// further ones while it was not stopped, each released and answered a round trip
+	// later; this call starts once the releaser has stopped.
+	until, cutoff := l.returned, l.returned.Add(l.gap)
+	if now.After(cutoff) {
+		cutoff = now
+	}
+	for len(l.arrivals) > 0 && !l.returned.IsZero() {
+		at := l.arrivals[0].at
+		if until.After(at) {
+			at = until
+		}
+		if at.After(cutoff) {
+			break
+		}
 		l.released++
 		l.credit--
-		l.avail = append([]time.Time{l.arrivals[0].enqueued}, l.avail...)
+		enq := l.arrivals[0].enqueued
 		l.arrivals = l.arrivals[1:]
+		time.AfterFunc(l.rtt/2, func() { // the disposition reaches the broker
+			l.mu.Lock()
+			l.avail = append([]time.Time{enq}, l.avail...)
+			l.sendLocked()
+			l.mu.Unlock()
+		})
+		until, cutoff = at.Add(l.rtt), now
+		if until.After(now) {
+			break
+		}
+	}
+	if until.After(now) {
+		l.mu.Unlock()
+		time.Sleep(until.Sub(now))
+		l.mu.Lock()
 	}
 	if add := n - l.credit; add > 0 {
 		l.credit = n
@@ -116,8 +157,8 @@ func (l *linkSim) ReceiveMessages(ctx context.Context, n int, o *azservicebus.Re
 				if !a.at.After(time.Now()) {
 					got = append(got, a)
 					l.arrivals, l.credit = l.arrivals[1:], l.credit-1
-					if deadline.IsZero() {
-						deadline = a.at.Add(window)
+					if deadline.IsZero() { // fetchMessages times the window from the first Receive's return
+						deadline = time.Now().Add(window)
 					}
 					continue
 				}
@@ -145,6 +186,7 @@ func (l *linkSim) ReceiveMessages(ctx context.Context, n int, o *azservicebus.Re
 		}
 		l.mu.Lock()
 	}
+	l.returned = time.Now()
 	if debugSim {
 		fmt.Printf("%v n=%d got=%d w=%v credit=%d inflight=%d\n", time.Since(simStart), n, len(got), window, l.credit, len(l.arrivals))
 	}
@@ -198,14 +240,14 @@ func (l *linkSim) lastWindow() time.Duration {
 
 // TestReceiveWindowAtSaturation: 8 and 32 handlers of 5 ms behind a link whose batches
 // arrive 40 µs apart per message (a batch of 1,000 messages takes 40 ms to arrive, as on
-// the wire benchmarks' machine) and a queue that never runs dry. From 1 to 100 ms round
-// trips the processor keeps 95% of what the handlers can do (concurrency / 5 ms): its
-// calls return a millisecond after their first message and ask again at once, the rest
-// of a batch going to the next call, and the round trip it sizes its prefetch by is the
-// duration of calls that issued credit and got all they asked for, not of calls that
-// collect what earlier calls asked for. (The SDK's 20 ms window took whole batches at short round
-// trips and cut them at long ones, where the calls that collected the rest made the
-// round trip look short: 61% at 100 ms.)
+// the wire benchmarks' machine under load), a queue that never runs dry, and the SDK's
+// releaser, whose every release costs the next call a round trip. From 1 to 100 ms round
+// trips the processor keeps at least 85% of what the handlers can do (concurrency /
+// 5 ms) and releases nothing: once a call has cut a batch, the window covers the batch
+// the next call expects, so calls return when their last message arrives and leave no
+// credit open behind a batch. (The fixed 1 ms window of before cut batches from 7 ms on
+// at 32 handlers and from 20 ms on at 8, each cut had a message released, and the
+// processor did 4 to 55% of what the handlers can do there.)
 func TestReceiveWindowAtSaturation(t *testing.T) {
 	ms := time.Millisecond
 	for _, c := range []int{8, 32} {
@@ -246,28 +288,33 @@ func windowAtSaturation(t *testing.T, c int, rtt time.Duration) {
 	most := float64(c) / work.Seconds()
 	t.Logf("%.0f msgs/s (%.0f%%), released %d of %d, cut %d, credits left %d, last window %v, prefetch %d",
 		rate, 100*rate/most, released, done, s.CutReceives, s.CreditsLeft, l.lastWindow(), prefetch)
-	if rate < 0.95*most {
-		t.Errorf("%.0f msgs/s, below 95%% of the handlers' %.0f", rate, most)
+	if rate < 0.85*most {
+		t.Errorf("%.0f msgs/s, below 85%% of the handlers' %.0f", rate, most)
 	}
-	if released*100 > done {
+	if released != 0 {
 		t.Errorf("released %d of %d messages", released, done)
 	}
-	// From 20 ms on, batches outlast the window: calls return part of them and leave
-	// credits open, and Stats says so.
-	if rtt >= 20*time.Millisecond && (s.CutReceives == 0 || s.CreditsLeft == 0) {
-		t.Errorf("%d calls cut, %d credits left, want both above 0", s.CutReceives, s.CreditsLeft)
+	// From 20 ms on, batches outlast the first window: a few calls are cut, and the
+	// window grows to cover a batch.
+	if rtt >= 20*time.Millisecond && (s.CutReceives == 0 || s.CutReceives > 10 || l.lastWindow() <= time.Millisecond) {
+		t.Errorf("%d calls cut, last window %v; want 1 to 10 cut and a window above 1ms", s.CutReceives, l.lastWindow())
 	}
 }
 
 // TestReceiveWindowAtLowLoad: 32 handlers of 5 ms, 7 ms round trip, messages enqueued
-// one at a time at 100 and 1,000 msgs/s: the broker has fewer messages than asked for,
-// so every call returns at its window: the median time from enqueue to the handler's
-// start is at most the way from the broker (half a round trip) and the 1 ms window;
-// with the SDK's default window it was 10 ms more. The same holds after a backlog of
-// 5,000 messages has been worked off.
+// one at a time at 100 and 1,000 msgs/s, and in bursts of 8 (a sender's batches) at
+// 1,600 msgs/s: the broker has fewer messages than asked for, so every call returns at
+// its window: the median time from enqueue to the handler's start is at most the way
+// from the broker (half a round trip), the 1 ms window and a burst's arrival; with the
+// SDK's default window it was 10 ms more. A burst locked together looks like a cut
+// batch, but the window grows only as far as the messages waiting keep the handlers
+// busy (it grew to tens of milliseconds: 34 ms at the median on the wire at 1,600
+// msgs/s, BenchmarkWireOpenLoop). The same holds after a backlog of 5,000 messages has
+// been worked off.
 func TestReceiveWindowAtLowLoad(t *testing.T) {
-	for _, rate := range []int{100, 1000} {
-		t.Run(fmt.Sprintf("%d/s", rate), func(t *testing.T) {
+	for _, tc := range []struct{ rate, burst int }{{100, 1}, {1000, 1}, {1600, 8}} {
+		rate, burst := tc.rate, tc.burst
+		t.Run(fmt.Sprintf("%d/s,burst=%d", rate, burst), func(t *testing.T) {
 			synctest.Test(t, func(t *testing.T) {
 				const c, work = 32, 5 * time.Millisecond
 				l := newLinkSim(7*time.Millisecond, 40*time.Microsecond)
@@ -284,10 +331,10 @@ func TestReceiveWindowAtLowLoad(t *testing.T) {
 					return nil
 				}, &receiver.Options{MaxConcurrency: c})
 				wait := start(t, p, context.Background())
-				every := time.Second / time.Duration(rate)
+				every := time.Duration(burst) * time.Second / time.Duration(rate)
 				offer := func(d time.Duration) {
 					for end := time.Now().Add(d); time.Now().Before(end); {
-						l.enqueue(1)
+						l.enqueue(burst)
 						time.Sleep(every)
 					}
 				}
@@ -304,13 +351,13 @@ func TestReceiveWindowAtLowLoad(t *testing.T) {
 				measuring = true
 				mu.Unlock()
 				offer(time.Second)
-				limit := 7*time.Millisecond/2 + time.Millisecond
+				limit := 7*time.Millisecond/2 + time.Millisecond + time.Duration(burst)*l.spacing
 				if m := median(); m > limit {
 					t.Errorf("median from enqueue to handler start %v, want at most %v", m, limit)
 				}
 				// Messages enqueued one at a time are locked one at a time: no call was
 				// cut, though every call left credits open.
-				if s := p.Stats(); s.CutReceives != 0 || s.CreditsLeft == 0 {
+				if s := p.Stats(); (burst == 1 && s.CutReceives != 0) || s.CreditsLeft == 0 {
 					t.Errorf("%d calls cut, %d credits left; want 0 and above 0", s.CutReceives, s.CreditsLeft)
 				}
 				l.enqueue(5000) // a backlog

@@ -8,7 +8,6 @@ import (
 	"time"
 
 	"github.com/Azure/azure-sdk-for-go/sdk/messaging/azservicebus"
-	"github.com/cenkalti/backoff/v4"
 
 	"github.com/sbkit/sbkit"
 	"github.com/sbkit/sbkit/internal/retry"
@@ -289,7 +288,7 @@ func (r *run) schedule(ctx context.Context, job settleJob) settleJob {
 	ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), r.cfg.SettleTimeout)
 	defer cancel()
 	defer context.AfterFunc(r.settleBase, cancel)()
-	var bo backoff.BackOff
+	rs := r.cfg.settleRetry.Retries()
 	var err error
 	for {
 		if err = r.settleBase.Err(); err != nil { // the shutdown's deadline passed: no copy
@@ -308,11 +307,7 @@ func (r *run) schedule(ctx context.Context, job settleJob) settleJob {
 			break
 		}
 		r.report(d.hookContext(), &Error{Source: SourceSettle, Action: sbkit.ActionAbandon, Message: d.msg, Err: err})
-		if bo == nil {
-			bo = r.cfg.settleRetry.BackOff()
-		}
-		wait := bo.NextBackOff()
-		if wait == backoff.Stop || !retry.Wait(ctx, wait) {
+		if wait, ok := rs.Next(); !ok || !retry.Wait(ctx, wait) {
 			break
 		}
 	}

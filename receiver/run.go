@@ -8,10 +8,9 @@ import (
 	"sync/atomic"
 	"time"
 
-	"github.com/cenkalti/backoff/v4"
-
 	"github.com/sbkit/sbkit"
 	"github.com/sbkit/sbkit/internal/retry"
+	"github.com/sbkit/sbkit/internal/shutdown"
 	"github.com/sbkit/sbkit/internal/workpool"
 	"github.com/sbkit/sbkit/locks"
 )
@@ -44,13 +43,14 @@ type run struct {
 	// given up and their messages left to lock expiry.
 	settleBase    context.Context
 	cancelSettles context.CancelFunc
+	deadlines     *shutdown.Deadlines // the cut of handlers and the end of settlements
 
 	mu          sync.Mutex
 	cutNow      bool                      // receiving failed: cancel handlers at once
 	draining    bool                      // shutdown started: no handler starts, no hold
 	handlersEnd bool                      // every handler returned: no cut any more
 	cut         bool                      // running handlers were cancelled
-	disarm      []func()                  // releases the deadlines' timers
+	disarm      []func()                  // releases the graces' timers
 	live        map[*delivery]struct{}    // peek-lock deliveries not yet claimed
 	holds       map[*delivery]*time.Timer // deliveries held before abandoning
 	held        atomic.Int64              // len(holds), read without mu by limit
@@ -74,6 +74,7 @@ func newRun(ctx context.Context, p *Processor) (*run, error) {
 	}
 	r.settlers = workpool.New(cfg.SettleConcurrency, r.settleQueued)
 	r.settleBase, r.cancelSettles = context.WithCancel(context.Background())
+	r.deadlines = shutdown.New(shutdown.Options{Cut: r.cutHandlers, Reserve: settleReserve, Hard: r.cancelSettles})
 	if p.renewer != nil {
 		e, err := locks.New(p.renewer, cfg.lockOptions(engineHook{r}, lossHook{r}))
 		if err != nil {
@@ -87,10 +88,7 @@ func newRun(ctx context.Context, p *Processor) (*run, error) {
 	// after receiving stopped, so that an abandoned message is not received again.
 	r.handlerBase, r.cancelHandlers = context.WithCancelCause(context.WithoutCancel(ctx))
 	r.stopRunCtx = context.AfterFunc(ctx, func() {
-		grace, cancel := context.Background(), context.CancelFunc(func() {})
-		if cfg.ShutdownGrace >= 0 {
-			grace, cancel = context.WithTimeout(grace, cfg.ShutdownGrace)
-		}
+		grace, cancel := shutdown.Grace(cfg.ShutdownGrace)
 		r.stop(grace, context.Cause(ctx))
 		r.whenOver(cancel)
 	})
@@ -111,24 +109,17 @@ func (r *run) stop(grace context.Context, reason error) {
 		r.mu.Unlock()
 		r.stopRecv()
 	})
-	if grace.Done() == nil {
-		return
-	}
-	cut, hard := grace, grace
-	var cancelCut context.CancelFunc = func() {}
-	if deadline, ok := grace.Deadline(); ok {
-		reserve := max(0, min(time.Until(deadline)/4, maxSettleReserve))
-		cut, cancelCut = context.WithDeadline(grace, deadline.Add(-reserve))
-	}
-	stopCut := context.AfterFunc(cut, r.cutHandlers)
-	stopHard := context.AfterFunc(hard, r.cancelSettles)
-	r.whenOver(func() { stopCut(); stopHard(); cancelCut() })
+	r.deadlines.Arm(grace)
 }
 
 // maxSettleReserve caps the time between the cancellation of running handlers and the
 // shutdown's deadline, left for abandoning their messages: a quarter of the time the
 // shutdown was given, at most this.
 const maxSettleReserve = time.Second
+
+// settleReserve is the time between the cancellation of running handlers and the
+// shutdown's deadline, given the time left until it: see maxSettleReserve.
+func settleReserve(left time.Duration) time.Duration { return max(0, min(left/4, maxSettleReserve)) }
 
 // isHandlerContext reports whether ctx is (or derives from) the context of one of r's
 // handler calls.
@@ -163,7 +154,7 @@ func (r *run) serve() error {
 // there are free places, until stopped. It returns a permanent receive error, the last
 // one when ReceiveRetry gives up, or nil.
 func (r *run) receiveLoop() error {
-	var bo backoff.BackOff
+	rs := r.cfg.receiveRetry.Retries()
 	for {
 		n, ok := r.places.acquire(r.recvCtx, r.limit, r.cfg.maxBatch)
 		if !ok {
@@ -173,7 +164,7 @@ func (r *run) receiveLoop() error {
 			return nil
 		}
 		start := time.Now()
-		msgs, err := r.p.src.ReceiveMessages(r.recvCtx, n, r.window.ask(n))
+		msgs, err := r.p.src.ReceiveMessages(r.recvCtx, n, r.window.ask(n, r.busyFor()))
 		took := time.Since(start)
 		// Before the messages reach the lock engine, whose renewals write LockedUntil.
 		w := r.window.observe(n, msgs, err)
@@ -191,7 +182,7 @@ func (r *run) receiveLoop() error {
 		r.p.est.observeReceive(w, got, took)
 		r.cfg.hooks.onReceive(r.recvCtx, ReceiveCall{Requested: n, Received: got, Err: err, Duration: took})
 		if err == nil {
-			bo = nil
+			rs.Reset()
 			continue
 		}
 		if r.recvCtx.Err() != nil {
@@ -202,11 +193,8 @@ func (r *run) receiveLoop() error {
 		if sbkit.IsPermanent(err) && !errors.Is(err, context.Canceled) && !errors.Is(err, context.DeadlineExceeded) {
 			return err
 		}
-		if bo == nil {
-			bo = r.cfg.receiveRetry.BackOff()
-		}
-		wait := bo.NextBackOff()
-		if wait == backoff.Stop {
+		wait, ok := rs.Next()
+		if !ok {
 			return err
 		}
 		if !retry.Wait(r.recvCtx, wait) {
@@ -236,6 +224,16 @@ func (r *run) prefetch() int {
 		return r.cfg.PrefetchCount
 	}
 	return r.p.est.prefetch(r.cfg.MaxConcurrency, r.cfg.SettleConcurrency, r.cfg.prefetchInitial, r.cfg.ceiling)
+}
+
+// busyFor is how long the messages waiting for a handler keep the handlers busy, at
+// the rate the estimates give: zero until it has been measured.
+func (r *run) busyFor() time.Duration {
+	rate, ok := r.p.est.rate(r.cfg.MaxConcurrency, r.cfg.SettleConcurrency)
+	if !ok || rate <= 0 {
+		return 0
+	}
+	return time.Duration(float64(len(r.buf)) / rate * float64(time.Second))
 }
 
 // release gives back n places.
@@ -269,6 +267,7 @@ func (r *run) shutdown() {
 	if r.engine != nil {
 		_ = r.engine.Close(context.Background())
 	}
+	r.deadlines.Disarm()
 	r.mu.Lock()
 	for _, f := range r.disarm {
 		f()

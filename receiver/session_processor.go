@@ -9,13 +9,12 @@ import (
 	"slices"
 	"sync"
 	"sync/atomic"
-	"time"
 
 	"github.com/Azure/azure-sdk-for-go/sdk/messaging/azservicebus"
-	"github.com/cenkalti/backoff/v4"
 
 	"github.com/sbkit/sbkit"
 	"github.com/sbkit/sbkit/internal/retry"
+	"github.com/sbkit/sbkit/internal/shutdown"
 	"github.com/sbkit/sbkit/locks"
 )
 
@@ -189,17 +188,19 @@ type sessionRun struct {
 	done        chan struct{}
 	stopRunCtx  func() bool
 
-	// closeBase ends when a shutdown's context ends: closing a session receiver waits no
-	// longer, so that a broker that does not answer cannot hold Close past its deadline.
+	// closeBase ends when the first of the shutdown's contexts ends (deadlines): closing
+	// a session receiver waits no longer, so that a broker that does not answer cannot
+	// hold Close past its deadline.
 	closeBase context.Context
 	endCloses context.CancelFunc
+	deadlines *shutdown.Deadlines // calls endCloses
 
 	mu      sync.Mutex
 	held    map[*Processor]struct{}
 	closing context.Context // set by the first stop: how held and new sessions are shut
 	reason  error
-	disarm  []func()    // releases what the stops armed, once the run is over
-	over    bool        // serve has released what the stops armed
+	disarm  []func()    // releases the graces' timers, once the run is over
+	over    bool        // serve has released the graces
 	cancels atomic.Bool // a session's Close had to cancel handlers
 }
 
@@ -221,11 +222,9 @@ func newSessionRun(ctx context.Context, p *SessionProcessor) (*sessionRun, error
 	r.acceptCtx, r.stopAccept = context.WithCancel(context.WithoutCancel(ctx))
 	r.handlerBase = context.WithoutCancel(ctx)
 	r.closeBase, r.endCloses = context.WithCancel(context.Background())
+	r.deadlines = shutdown.New(shutdown.Options{Hard: r.endCloses})
 	r.stopRunCtx = context.AfterFunc(ctx, func() {
-		grace, cancel := context.Background(), context.CancelFunc(func() {})
-		if p.cfg.ShutdownGrace >= 0 {
-			grace, cancel = context.WithTimeout(grace, p.base.ShutdownGrace)
-		}
+		grace, cancel := shutdown.Grace(p.base.ShutdownGrace)
 		r.stop(grace, context.Cause(ctx))
 		r.whenOver(cancel)
 	})
@@ -248,6 +247,7 @@ func (r *sessionRun) serve() error {
 	if r.engine != nil {
 		_ = r.engine.Close(context.Background())
 	}
+	r.deadlines.Disarm()
 	r.mu.Lock()
 	r.over = true
 	disarm := r.disarm
@@ -290,8 +290,7 @@ func (r *sessionRun) stop(ctx context.Context, reason error) {
 		r.closers.Add(len(held))
 	}
 	r.mu.Unlock()
-	stopEnd := context.AfterFunc(ctx, r.endCloses)
-	r.whenOver(func() { stopEnd() })
+	r.deadlines.Arm(ctx)
 	r.stopAccept()
 	for _, proc := range held {
 		r.closeSession(ctx, proc)
@@ -325,7 +324,7 @@ type sessionRunKey struct{}
 // slot accepts sessions one after the other and processes each until it is released.
 func (r *sessionRun) slot() {
 	defer r.slots.Done()
-	var bo interface{ NextBackOff() time.Duration }
+	rs := r.p.base.receiveRetry.Retries()
 	for r.acceptCtx.Err() == nil {
 		if !r.breakerAccept() { // no session while the circuit breaker is open: breaker.go
 			continue
@@ -341,11 +340,8 @@ func (r *sessionRun) slot() {
 				r.fail(err)
 				return
 			}
-			if bo == nil {
-				bo = r.p.base.receiveRetry.BackOff()
-			}
-			wait := bo.NextBackOff()
-			if wait == backoff.Stop { // ReceiveRetry.MaxRetries consecutive failures
+			wait, ok := rs.Next()
+			if !ok { // ReceiveRetry.MaxRetries consecutive failures
 				r.fail(err)
 				return
 			}
@@ -354,7 +350,7 @@ func (r *sessionRun) slot() {
 			}
 			continue
 		}
-		bo = nil
+		rs.Reset()
 		r.process(sr)
 		if id != "" {
 			r.ids <- id

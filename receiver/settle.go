@@ -7,7 +7,6 @@ import (
 	"time"
 
 	"github.com/Azure/azure-sdk-for-go/sdk/messaging/azservicebus"
-	"github.com/cenkalti/backoff/v4"
 
 	"github.com/sbkit/sbkit"
 	"github.com/sbkit/sbkit/internal/retry"
@@ -74,7 +73,7 @@ func (r *run) settle(ctx context.Context, job settleJob) error {
 		return r.finishLeft(d, job.action, r.settleBase.Err())
 	}
 	start, attempts := time.Now(), 0
-	var bo backoff.BackOff
+	rs := r.cfg.settleRetry.Retries()
 	var err error
 	for {
 		attempts++
@@ -86,11 +85,8 @@ func (r *run) settle(ctx context.Context, job settleJob) error {
 			break
 		}
 		r.report(d.hookContext(), &Error{Source: SourceSettle, Action: job.action, Message: d.msg, Err: err})
-		if bo == nil {
-			bo = r.cfg.settleRetry.BackOff()
-		}
-		wait := bo.NextBackOff()
-		if wait == backoff.Stop {
+		wait, ok := rs.Next()
+		if !ok {
 			break
 		}
 		if !retry.Wait(ctx, wait) {

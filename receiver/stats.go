@@ -46,15 +46,17 @@ type Stats struct {
 	Renewed       int64 // successful lock renewals
 
 	// CutReceives counts the ReceiveMessages calls whose window (TimeAfterFirstMessage:
-	// 1 ms in peek-lock mode) ended while the messages they asked for were still
-	// arriving: the broker had locked those they got at about the same moment. The next
-	// call gets the rest.
+	// 1 ms in peek-lock mode until the broker is backed up) ended while the messages they
+	// asked for were still arriving: the broker had locked those they got at about the
+	// same moment. The next call gets the rest, and the window grows to cover such a
+	// batch.
 	CutReceives int64
 	// CreditsLeft sums, over the ReceiveMessages calls, the messages each asked for and
 	// returned without. Their credits stay open on the link: the next call gets what
 	// arrives for them while it runs, and azservicebus releases what arrives between two
 	// calls (receiver.go, newReleaserFunc), which comes back to the queue without a
-	// delivery counted (AMQP 1.0 part 3.4.4). The processor does not see a release:
+	// delivery counted (AMQP 1.0 part 3.4.4) and makes the next call wait a round trip
+	// for the release's answer. The processor does not see a release:
 	// CreditsLeft bounds them, loosely (a credit left open by several calls in a row
 	// counts at each; one that no message came for, at a queue with fewer messages
 	// than asked for, releases nothing).

@@ -8,7 +8,6 @@ import (
 	"time"
 
 	"github.com/Azure/azure-sdk-for-go/sdk/messaging/azservicebus"
-	"github.com/cenkalti/backoff/v4"
 
 	"github.com/sbkit/sbkit"
 	"github.com/sbkit/sbkit/internal/hooks"
@@ -186,21 +185,16 @@ func (r *Requester) Request(ctx context.Context, req *azservicebus.Message) (*az
 func (r *Requester) complete(ctx context.Context, sr sbkit.SessionReceiver, m *azservicebus.ReceivedMessage, session string) {
 	cctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), r.closeTimeout)
 	defer cancel()
-	var bo backoff.BackOff
+	rs := r.completeRetry.Retries()
 	for {
 		err := sr.CompleteMessage(cctx, m, nil)
 		if err == nil {
 			return
 		}
-		var wait time.Duration = backoff.Stop
 		if sbkit.IsTransient(err) && cctx.Err() == nil {
-			if bo == nil {
-				bo = r.completeRetry.BackOff()
+			if wait, ok := rs.Next(); ok && retry.Wait(cctx, wait) {
+				continue
 			}
-			wait = bo.NextBackOff()
-		}
-		if wait != backoff.Stop && retry.Wait(cctx, wait) {
-			continue
 		}
 		err = fmt.Errorf("%w: session %s, message %s: %w", ErrReplyNotCompleted, session, m.MessageID, err)
 		r.log.Warn("reply returned but not completed", "session", session, "messageID", m.MessageID, "err", err)

@@ -172,15 +172,17 @@ package sbtest
 // How the code is laid out, for contributors. The model is the files without a prefix
 // (namespace.go, entity.go, receiver.go, msgsession.go for Service Bus sessions, ...).
 // The AMQP server is the wire_*.go files (wire_amqpconn.go, wire_amqpsession.go and
-// wire_amqplink.go for AMQP connections, sessions and links, wire_msgsession.go for
-// Service Bus sessions on the wire, wire_management.go for $management, ...). The
-// languages live in internal packages with their own tests and fuzzers: internal/amqp
-// (the AMQP 1.0 codec), internal/atom (the administration API's documents),
-// internal/sqlfilter (rules), and internal/admin serves the administration API.
+// wire_amqplink.go for AMQP connections, sessions and links, with one file per kind of
+// link: wire_send.go, wire_receive.go, wire_request.go and wire_response.go;
+// wire_msgsession.go for Service Bus sessions on the wire, wire_management.go for
+// $management, ...). The languages live in internal packages with their own tests and
+// fuzzers: internal/amqp (the AMQP 1.0 codec), internal/atom (the administration API's
+// documents), internal/sqlfilter (rules), and internal/admin serves the administration
+// API.
 //
-// The seam: model files refer to nothing of the server (seam_test.go checks it). The
-// server uses the model through its exported API and the unexported methods seam.go
-// lists (settling by lock token, the pieces of a send request, the contexts that end
-// when an entity is deleted, the model's errors). internal/admin cannot reach the
-// model's internals at all: it defines the Model it needs, and wire_admin.go adapts a
-// Namespace to it with exported methods only.
+// The seam: model files refer to nothing of the server, and the server uses the model
+// through its exported API and the unexported names seam.go declares or lists (settling
+// by lock token, the pieces of a send request, the contexts that end when an entity is
+// deleted, the model's errors); seam_test.go checks both directions. internal/admin
+// cannot reach the model's internals at all: it defines the Model it needs, and
+// wire_admin.go adapts a Namespace to it with exported methods only.

@@ -9,7 +9,10 @@ import (
 // Latency is the simulated cost of talking to the broker. The zero value means no latency.
 type Latency struct {
 	// RoundTrip is slept once by every operation: send, batch, schedule, cancel, receive,
-	// settle, renew, peek and receive-deferred.
+	// settle, renew, peek and receive-deferred. On the wire (NewServer) a receiving link
+	// spends it on the way of each frame instead, as a network does: credit a flow grants
+	// is served half a round trip after it arrived, and the messages it takes reach the
+	// client half a round trip later, many flows and transfers on their way at once.
 	RoundTrip time.Duration
 	// StoreTime is slept additionally by every send, batch or schedule request (a batch is
 	// one unit), while holding one of StoreConcurrency slots.

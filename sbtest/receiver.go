@@ -139,6 +139,11 @@ func (r *Receiver) DropConnection() {
 // applied. after is the error to return once it has been applied (an After fault), or
 // nil.
 func (r *Receiver) begin(ctx context.Context, op Op) (after error, err error) {
+	return r.beginWith(ctx, op, true)
+}
+
+// beginWith is begin, with the round trip slept only when roundTrip is set.
+func (r *Receiver) beginWith(ctx context.Context, op Op, roundTrip bool) (after error, err error) {
 	if r.isClosed() {
 		return nil, errClosed()
 	}
@@ -149,8 +154,10 @@ func (r *Receiver) begin(ctx context.Context, op Op) (after error, err error) {
 		return nil, err
 	}
 	f, faulty := r.e.faults.take(op)
-	if err := r.ns.latency.roundTrip(ctx); err != nil {
-		return nil, err
+	if roundTrip {
+		if err := r.ns.latency.roundTrip(ctx); err != nil {
+			return nil, err
+		}
 	}
 	return f.run(ctx, faulty)
 }
@@ -190,7 +197,13 @@ func (r *Receiver) ReceiveMessages(ctx context.Context, maxMessages int, options
 	if maxMessages <= 0 {
 		return nil, fmt.Errorf("%w: maxMessages %d", ErrInvalidArgument, maxMessages)
 	}
-	after, err := r.begin(ctx, OpReceive)
+	return r.receive(ctx, maxMessages, true)
+}
+
+// receive is ReceiveMessages for maxMessages > 0, with the latency model's round trip
+// slept first only when roundTrip is set.
+func (r *Receiver) receive(ctx context.Context, maxMessages int, roundTrip bool) ([]*azservicebus.ReceivedMessage, error) {
+	after, err := r.beginWith(ctx, OpReceive, roundTrip)
 	if err != nil {
 		return nil, err
 	}

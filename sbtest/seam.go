@@ -9,8 +9,12 @@ import (
 
 // The seam between the model and the wire server. The server (the wire_*.go files)
 // uses the model through its exported API (Namespace, Sender, Receiver, SessionReceiver,
-// Entity) and through the unexported methods listed here, which exist for it; the model
-// refers to nothing of the server. The methods are:
+// Entity) and through the unexported names this file declares or lists (the list
+// below), which exist for it; the model refers to nothing of the server. Both
+// directions are checked: TestModelRefersToNoServerName refuses a model file that names
+// the server's, and TestServerUsesModelThroughSeam a wire_*.go file that names an
+// unexported model identifier neither declared nor listed here (and a listed name that
+// no wire_*.go file uses). The names are:
 //
 //   - sending: Sender.outgoingOf prepares the messages of one request (the size limit,
 //     and each message's raw AMQP sections as a rawAMQP, message.go) as outgoing values
@@ -20,6 +24,8 @@ import (
 //     order; Sender.storeMessages does all of that at once (schedule-message);
 //   - receiving: Namespace.receiverAt opens a receiver for a link's address,
 //     Receiver.tryReceive takes what is available without waiting (a drain),
+//     Receiver.receiveNow waits for messages without the round trip, which the server
+//     applies to a link's credit and transfers (halfRoundTrip each way),
 //     Receiver.receiveDeferred receives deferred messages up to a size (receiver.go),
 //     Receiver.peek peeks up to a size (peek.go),
 //     Receiver.settleWait sleeps a settlement's round trip, Receiver.complete, abandon,
@@ -33,9 +39,27 @@ import (
 //     (namespace.go) tells whether it names one, and Namespace.deleted, Sender.deleted
 //     and Receiver.deleted end when the entity is deleted (the server detaches its
 //     links);
-//   - errors: errClosed, errLockLost and errNonSessionReceiver (errors.go,
-//     msgsession.go) make the model's errors, and messageNotFoundError is the one for a
-//     message rather than an entity; the server maps them to AMQP (wire_errors.go).
+//   - errors: errClosed, errLockLost, errNotFound and errNonSessionReceiver (errors.go,
+//     msgsession.go) make the model's errors, messageNotFoundError is the one for a
+//     message rather than an entity, and condEntityDisabled (status.go) is the
+//     condition of an operation an entity's status forbids; the server maps them to
+//     AMQP and HTTP (wire_errors.go, wire_httpdata.go).
+
+// The unexported model names declared in other files that the server uses (those above
+// that this file does not declare): a list for TestServerUsesModelThroughSeam, never
+// read.
+var _ = []any{
+	// sending
+	(*Sender).enter, (*Sender).sendNow, outgoing{}, rawAMQP(nil),
+	// receiving
+	(*Receiver).peek, (*Receiver).receiveDeferred,
+	// sessions
+	acceptSession,
+	// entities
+	(*Namespace).declare, (*Namespace).exists,
+	// errors
+	errClosed, errLockLost, errNotFound, errNonSessionReceiver, messageNotFoundError{}, condEntityDisabled,
+}
 
 // outgoingOf prepares messages to send through s as one request, applying the size
 // limit. raws[i] are msgs[i]'s raw AMQP sections (nil for none).
@@ -96,6 +120,16 @@ func (r *Receiver) tryReceive(max int) []*azservicebus.ReceivedMessage {
 	e.tick(now)
 	return r.take(now, max)
 }
+
+// receiveNow is ReceiveMessages without the latency model's round trip: it waits until
+// a message is available (or ctx ends) and takes up to max of them. The server applies
+// the latency to the credit and the transfers instead (wire_receive.go).
+func (r *Receiver) receiveNow(ctx context.Context, max int) ([]*azservicebus.ReceivedMessage, error) {
+	return r.receive(ctx, max, false)
+}
+
+// halfRoundTrip is half the latency model's round trip: the way of one frame.
+func (r *Receiver) halfRoundTrip() time.Duration { return max(0, r.ns.latency.get().RoundTrip) / 2 }
 
 // settleWait sleeps the latency model's round trip for one settlement, or less when ctx
 // ends first. The server settles in turn afterwards, by lock token.

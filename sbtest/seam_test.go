@@ -1,98 +1,151 @@
 package sbtest
 
 import (
+	"fmt"
 	"go/ast"
+	"go/build"
+	"go/importer"
 	"go/parser"
 	"go/token"
+	"go/types"
+	"io"
+	"maps"
 	"os"
+	"os/exec"
 	"path/filepath"
+	"slices"
 	"strings"
 	"testing"
 )
 
 // TestModelRefersToNoServerName keeps the seam of seam.go: no model file (every
-// non-test file but wire_*.go) names a function, type, variable or constant declared
-// by the server's files, nor calls a method that only the server's files declare.
+// non-test file but wire_*.go) names a function, method, type, field, variable or
+// constant that a server file declares.
 func TestModelRefersToNoServerName(t *testing.T) {
-	fset := token.NewFileSet()
-	names, err := filepath.Glob("*.go")
-	if err != nil {
-		t.Fatal(err)
-	}
-	server, model := map[string]*ast.File{}, map[string]*ast.File{}
-	for _, name := range names {
-		if strings.HasSuffix(name, "_test.go") {
+	fset, _, info, pkg := checkPackage(t)
+	file := func(p token.Pos) string { return filepath.Base(fset.Position(p).Filename) }
+	isServer := func(p token.Pos) bool { return strings.HasPrefix(file(p), "wire_") }
+	model, server := 0, 0
+	for id, obj := range info.Uses {
+		if isServer(id.Pos()) {
+			server++
 			continue
 		}
-		src, err := os.ReadFile(name)
-		if err != nil {
-			t.Fatal(err)
-		}
-		// SkipObjectResolution is off: a file's Unresolved list holds the names it
-		// takes from the package's other files (and the universe).
-		f, err := parser.ParseFile(fset, name, src, 0)
-		if err != nil {
-			t.Fatal(err)
-		}
-		if strings.HasPrefix(name, "wire_") {
-			server[name] = f
-		} else {
-			model[name] = f
+		model++
+		if obj != nil && obj.Pkg() == pkg && isServer(obj.Pos()) {
+			t.Errorf("%s: %s is the server's (declared in %s)", fset.Position(id.Pos()), obj.Name(), file(obj.Pos()))
 		}
 	}
-	if len(server) == 0 || len(model) == 0 {
-		t.Fatalf("%d server and %d model files: the test no longer sees the layout", len(server), len(model))
-	}
-	serverDecls, serverMethods := declaredNames(server)
-	_, modelMethods := declaredNames(model)
-	for name, f := range model {
-		for _, id := range f.Unresolved {
-			if serverDecls[id.Name] {
-				t.Errorf("%s: %s is the server's (declared in a wire_*.go file)", fset.Position(id.Pos()), id.Name)
-			}
-		}
-		ast.Inspect(f, func(n ast.Node) bool {
-			if sel, ok := n.(*ast.SelectorExpr); ok && serverMethods[sel.Sel.Name] && !modelMethods[sel.Sel.Name] {
-				t.Errorf("%s: %s calls .%s, a method only the server declares", fset.Position(sel.Pos()), name, sel.Sel.Name)
-			}
-			return true
-		})
+	if model == 0 || server == 0 {
+		t.Fatalf("%d names used in model files and %d in server files: the test no longer sees the layout", model, server)
 	}
 }
 
-// declaredNames returns the package-level names files declare, and the names of the
-// methods and struct fields they declare.
-func declaredNames(files map[string]*ast.File) (decls, members map[string]bool) {
-	decls, members = map[string]bool{}, map[string]bool{}
+// TestServerUsesModelThroughSeam keeps the other side of the seam of seam.go: a server
+// file (wire_*.go) names an unexported function, method, type, field, variable or
+// constant of a model file only when seam.go declares it or lists it, and every name
+// seam.go lists is used by a server file (a stale entry widens the seam for nothing).
+func TestServerUsesModelThroughSeam(t *testing.T) {
+	fset, files, info, pkg := checkPackage(t)
+	file := func(p token.Pos) string { return filepath.Base(fset.Position(p).Filename) }
+	isServer := func(p token.Pos) bool { return strings.HasPrefix(file(p), "wire_") }
+	isModel := func(obj types.Object) bool {
+		return obj != nil && obj.Pkg() == pkg && !obj.Exported() && !isServer(obj.Pos()) && file(obj.Pos()) != "seam.go"
+	}
+	// The list is seam.go's blank variable.
+	var list []ast.Node
 	for _, f := range files {
+		if file(f.Pos()) != "seam.go" {
+			continue
+		}
 		for _, d := range f.Decls {
-			switch d := d.(type) {
-			case *ast.FuncDecl:
-				if d.Recv != nil {
-					members[d.Name.Name] = true
-				} else {
-					decls[d.Name.Name] = true
-				}
-			case *ast.GenDecl:
-				for _, s := range d.Specs {
-					switch s := s.(type) {
-					case *ast.TypeSpec:
-						decls[s.Name.Name] = true
-						if st, ok := s.Type.(*ast.StructType); ok {
-							for _, field := range st.Fields.List {
-								for _, n := range field.Names {
-									members[n.Name] = true
-								}
-							}
-						}
-					case *ast.ValueSpec:
-						for _, n := range s.Names {
-							decls[n.Name] = true
-						}
+			if g, ok := d.(*ast.GenDecl); ok && g.Tok == token.VAR {
+				for _, spec := range g.Specs {
+					if v := spec.(*ast.ValueSpec); len(v.Names) == 1 && v.Names[0].Name == "_" {
+						list = append(list, v)
 					}
 				}
 			}
 		}
 	}
-	return decls, members
+	if len(list) != 1 {
+		t.Fatalf("seam.go has %d blank variables, the test expects one: the list", len(list))
+	}
+	listed, used := map[types.Object]bool{}, map[types.Object]bool{}
+	for id, obj := range info.Uses {
+		if id.Pos() >= list[0].Pos() && id.End() <= list[0].End() && isModel(obj) {
+			listed[obj] = true
+		}
+	}
+	for id, obj := range info.Uses {
+		if !isServer(id.Pos()) || !isModel(obj) {
+			continue
+		}
+		used[obj] = true
+		if !listed[obj] {
+			t.Errorf("%s: %s, declared in %s, is the model's and not in the seam: declare or list it in seam.go, or use the exported API",
+				fset.Position(id.Pos()), obj.Name(), file(obj.Pos()))
+		}
+	}
+	for obj := range listed {
+		if !used[obj] {
+			t.Errorf("seam.go lists %s (%s), which no wire_*.go file uses", obj.Name(), fset.Position(obj.Pos()))
+		}
+	}
+	if len(used) == 0 {
+		t.Fatal("no server file uses a listed name: the test no longer sees the layout")
+	}
+}
+
+// checkPackage type-checks the package's non-test files (those the build would
+// compile), with its imports read from the export data `go list -export` builds.
+func checkPackage(t *testing.T) (*token.FileSet, []*ast.File, *types.Info, *types.Package) {
+	t.Helper()
+	names, err := filepath.Glob("*.go")
+	if err != nil {
+		t.Fatal(err)
+	}
+	fset := token.NewFileSet()
+	var files []*ast.File
+	imports := map[string]bool{}
+	for _, name := range names {
+		if strings.HasSuffix(name, "_test.go") {
+			continue
+		}
+		if ok, err := build.Default.MatchFile(".", name); err != nil || !ok {
+			continue
+		}
+		f, err := parser.ParseFile(fset, name, nil, parser.SkipObjectResolution)
+		if err != nil {
+			t.Fatal(err)
+		}
+		files = append(files, f)
+		for _, imp := range f.Imports {
+			imports[strings.Trim(imp.Path.Value, `"`)] = true
+		}
+	}
+	args := append([]string{"list", "-export", "-deps", "-f", "{{.ImportPath}}\t{{.Export}}"}, slices.Sorted(maps.Keys(imports))...)
+	out, err := exec.Command("go", args...).Output()
+	if err != nil {
+		t.Fatalf("go list -export: %v", err)
+	}
+	exports := map[string]string{}
+	for line := range strings.Lines(string(out)) {
+		if path, export, ok := strings.Cut(strings.TrimSpace(line), "\t"); ok {
+			exports[path] = export
+		}
+	}
+	lookup := func(path string) (io.ReadCloser, error) {
+		if exports[path] == "" {
+			return nil, fmt.Errorf("no export data for %s", path)
+		}
+		return os.Open(exports[path])
+	}
+	info := &types.Info{Uses: map[*ast.Ident]types.Object{}}
+	conf := types.Config{Importer: importer.ForCompiler(fset, "gc", lookup)}
+	pkg, err := conf.Check("github.com/sbkit/sbkit/sbtest", fset, files, info)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return fset, files, info, pkg
 }

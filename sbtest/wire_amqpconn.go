@@ -87,8 +87,8 @@ type srvConn struct {
 
 	mu       sync.Mutex
 	sessions map[uint16]*srvSession
-	replies  map[string]*srvLink // response links of $cbs/$management by target address
-	rlinks   map[string]*srvLink // receive links by name, for associated-link-name
+	replies  map[string]*responseLink // response links of $cbs/$management by target address
+	rlinks   map[string]*receiverLink // receive links by name, for associated-link-name
 	// authorities are the host:port of the client's token audiences by lower-case host
 	// (echoAddress).
 	authorities map[string]string
@@ -112,7 +112,7 @@ func newSrvConn(s *Server, nc net.Conn) *srvConn {
 		wsig:         make(chan struct{}, 1),
 		sessions:     make(map[uint16]*srvSession),
 		ending:       make(map[*srvSession]<-chan struct{}),
-		replies:      make(map[string]*srvLink),
+		replies:      make(map[string]*responseLink),
 		responses:    semaphore.NewWeighted(responseBudget),
 	}
 	c.ctx, c.cancel = context.WithCancel(s.ctx)
@@ -458,13 +458,13 @@ func (c *srvConn) closeSessions() {
 }
 
 // registerReply makes l the link that receives responses addressed to addr.
-func (c *srvConn) registerReply(addr string, l *srvLink) {
+func (c *srvConn) registerReply(addr string, l *responseLink) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	c.replies[addr] = l
 }
 
-func (c *srvConn) unregisterReply(addr string, l *srvLink) {
+func (c *srvConn) unregisterReply(addr string, l *responseLink) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	if c.replies[addr] == l {
@@ -472,7 +472,7 @@ func (c *srvConn) unregisterReply(addr string, l *srvLink) {
 	}
 }
 
-func (c *srvConn) replyLink(addr string) *srvLink {
+func (c *srvConn) replyLink(addr string) *responseLink {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	return c.replies[addr]

@@ -24,9 +24,9 @@ type srvSession struct {
 	order arrivalOrder // the effects of the client's frames, in arrival order (wire_order.go)
 
 	mu      sync.Mutex
-	closing bool                // an end arrived or the connection went down: the links stopped
-	closed  bool                // the session ended: nothing more is written on its channel
-	links   map[uint32]*srvLink // by the client's handle, which the server also uses
+	closing bool            // an end arrived or the connection went down: the links stopped
+	closed  bool            // the session ended: nothing more is written on its channel
+	links   map[uint32]link // by the client's handle, which the server also uses
 	// refusedLinks holds the handles of refused links the client has yet to detach.
 	refusedLinks handleSet
 	// detached holds the handles the client detached and has not attached again: a flow
@@ -48,7 +48,7 @@ type srvSession struct {
 // outDelivery is a delivery the server sent unsettled (peek-lock) and the client has yet
 // to settle.
 type outDelivery struct {
-	link  *srvLink
+	link  *receiverLink
 	token [16]byte
 }
 
@@ -56,7 +56,7 @@ func newSrvSession(c *srvConn, ch uint16, b *amqp.Begin) *srvSession {
 	return &srvSession{
 		c:                    c,
 		ch:                   ch,
-		links:                make(map[uint32]*srvLink),
+		links:                make(map[uint32]link),
 		nextIncomingID:       b.NextOutgoingID,
 		remoteIncomingWindow: b.IncomingWindow,
 		windowOpen:           make(chan struct{}),
@@ -92,18 +92,18 @@ func (s *srvSession) close(end *amqp.End) <-chan struct{} {
 		return s.inTurn("session end", func() {})
 	}
 	s.closing = true
-	links := make([]*srvLink, 0, len(s.links))
+	links := make([]link, 0, len(s.links))
 	for _, l := range s.links {
 		links = append(links, l)
 	}
-	s.links = map[uint32]*srvLink{}
+	s.links = map[uint32]link{}
 	s.mu.Unlock()
 	for _, l := range links {
-		l.markDetached()
+		l.base().markDetached()
 	}
 	return s.inTurn("session end", func() {
 		for _, l := range links {
-			l.close()
+			closeLink(l)
 		}
 		s.mu.Lock()
 		defer s.mu.Unlock()
@@ -151,7 +151,7 @@ func (s *srvSession) flow(f *amqp.Flow) error {
 		close(s.windowOpen)
 		s.windowOpen = make(chan struct{})
 	}
-	var l *srvLink
+	var l link
 	if f.Handle != nil {
 		l = s.links[*f.Handle]
 		if l == nil {
@@ -165,7 +165,7 @@ func (s *srvSession) flow(f *amqp.Flow) error {
 	}
 	s.mu.Unlock()
 	if l != nil {
-		if !l.isDetached() { // else it crossed the server's detach
+		if !l.base().isDetached() { // else it crossed the server's detach
 			l.onFlow(f)
 		}
 		return nil
@@ -223,10 +223,10 @@ func (s *srvSession) lockWithWindow(ctx context.Context) bool {
 }
 
 // sendDelivery sends one message to the client on link l as one or more transfer frames.
-// An unsettled delivery is remembered with its lock token until the client settles it.
-// It reports false when the link or the session went away first. The caller serializes
-// the deliveries of one link.
-func (s *srvSession) sendDelivery(ctx context.Context, l *srvLink, tag []byte, payload []byte, settled bool, token [16]byte) bool {
+// An unsettled delivery is remembered as od (its receiver link and lock token) until the
+// client settles it. It reports false when the link or the session went away first. The
+// caller serializes the deliveries of one link.
+func (s *srvSession) sendDelivery(ctx context.Context, l *linkBase, tag []byte, payload []byte, settled bool, od outDelivery) bool {
 	room := int(s.c.peerMaxFrame) - transferOverhead
 	first := true
 	var deliveryID uint32
@@ -256,7 +256,7 @@ func (s *srvSession) sendDelivery(ctx context.Context, l *srvLink, tag []byte, p
 			t.MessageFormat = amqp.Ptr(uint32(0))
 			t.Settled = settled
 			if !settled {
-				s.unsettled[deliveryID] = outDelivery{link: l, token: token}
+				s.unsettled[deliveryID] = od
 			}
 		}
 		ok := s.c.writeFrame(s.ch, t, chunk)
@@ -367,12 +367,12 @@ func (s *srvSession) disposition(d *amqp.Disposition) error {
 
 // responseLinkFor returns an attached response link of this session on the node addr
 // ($cbs or an entity's $management), or nil.
-func (s *srvSession) responseLinkFor(addr string) *srvLink {
+func (s *srvSession) responseLinkFor(addr string) *responseLink {
 	s.mu.Lock()
-	var found []*srvLink
+	var found []*responseLink
 	for _, l := range s.links {
-		if l.kind == linkResponse && l.addr == addr {
-			found = append(found, l)
+		if r, ok := l.(*responseLink); ok && r.addr == addr {
+			found = append(found, r)
 		}
 	}
 	s.mu.Unlock()
@@ -385,7 +385,7 @@ func (s *srvSession) responseLinkFor(addr string) *srvLink {
 }
 
 // forgetLink drops the unsettled deliveries of a link that went away.
-func (s *srvSession) forgetLink(l *srvLink) {
+func (s *srvSession) forgetLink(l *receiverLink) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	for id, od := range s.unsettled {

@@ -18,8 +18,8 @@ import (
 // properties as the BrokerProperties JSON header, its application properties as headers,
 // a batch as JSON, lock tokens as GUIDs ("Message headers and properties",
 // learn.microsoft.com/rest/api/servicebus/message-headers-and-properties). The JSON
-// documents' Go fields are prefixed with J: the model uses the SDK's message fields of the
-// same names, which no server type may declare (seam_test.go).
+// documents' Go fields are prefixed with J, apart from the SDK's message fields of the
+// same names.
 
 // batchEntry is one message of Send Message Batch's JSON body ("Send Message Batch":
 // Body, BrokerProperties and UserProperties).

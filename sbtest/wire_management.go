@@ -102,7 +102,7 @@ func (n *mgmtNode) badRequest(format string, args ...any) *amqp.Message {
 }
 
 // serve runs one request and returns its response (without correlation-id).
-func (n *mgmtNode) serve(ctx context.Context, l *srvLink, req *amqp.Message) *amqp.Message {
+func (n *mgmtNode) serve(ctx context.Context, l *requestLink, req *amqp.Message) *amqp.Message {
 	opv, _ := mapGet(req.ApplicationProperties, "operation")
 	op, _ := opv.(string)
 	if n.cbs {

@@ -51,11 +51,12 @@ func sessionFilter(a *amqp.Attach) (*string, bool) {
 }
 
 // setupSession accepts the session a asks for (waiting for the next available one at
-// most the link's timeout property, else DefaultAcceptNextSessionTimeout) on the link
-// attach set up (kind and address), and fills reply's filter and lock expiry. A non-nil result refuses the attach: amqp:not-found,
-// amqp:not-allowed, com.microsoft:session-cannot-be-locked or com.microsoft:timeout,
-// which the SDK reports as they are or as CodeTimeout.
-func (l *srvLink) setupSession(a *amqp.Attach, id *string, reply *amqp.Attach) *amqp.Error {
+// most the link's timeout property, else DefaultAcceptNextSessionTimeout) on the
+// receiver link attach made for it, and fills reply's filter and lock expiry. A non-nil
+// result refuses the attach: amqp:not-found, amqp:not-allowed,
+// com.microsoft:session-cannot-be-locked or com.microsoft:timeout, which the SDK
+// reports as they are or as CodeTimeout.
+func (l *receiverLink) setupSession(a *amqp.Attach, id *string, reply *amqp.Attach) *amqp.Error {
 	ns := l.s.c.srv.ns
 	mode := l.receiveMode(a)
 	path, sub := splitSubQueue(l.addr)
@@ -113,16 +114,16 @@ func sessionFilterEcho(a *amqp.Attach, id string) any {
 
 // registerReceiveLink makes l findable by name for $management requests that name it as
 // their associated link.
-func (c *srvConn) registerReceiveLink(l *srvLink) {
+func (c *srvConn) registerReceiveLink(l *receiverLink) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	if c.rlinks == nil {
-		c.rlinks = make(map[string]*srvLink)
+		c.rlinks = make(map[string]*receiverLink)
 	}
 	c.rlinks[l.name] = l
 }
 
-func (c *srvConn) unregisterReceiveLink(l *srvLink) {
+func (c *srvConn) unregisterReceiveLink(l *receiverLink) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	if c.rlinks[l.name] == l {
@@ -146,7 +147,7 @@ func (c *srvConn) sessionReceiverFor(req *amqp.Message) *SessionReceiver {
 // serveSession answers the session operations and the operations a session receiver
 // makes through $management (peek and receive-by-sequence-number read its session);
 // handled is false for the others.
-func (n *mgmtNode) serveSession(ctx context.Context, l *srvLink, op string, req *amqp.Message, body amqp.Map) (resp *amqp.Message, handled bool) {
+func (n *mgmtNode) serveSession(ctx context.Context, l *requestLink, op string, req *amqp.Message, body amqp.Map) (resp *amqp.Message, handled bool) {
 	sr := l.s.c.sessionReceiverFor(req)
 	switch op {
 	case opRenewSessionLock, opGetSessionState, opSetSessionState:

@@ -153,9 +153,10 @@ func (c *srvConn) coveredUntil(addr string, now time.Time) (time.Time, bool) {
 // "Token renewal"). A token put for the entity meanwhile (the SDKs renew theirs before
 // they expire) keeps the link. It costs a timer, stopped with the link; $cbs links and
 // a server without SASKeys have none.
-func (l *srvLink) watchToken() {
-	c := l.s.c
-	if len(c.srv.sasKeys) == 0 || l.addr == cbsNode {
+func watchToken(l link) {
+	b := l.base()
+	c := b.s.c
+	if len(c.srv.sasKeys) == 0 || b.addr == cbsNode {
 		return
 	}
 	var mu sync.Mutex
@@ -163,21 +164,21 @@ func (l *srvLink) watchToken() {
 	check := func() {
 		mu.Lock()
 		defer mu.Unlock()
-		if l.ctx.Err() != nil {
+		if b.ctx.Err() != nil {
 			return
 		}
-		until, ok := c.coveredUntil(l.addr, time.Now())
+		until, ok := c.coveredUntil(b.addr, time.Now())
 		if !ok {
-			l.detachWithError(protoError(condUnauthorized, "Unauthorized access: the token for '%s' expired and no other covers it.", l.addr))
+			detachWithError(l, protoError(condUnauthorized, "Unauthorized access: the token for '%s' expired and no other covers it.", b.addr))
 			return
 		}
 		t.Reset(time.Until(until))
 	}
-	until, _ := c.coveredUntil(l.addr, time.Now()) // zero (fire at once) when none covers it
+	until, _ := c.coveredUntil(b.addr, time.Now()) // zero (fire at once) when none covers it
 	mu.Lock()
 	t = time.AfterFunc(time.Until(until), check)
 	mu.Unlock()
-	context.AfterFunc(l.ctx, func() { t.Stop() })
+	context.AfterFunc(b.ctx, func() { t.Stop() })
 }
 
 // authorizeHTTP serves next only for a request whose Authorization header carries a

@@ -8,7 +8,6 @@ import (
 	"time"
 
 	"github.com/Azure/azure-sdk-for-go/sdk/messaging/azservicebus"
-	"github.com/cenkalti/backoff/v4"
 	"github.com/sbkit/sbkit"
 	ihooks "github.com/sbkit/sbkit/internal/hooks"
 	"github.com/sbkit/sbkit/internal/retry"
@@ -35,7 +34,7 @@ func (s *Sender) sendSingle(r *Result) { s.finish(r, s.trySingle(r)) }
 func (s *Sender) trySingle(r *Result) error {
 	ctx, stop := s.messageContext(r.ctx)
 	defer stop()
-	var bo backoff.BackOff
+	rs := s.retry.Retries()
 	for {
 		if err := ctx.Err(); err != nil {
 			return s.stopCause(ctx, err, nil)
@@ -51,10 +50,7 @@ func (s *Sender) trySingle(r *Result) error {
 		if ctx.Err() != nil {
 			return s.endedCause(ctx, err)
 		}
-		if bo == nil {
-			bo = s.retry.BackOff()
-		}
-		if err := s.backoff(ctx, bo, []*Result{r}, err); err != nil {
+		if err := s.backoff(ctx, &rs, []*Result{r}, err); err != nil {
 			return err
 		}
 	}
@@ -63,7 +59,7 @@ func (s *Sender) trySingle(r *Result) error {
 // sendBatch sends a prefix of group as one batch, retrying transient failures, completes
 // the messages of that prefix and returns the rest of group.
 func (s *Sender) sendBatch(group []*Result) (rest []*Result) {
-	var bo backoff.BackOff
+	rs := s.retry.Retries()
 	var lastErr error
 	for {
 		group = s.dropEnded(group, lastErr)
@@ -106,11 +102,8 @@ func (s *Sender) sendBatch(group []*Result) (rest []*Result) {
 		if s.life.Err() != nil {
 			err = s.endedCause(s.life, err)
 		}
-		if bo == nil {
-			bo = s.retry.BackOff()
-		}
 		wctx, stop := s.groupContext(chunk)
-		berr := s.backoff(wctx, bo, chunk, err)
+		berr := s.backoff(wctx, &rs, chunk, err)
 		stop()
 		if berr != nil {
 			for _, r := range chunk {
@@ -177,13 +170,13 @@ func (s *Sender) dropEnded(group []*Result, lastErr error) []*Result {
 
 // backoff decides whether a failed attempt of the messages rs (one request) is retried
 // and waits before the retry. It returns nil to retry, or the error to report.
-func (s *Sender) backoff(ctx context.Context, bo backoff.BackOff, rs []*Result, err error) error {
+func (s *Sender) backoff(ctx context.Context, retries *retry.Retries, rs []*Result, err error) error {
 	attempt := rs[0].attempts
 	if !sbkit.IsTransient(err) || int64(attempt) > int64(s.retry.MaxRetries) {
 		return err
 	}
-	wait := bo.NextBackOff()
-	if wait == backoff.Stop {
+	wait, ok := retries.Next()
+	if !ok {
 		return err
 	}
 	s.stats.retried.Add(int64(len(rs)))

@@ -11,7 +11,6 @@ import (
 	"time"
 
 	"github.com/Azure/azure-sdk-for-go/sdk/messaging/azservicebus"
-	"github.com/cenkalti/backoff/v4"
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgconn"
 	"github.com/sbkit/sbkit"
@@ -310,7 +309,7 @@ func (f *TxFilter) handle(ctx context.Context, m *azservicebus.ReceivedMessage, 
 		f.checked.Add(1)
 	}
 	start := time.Now()
-	var bo backoff.BackOff
+	rs := f.retry.Retries()
 	for attempt := 1; ; attempt++ {
 		outcome, op, err := f.attempt(ctx, m, next, key)
 		if outcome != 0 {
@@ -325,14 +324,11 @@ func (f *TxFilter) handle(ctx context.Context, m *azservicebus.ReceivedMessage, 
 		retryable := ctx.Err() == nil && isRetryable(err)
 		txErr := &TxError{Key: key, Op: op, Attempts: attempt, Retryable: retryable, Err: err}
 		f.txError(ctx, txErr)
-		var wait time.Duration = backoff.Stop
+		wait, ok := time.Duration(0), false
 		if retryable {
-			if bo == nil {
-				bo = f.retry.BackOff()
-			}
-			wait = bo.NextBackOff()
+			wait, ok = rs.Next()
 		}
-		if wait == backoff.Stop {
+		if !ok {
 			var res error = txErr
 			if ctx.Err() != nil {
 				res = f.ended(ctx, key, err)

@@ -3,7 +3,6 @@ package pgoutbox
 import (
 	"context"
 
-	"github.com/cenkalti/backoff/v4"
 	"github.com/jackc/pgx/v5"
 )
 
@@ -12,13 +11,13 @@ import (
 // with backoff; meanwhile the claim loop polls. After every (re)connection the claim
 // loop is woken once, for the commits it may have missed.
 func (u *run) listen(ctx context.Context) {
-	var bo backoff.BackOff
+	rs := dbRetry.Retries()
 	for ctx.Err() == nil {
-		err := u.listenOnce(ctx, func() { bo = nil })
+		err := u.listenOnce(ctx, rs.Reset)
 		if ctx.Err() != nil {
 			return
 		}
-		if !u.r.retryDB(ctx, &bo, "listen", 0, err) {
+		if !u.r.retryDB(ctx, &rs, "listen", 0, err) {
 			return
 		}
 	}

@@ -8,7 +8,6 @@ import (
 	"time"
 
 	"github.com/Azure/azure-sdk-for-go/sdk/messaging/azservicebus"
-	"github.com/cenkalti/backoff/v4"
 	"github.com/sbkit/sbkit"
 	ihooks "github.com/sbkit/sbkit/outbox/pgoutbox/internal/hooks"
 	"github.com/sbkit/sbkit/outbox/pgoutbox/internal/retry"
@@ -257,13 +256,10 @@ func (r *Relay) dbError(ctx context.Context, op string, rows int, wait time.Dura
 }
 
 // retryDB reports a failed database call of op and waits before the retry, pacing the
-// retries with *bo (dbRetry, made on first use). It reports false, at once, when ctx
+// retries with rs (dbRetry's, which never stop). It reports false, at once, when ctx
 // ends first.
-func (r *Relay) retryDB(ctx context.Context, bo *backoff.BackOff, op string, rows int, err error) bool {
-	if *bo == nil {
-		*bo = dbRetry.BackOff()
-	}
-	wait := (*bo).NextBackOff()
+func (r *Relay) retryDB(ctx context.Context, rs *retry.Retries, op string, rows int, err error) bool {
+	wait, _ := rs.Next()
 	r.dbError(ctx, op, rows, wait, err)
 	return retry.Wait(ctx, wait)
 }

@@ -9,7 +9,7 @@ import (
 	"time"
 
 	"github.com/Azure/azure-sdk-for-go/sdk/messaging/azservicebus"
-	"github.com/cenkalti/backoff/v4"
+	"github.com/sbkit/sbkit/outbox/pgoutbox/internal/shutdown"
 	"github.com/sbkit/sbkit/sender"
 )
 
@@ -22,17 +22,13 @@ type run struct {
 	life  context.Context // ends when the run aborts: sends are cancelled
 	abort context.CancelCauseFunc
 
-	stopMu     sync.Mutex
-	stopCtx    context.Context // ends when claiming must stop
-	stopNow    context.CancelFunc
-	stopAfters []func() bool // stop the aborts scheduled at the end of each grace
-	stopped    bool          // the run is over: stop schedules nothing more
-	cutOnce    sync.Once
-	done       chan struct{} // closed when Run has returned
+	stopCtx   context.Context // ends when claiming must stop
+	stopNow   context.CancelFunc
+	deadlines *shutdown.Deadlines // the abort at the earliest grace's end, then the marks' end
+	done      chan struct{}       // closed when Run has returned
 
 	markCtx    context.Context // ends finalMarkTimeout after the run aborted: bounds the marks
 	markCancel context.CancelFunc
-	markTimer  *time.Timer // set when the run aborts
 
 	wake      chan struct{} // a claim may find rows
 	dispatchq chan *claim   // claims whose rows go to the senders, in claim order
@@ -82,6 +78,7 @@ func newRun(r *Relay) *run {
 	u.stopCtx, u.stopNow = context.WithCancel(context.Background())
 	u.life, u.abort = context.WithCancelCause(context.Background())
 	u.markCtx, u.markCancel = context.WithCancel(context.Background())
+	u.deadlines = shutdown.New(shutdown.Options{Cut: u.cutNow, Hard: u.markCancel, HardAfter: finalMarkTimeout})
 	return u
 }
 
@@ -89,34 +86,17 @@ func newRun(r *Relay) *run {
 // ends. Every call counts: the earliest end of the graces given (Run's ShutdownGrace,
 // each Close's context) aborts the run.
 func (u *run) stop(grace context.Context) {
-	u.stopMu.Lock()
-	if !u.stopped {
-		u.stopAfters = append(u.stopAfters, context.AfterFunc(grace, u.cutNow))
-	}
-	u.stopMu.Unlock()
+	u.deadlines.Arm(grace)
 	u.stopNow()
 }
 
-// cutNow aborts the run: the sends in flight are cancelled, and the marks get
-// finalMarkTimeout. Only the first call counts.
+// cutNow aborts the run: the sends in flight are cancelled (the marks get
+// finalMarkTimeout, see deadlines). The deadlines call it once.
 func (u *run) cutNow() {
-	u.cutOnce.Do(func() {
-		u.mu.Lock()
-		u.cut = u.inFlight > 0
-		u.markTimer = time.AfterFunc(finalMarkTimeout, u.markCancel)
-		u.mu.Unlock()
-		u.abort(errClosing)
-	})
-}
-
-// unstop cancels the aborts stop scheduled, for good: the run is over.
-func (u *run) unstop() {
-	u.stopMu.Lock()
-	defer u.stopMu.Unlock()
-	u.stopped = true
-	for _, f := range u.stopAfters {
-		f()
-	}
+	u.mu.Lock()
+	u.cut = u.inFlight > 0
+	u.mu.Unlock()
+	u.abort(errClosing)
 }
 
 // cutShort reports whether the grace ended with rows in flight.
@@ -157,10 +137,7 @@ func (u *run) serve(ctx context.Context) {
 	close(u.dispatchq)
 
 	if ctx.Err() != nil {
-		grace, cancel := context.Background(), context.CancelFunc(func() {}) // negative: no limit
-		if u.r.o.ShutdownGrace >= 0 {
-			grace, cancel = context.WithTimeout(grace, u.r.o.ShutdownGrace)
-		}
+		grace, cancel := shutdown.Grace(u.r.o.ShutdownGrace) // negative: no limit
 		defer cancel()
 		u.stop(grace)
 	}
@@ -172,12 +149,7 @@ func (u *run) serve(ctx context.Context) {
 	u.waitIdle(nil) // the marks of the sends the closes cut short
 	stopListening()
 	u.workers.Wait()
-	u.unstop()
-	u.mu.Lock()
-	if u.markTimer != nil {
-		u.markTimer.Stop()
-	}
-	u.mu.Unlock()
+	u.deadlines.Disarm()
 	u.markCancel()
 	u.retryMu.Lock()
 	if u.retryTimer != nil {
@@ -267,7 +239,7 @@ func (u *run) addInFlight(n int) {
 func (u *run) claimLoop(ctx context.Context) {
 	poll := time.NewTimer(0)
 	defer poll.Stop()
-	var errBackoff backoff.BackOff
+	errRetries := dbRetry.Retries()
 	for {
 		select {
 		case <-ctx.Done():
@@ -287,12 +259,12 @@ func (u *run) claimLoop(ctx context.Context) {
 				if ctx.Err() != nil {
 					return
 				}
-				if !u.r.retryDB(ctx, &errBackoff, "claim", 0, err) {
+				if !u.r.retryDB(ctx, &errRetries, "claim", 0, err) {
 					return
 				}
 				continue
 			}
-			errBackoff = nil
+			errRetries.Reset()
 			if c != nil {
 				u.dispatchq <- c // never blocks: it holds MaxOpenClaims claims
 			}
