@@ -22,6 +22,11 @@ const (
 	DefaultShutdownTimeout = 30 * time.Second
 	DefaultSettleTimeout   = 30 * time.Second
 	DefaultMaxInFlight     = 2048
+	// DefaultRedrivePageSize is about the window of a [sender.Sender] with defaults
+	// (sender.DefaultMaxInFlightMessages, 1,024): a re-drive receives one page per round
+	// trip (ReceiveMessages cannot run concurrently), and the sender sends about its
+	// window per round trip, so smaller pages would leave the sender waiting for them.
+	DefaultRedrivePageSize = 1000
 	// settleConcurrency bounds the abandons and completes of held messages at the end.
 	settleConcurrency = 32
 	// amqpConcurrency bounds the sends of messages whose body needs an [AMQPSender].
@@ -31,6 +36,11 @@ const (
 	// message is delivered to it again at once and given back by the SDK's releaser
 	// (azservicebus receiver.go, newReleaserFunc), until that credit is used up; a
 	// receiver closed meanwhile would leave the message locked until its lock expires.
+	// A wait is all there is: the SDK offers no way to take the credit back (no drain)
+	// and no sign of what its releaser gave back (only its log), and a peek does not
+	// show locks. A second means several round trips (an abandon, the delivery back, the
+	// release) on any network; a shorter one scaled to measured round trips would still
+	// guess at the broker's delay before it delivers again.
 	releaseGrace = time.Second
 )
 
@@ -71,7 +81,10 @@ type RedriveOptions struct {
 	Sender *sender.Options
 
 	// PageSize is how many messages one ReceiveMessages call asks for. Default
-	// DefaultPageSize (250).
+	// DefaultRedrivePageSize (1,000), or with Rate set the messages of one second at that
+	// rate when they are fewer (a page waits for its sends, and so do its messages'
+	// locks). Two pages are in memory at a time (the next one is received while the last
+	// one is sent): lower it for large messages.
 	PageSize int
 
 	// IdleTimeout ends the re-drive when a receive waited this long for nothing.
@@ -144,7 +157,10 @@ func (o *RedriveOptions) withDefaults() (RedriveOptions, progress, error) {
 		v.Sender = &sender.Options{Ordered: true}
 	}
 	if v.PageSize == 0 {
-		v.PageSize = DefaultPageSize
+		v.PageSize = DefaultRedrivePageSize
+		if v.Rate > 0 {
+			v.PageSize = int(min(float64(v.PageSize), max(1, math.Ceil(v.Rate))))
+		}
 	}
 	if v.IdleTimeout == 0 {
 		v.IdleTimeout = DefaultIdleTimeout
@@ -209,19 +225,21 @@ func Redrive(ctx context.Context, src Receiver, dst sbkit.MessageSender, opts *R
 		prog.report(ctx, st)
 		return st, err
 	}
-	snd, err := sender.New(dst, o.Sender)
-	if err != nil {
-		return Stats{}, fmt.Errorf("deadletter: %w", err)
-	}
 	r := &redrive{
 		o:       o,
 		prog:    prog,
 		src:     src,
-		snd:     snd,
 		tracked: map[int64]*entry{},
 		amqpSem: make(chan struct{}, amqpConcurrency),
 		window:  make(chan struct{}, o.MaxInFlight),
 		start:   time.Now(),
+	}
+	// The sender reports each copy's outcome to the hook, which hands the copy's dead
+	// letter to the goroutines that complete them: no goroutine waits per message.
+	so := *o.Sender
+	so.Hooks = append(append([]sender.Hook(nil), so.Hooks...), sender.SendResultHookFunc(r.onSendResult))
+	if r.snd, err = sender.New(dst, &so); err != nil {
+		return Stats{}, fmt.Errorf("deadletter: %w", err)
 	}
 	r.amqp, _ = dst.(AMQPSender)
 	return r.run(ctx)
@@ -257,6 +275,8 @@ type redrive struct {
 	window  chan struct{} // a token per message between its send and its settlement
 	start   time.Time
 	work    context.Context // the context of sends and settlements: ctx, plus ShutdownTimeout
+	settles *workers[outcome]
+	copies  sync.Map // a copy in the sender (*azservicebus.Message) -> its dead letter
 	wg      sync.WaitGroup
 	stop    atomic.Bool
 
@@ -280,6 +300,7 @@ func (r *redrive) run(ctx context.Context) (Stats, error) {
 	work, cancelWork := context.WithCancel(context.WithoutCancel(ctx))
 	defer cancelWork()
 	r.work = work
+	r.settles = newWorkers(work, r.o.SettleTimeout, r.o.MaxInFlight, r.o.MaxInFlight, r.settleOutcome)
 	done := make(chan struct{})
 	defer close(done)
 	go func() {
@@ -303,6 +324,7 @@ func (r *redrive) run(ctx context.Context) (Stats, error) {
 	_ = r.snd.Flush(work)
 	r.wg.Wait()
 	_ = r.snd.Close(work)
+	r.settles.close()
 	r.release()
 
 	r.mu.Lock()
@@ -519,6 +541,12 @@ func (r *redrive) admit(m *azservicebus.ReceivedMessage) (isNew, send, complete 
 	return true, true, false
 }
 
+// outcome is the outcome of the copy of m: err is nil when the broker accepted it.
+type outcome struct {
+	m   *azservicebus.ReceivedMessage
+	err error
+}
+
 // send sends m's copy; its outcome settles m. It returns the window's token once m is
 // settled (or failed).
 func (r *redrive) send(m *azservicebus.ReceivedMessage) {
@@ -542,33 +570,55 @@ func (r *redrive) send(m *azservicebus.ReceivedMessage) {
 			defer release()
 			defer func() { <-r.amqpSem }()
 			err := r.amqp.SendAMQPAnnotatedMessage(r.work, redriveAMQPCopy(m, r.o.Subscription), nil)
-			r.settle(m, err)
+			r.settle(m, err, func(m *azservicebus.ReceivedMessage) error { return r.complete(m) })
 		}()
 		return
 	}
-	res, err := r.snd.SendAsync(r.work, redriveCopy(m, r.o.Subscription))
-	if err != nil {
+	// Done by settleOutcome, once the sender reported the outcome (onSendResult), which
+	// may happen before SendAsync returns.
+	r.wg.Add(1)
+	c := redriveCopy(m, r.o.Subscription)
+	r.copies.Store(c, m)
+	if _, err := r.snd.SendAsync(r.work, c); err != nil {
+		r.copies.Delete(c)
 		r.fail(m, err, true)
 		release()
+		r.wg.Done()
+	}
+}
+
+// onSendResult is the sender's [sender.SendResultHook]: it hands the outcome of an
+// accepted copy to the goroutines that settle. It does not block: the queue has room
+// for every message that holds a token of the window. A copy that was not accepted
+// (Rejected) is handled by send, which got the error from SendAsync.
+func (r *redrive) onSendResult(ctx context.Context, e sender.SendResult) {
+	if e.Rejected {
 		return
 	}
-	r.wg.Add(1)
-	go func() {
-		defer r.wg.Done()
-		defer release()
-		<-res.Done()
-		r.settle(m, res.Err())
-	}()
+	if m, ok := r.copies.LoadAndDelete(e.Message); ok {
+		r.settles.put(outcome{m: m.(*azservicebus.ReceivedMessage), err: e.Err})
+	}
+}
+
+// settleOutcome settles the dead letter of a copy whose outcome is known, on one of
+// r.settles' goroutines, and returns its token of the window.
+func (r *redrive) settleOutcome(dl *deadline, o outcome) {
+	defer r.wg.Done()
+	defer func() { <-r.window }()
+	r.settle(o.m, o.err, func(m *azservicebus.ReceivedMessage) error {
+		return dl.end(r.src.CompleteMessage(dl.begin(), m, nil))
+	})
 }
 
 // settle completes m after its copy was accepted, or records the failure.
-func (r *redrive) settle(m *azservicebus.ReceivedMessage, sendErr error) {
+// complete completes m within SettleTimeout.
+func (r *redrive) settle(m *azservicebus.ReceivedMessage, sendErr error, complete func(*azservicebus.ReceivedMessage) error) {
 	if sendErr != nil {
 		r.fail(m, sendErr, true)
 		return
 	}
 	seq := *m.SequenceNumber
-	cerr := r.complete(m)
+	cerr := complete(m)
 	r.mu.Lock()
 	defer r.mu.Unlock()
 	r.st.Moved++

@@ -551,3 +551,40 @@ func TestRedriveStartsRedeliveriesAgain(t *testing.T) {
 		}
 	})
 }
+
+// With Rate set, a page holds about a second of sends, so that the locks of a page's
+// last messages do not run out while the rate spaces the sends before them.
+func TestRedriveRateKeepsPagesWithinLocks(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		ns := sbtest.NewTestNamespace(t, &sbtest.NamespaceOptions{Queues: map[string]*sbtest.EntityOptions{"q": {LockDuration: 5 * time.Second}}})
+		q, _ := ns.Entity("q")
+		deadLetterAll(t, ns, "q", q, messages(60, nil), func(int) string { return "x" })
+		dst, _ := ns.NewSender("q", nil)
+		src := &pageRecorder{MessageReceiver: dlqReceiver(t, ns, q, azservicebus.ReceiveModePeekLock)}
+		st, err := deadletter.Redrive(t.Context(), src, dst, &deadletter.RedriveOptions{IdleTimeout: time.Second, Rate: 10})
+		if err != nil {
+			t.Fatal(err)
+		}
+		reconciles(t, st)
+		if st.Moved != 60 || st.CompleteFailed != 0 {
+			t.Fatalf("60 messages at 10/s with locks of 5s: stats %+v", st)
+		}
+		if src.largest > 10 {
+			t.Errorf("a page asked for %d messages at 10 per second, want at most 10", src.largest)
+		}
+		if c := q.Counts(); c.DeadLetter != 0 || c.Active != 60 {
+			t.Fatalf("counts %+v", c)
+		}
+	})
+}
+
+// pageRecorder records the largest page a ReceiveMessages call asked for.
+type pageRecorder struct {
+	sbkit.MessageReceiver
+	largest int
+}
+
+func (p *pageRecorder) ReceiveMessages(ctx context.Context, n int, o *azservicebus.ReceiveMessagesOptions) ([]*azservicebus.ReceivedMessage, error) {
+	p.largest = max(p.largest, n)
+	return p.MessageReceiver.ReceiveMessages(ctx, n, o)
+}

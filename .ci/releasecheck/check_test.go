@@ -264,3 +264,41 @@ func TestVersionFile(t *testing.T) {
 		}
 	}
 }
+
+// TestCommandModuleInstalls: a nested module with a main package in its directory (as
+// cmd/sbctl) is released with a go.mod without its siblings' replace lines, so that go
+// install path@version, which refuses a module whose go.mod has them, installs it.
+func TestCommandModuleInstalls(t *testing.T) {
+	t.Parallel()
+	dir := newFixture(t, map[string]string{
+		"c/go.mod":  "module example.com/fix/c\n\ngo 1.26.0\n\nrequire example.com/fix v0.1.0\n\n// Builds in this repository use the core's directory.\nreplace example.com/fix => ..\n",
+		"c/main.go": "package main\n\nimport (\n\t\"fmt\"\n\n\t\"example.com/fix\"\n)\n\nfunc main() { fmt.Println(fix.Hello()) }\n",
+	})
+	r, problems, err := simulate(t, dir)
+	if len(problems) > 0 || err != nil {
+		t.Fatalf("problems %q, build error %v", problems, err)
+	}
+	c := r.module("example.com/fix/c")
+	if !c.Command || strings.Contains(string(c.Released), "replace") || len(c.ReleasedFile.Require) != 1 {
+		t.Fatalf("command module: Command %v, released go.mod:\n%s", c.Command, c.Released)
+	}
+	if a := r.module("example.com/fix/a"); a.Command || string(a.Released) != string(a.GoMod) {
+		t.Errorf("library module a: Command %v, released go.mod changed:\n%s", a.Command, a.Released)
+	}
+	work := t.TempDir()
+	proxy := filepath.Join(work, "proxy")
+	if err := r.writeProxy(proxy); err != nil {
+		t.Fatal(err)
+	}
+	u, err := newUser(work, proxy, r.Root, "off", io.Discard)
+	if err != nil {
+		t.Fatal(err)
+	}
+	bin := filepath.Join(work, "bin")
+	if err := u.install(bin, "example.com/fix/c@v0.1.0"); err != nil {
+		t.Fatal(err)
+	}
+	if out, err := runCmd(filepath.Join(bin, "c")); err != nil || out != "hello\n" {
+		t.Fatalf("the installed command: %q, %v", out, err)
+	}
+}

@@ -98,8 +98,8 @@ func (r *repo) checkInstallArg(verb, arg string) string {
 	if verb == "install" && !hasV {
 		return "go install outside a module needs @version (@latest)"
 	}
-	if m := r.moduleProviding(p); verb == "install" && m != nil && (len(m.File.Replace) > 0 || len(m.File.Exclude) > 0) {
-		return fmt.Sprintf("go install %s@version refuses a module whose go.mod has replace or exclude directives (%s has): a command users install belongs in a module without them", p, path.Join(m.Dir, "go.mod"))
+	if m := r.moduleProviding(p); verb == "install" && m != nil && (len(m.ReleasedFile.Replace) > 0 || len(m.ReleasedFile.Exclude) > 0) {
+		return fmt.Sprintf("go install %s@version refuses a module whose go.mod has replace or exclude directives (%s has): a command users install belongs in a module without them, or in a command module (a main package in the module's own directory, whose tag drops its siblings' replace lines)", p, path.Join(m.Dir, "go.mod"))
 	}
 	if verb == "get" && r.module(p) == nil {
 		return p + " is not a module path of this repository"

@@ -23,9 +23,11 @@ func docsRepo(t *testing.T, readme, changelog string) *repo {
 	}
 	replaced := &modfile.File{Replace: []*modfile.Replace{{Old: module.Version{Path: "example.com/fix"}, New: module.Version{Path: ".."}}}}
 	return &repo{Dir: dir, Version: "v0.2.0", Root: "example.com/fix", Modules: []*mod{
-		{Path: "example.com/fix", Packages: []string{"example.com/fix"}, File: &modfile.File{}},
-		{Dir: "otel", Path: "example.com/fix/otel", Packages: []string{"example.com/fix/otel"}, File: replaced},
-		{Dir: "examples", Path: "example.com/fix/examples", File: replaced},
+		{Path: "example.com/fix", Packages: []string{"example.com/fix"}, File: &modfile.File{}, ReleasedFile: &modfile.File{}},
+		{Dir: "otel", Path: "example.com/fix/otel", Packages: []string{"example.com/fix/otel"}, File: replaced, ReleasedFile: replaced},
+		{Dir: "examples", Path: "example.com/fix/examples", File: replaced, ReleasedFile: replaced},
+		// A command module: its tag's go.mod has no replace.
+		{Dir: "cmd/ctl", Path: "example.com/fix/cmd/ctl", File: replaced, ReleasedFile: &modfile.File{}, Command: true},
 	}}
 }
 

@@ -14,6 +14,9 @@
 //   - installs cmd/sbemulator with go install ...@version (and the README's go install
 //     line), checks -version, starts it, runs the same program against it over AMQP and
 //     stops it with SIGTERM.
+//   - installs every command module (a nested module with a main package in its own
+//     directory, cmd/sbctl) with go install ...@version, from a zip whose go.mod has no
+//     replace lines as its tag's commit holds it, and checks its version command.
 //
 // Usage, from the repository's root:
 //
@@ -30,6 +33,7 @@ import (
 	"io"
 	"os"
 	"os/exec"
+	"path"
 	"path/filepath"
 	"strings"
 	"time"
@@ -67,12 +71,7 @@ func run(repoDir string, fix, tags, keep, verbose bool) error {
 		}
 		return nil
 	case tags:
-		var names []string
-		for _, m := range r.Modules {
-			names = append(names, m.Tag(r.Version))
-			fmt.Println("git tag", m.Tag(r.Version))
-		}
-		fmt.Println("git push origin", strings.Join(names, " "))
+		printTags(os.Stdout, r)
 		return nil
 	}
 	var log io.Writer = io.Discard
@@ -168,6 +167,27 @@ func check(r *repo, keep bool, verbose io.Writer) error {
 	}); err != nil {
 		return err
 	}
+	for _, m := range r.Modules {
+		if !m.Command {
+			continue
+		}
+		if err := step("go install "+m.Path+"@"+r.Version+" (a command module: its tag's go.mod has no replace), "+path.Base(m.Path)+" version", func() error {
+			bin := filepath.Join(work, "bin-"+path.Base(m.Path))
+			if err := u.install(bin, m.Path+"@"+r.Version); err != nil {
+				return err
+			}
+			out, err := runCmd(filepath.Join(bin, path.Base(m.Path)), "version")
+			if err != nil {
+				return err
+			}
+			if f := strings.Fields(out); len(f) < 2 || f[1] != r.Version {
+				return fmt.Errorf("%s version printed %q, want the release, %s, second", path.Base(m.Path), strings.TrimSpace(out), r.Version)
+			}
+			return nil
+		}); err != nil {
+			return err
+		}
+	}
 	fmt.Printf("release-check: ok: every module at %s works for a new user (%.1fs)\n", r.Version, time.Since(start).Seconds())
 	return nil
 }
@@ -179,4 +199,40 @@ func runCmd(name string, args ...string) (string, error) {
 		return string(out), fmt.Errorf("%s: %w\n%s", filepath.Base(name), err, indent(out))
 	}
 	return string(out), nil
+}
+
+// printTags prints the git commands that tag the release: one tag per module on the
+// release commit, except for a command module (go install pkg@version refuses a go.mod
+// with replace directives), whose tag is on a commit of its own, a child of the release
+// commit that changes nothing but the replace lines of its go.mod (what the simulated
+// release's zip of it holds).
+func printTags(w io.Writer, r *repo) {
+	var names []string
+	for _, m := range r.Modules {
+		if m.Command {
+			continue
+		}
+		names = append(names, m.Tag(r.Version))
+		fmt.Fprintln(w, "git tag", m.Tag(r.Version))
+	}
+	for _, m := range r.Modules {
+		if !m.Command {
+			continue
+		}
+		wt := "../sbkit-release-" + strings.ReplaceAll(m.Dir, "/", "-")
+		var drops []string
+		for _, rep := range m.File.Replace {
+			if r.module(rep.Old.Path) != nil {
+				drops = append(drops, "-dropreplace="+rep.Old.Path)
+			}
+		}
+		fmt.Fprintf(w, "# %s: go install refuses its go.mod's replace lines; tag a commit without them\n", m.Path)
+		fmt.Fprintln(w, "git worktree add --detach", wt, "HEAD")
+		fmt.Fprintf(w, "go -C %s/%s mod edit %s\n", wt, m.Dir, strings.Join(drops, " "))
+		fmt.Fprintf(w, "git -C %s commit -q -am %q\n", wt, "release: "+m.Dir+" "+r.Version+": go.mod without replace, for go install")
+		fmt.Fprintf(w, "git -C %s tag %s\n", wt, m.Tag(r.Version))
+		fmt.Fprintln(w, "git worktree remove", wt)
+		names = append(names, m.Tag(r.Version))
+	}
+	fmt.Fprintln(w, "git push origin", strings.Join(names, " "))
 }

@@ -48,7 +48,7 @@ func (r *repo) writeProxy(dir string) error {
 		for name, data := range map[string][]byte{
 			"list":              []byte(r.Version + "\n"),
 			r.Version + ".info": info,
-			r.Version + ".mod":  m.GoMod,
+			r.Version + ".mod":  m.Released,
 		} {
 			if err := os.WriteFile(filepath.Join(vdir, name), data, 0o644); err != nil {
 				return err
@@ -67,7 +67,7 @@ func (r *repo) addSums(m *mod, zipFile string) error {
 		return err
 	}
 	hmod, err := dirhash.Hash1([]string{"go.mod"}, func(string) (io.ReadCloser, error) {
-		return io.NopCloser(bytes.NewReader(m.GoMod)), nil
+		return io.NopCloser(bytes.NewReader(m.Released)), nil
 	})
 	if err != nil {
 		return err
@@ -83,7 +83,11 @@ func (r *repo) writeZip(file string, m *mod) error {
 	var files []zip.File
 	haveLicense := false
 	for _, f := range r.filesOf(m) {
-		files = append(files, repoFile{name: f, file: filepath.Join(r.Dir, filepath.FromSlash(m.Dir), filepath.FromSlash(f))})
+		rf := repoFile{name: f, file: filepath.Join(r.Dir, filepath.FromSlash(m.Dir), filepath.FromSlash(f))}
+		if f == "go.mod" {
+			rf.data = m.Released // as the module's tag holds it
+		}
+		files = append(files, rf)
 		haveLicense = haveLicense || f == "LICENSE"
 	}
 	// The go command puts the repository's LICENSE into a nested module's zip that has none
@@ -102,12 +106,35 @@ func (r *repo) writeZip(file string, m *mod) error {
 	return out.Close()
 }
 
-// repoFile is a file of the working tree, as golang.org/x/mod/zip reads one.
+// repoFile is a file of the working tree, as golang.org/x/mod/zip reads one, or the
+// content given in data instead.
 type repoFile struct {
 	name string // slash-separated, relative to the module's directory
 	file string // absolute
+	data []byte // when not nil, the file's content
 }
 
-func (f repoFile) Path() string                 { return f.name }
-func (f repoFile) Lstat() (fs.FileInfo, error)  { return os.Lstat(f.file) }
-func (f repoFile) Open() (io.ReadCloser, error) { return os.Open(f.file) }
+func (f repoFile) Path() string { return f.name }
+
+func (f repoFile) Lstat() (fs.FileInfo, error) {
+	fi, err := os.Lstat(f.file)
+	if err != nil || f.data == nil {
+		return fi, err
+	}
+	return sizedInfo{fi, int64(len(f.data))}, nil
+}
+
+func (f repoFile) Open() (io.ReadCloser, error) {
+	if f.data != nil {
+		return io.NopCloser(bytes.NewReader(f.data)), nil
+	}
+	return os.Open(f.file)
+}
+
+// sizedInfo is a file's information with another size.
+type sizedInfo struct {
+	fs.FileInfo
+	size int64
+}
+
+func (i sizedInfo) Size() int64 { return i.size }

@@ -34,9 +34,19 @@ type repo struct {
 type mod struct {
 	Dir      string // slash-separated, relative to the repository; "" for the root module
 	Path     string // module path
-	GoMod    []byte // go.mod as in the working tree: the module's .mod file in the proxy
+	GoMod    []byte // go.mod as in the working tree
 	File     *modfile.File
 	Packages []string // import paths of the packages another module can import (not main, not internal)
+
+	// Command is true for a nested module with a main package in its own directory: a
+	// command users go install. go install pkg@version refuses a module whose go.mod has
+	// replace directives, so its tag is on a commit of its own whose go.mod is Released.
+	Command bool
+	// Released is go.mod as the module's tag holds it: the module's .mod file in the
+	// proxy and the go.mod of its zip. GoMod, except for a Command: without the replace
+	// directives of its siblings.
+	Released     []byte
+	ReleasedFile *modfile.File
 }
 
 // Tag is the git tag that releases m at version: "v0.1.0" for the root module,
@@ -97,8 +107,64 @@ func loadRepo(dir string) (*repo, error) {
 		if m.Packages, err = r.importable(m); err != nil {
 			return nil, err
 		}
+		if m.Command, err = r.isCommand(m); err != nil {
+			return nil, err
+		}
+		if err := r.release(m); err != nil {
+			return nil, err
+		}
 	}
 	return r, nil
+}
+
+// isCommand reports whether m is a nested module with a main package in its own
+// directory.
+func (r *repo) isCommand(m *mod) (bool, error) {
+	if m.Dir == "" {
+		return false, nil
+	}
+	for _, f := range r.filesOf(m) {
+		if strings.Contains(f, "/") || !strings.HasSuffix(f, ".go") || strings.HasSuffix(f, "_test.go") {
+			continue
+		}
+		src := filepath.Join(r.Dir, filepath.FromSlash(m.Dir), f)
+		pf, err := parser.ParseFile(token.NewFileSet(), src, nil, parser.PackageClauseOnly)
+		if err != nil {
+			return false, err
+		}
+		return pf.Name.Name == "main", nil
+	}
+	return false, nil
+}
+
+// release sets m.Released: for a command, go.mod without its siblings' replace
+// directives (as go mod edit -dropreplace writes it), otherwise go.mod as it is.
+func (r *repo) release(m *mod) error {
+	f, err := modfile.Parse(path.Join(m.Dir, "go.mod"), m.GoMod, nil)
+	if err != nil {
+		return err
+	}
+	if m.Command {
+		for _, rep := range slices.Clone(f.Replace) {
+			if r.module(rep.Old.Path) != nil {
+				if err := f.DropReplace(rep.Old.Path, rep.Old.Version); err != nil {
+					return err
+				}
+			}
+		}
+		f.Cleanup()
+		if m.Released, err = f.Format(); err != nil {
+			return err
+		}
+		f, err = modfile.Parse(path.Join(m.Dir, "go.mod"), m.Released, nil)
+		if err != nil {
+			return err
+		}
+	} else {
+		m.Released = m.GoMod
+	}
+	m.ReleasedFile = f
+	return nil
 }
 
 // readVersion reads and validates the VERSION file: a canonical semantic version of major

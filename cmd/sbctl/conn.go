@@ -88,6 +88,13 @@ func (c *common) connection() (connStr, host string, err error) {
 	return "", "", usagef("no connection: give --connection-string or --namespace (or set SERVICEBUS_CONNECTION_STRING or SERVICEBUS_NAMESPACE)")
 }
 
+// newCredential makes the credential of --namespace: azidentity's
+// DefaultAzureCredential, which finds one in the environment (AZURE_CLIENT_ID and its
+// kin, a workload or managed identity, or a developer tool's sign-in such as az login;
+// AZURE_TOKEN_CREDENTIALS narrows the search). A variable, so that a test can give a
+// fake one.
+var newCredential = func() (azcore.TokenCredential, error) { return azidentity.NewDefaultAzureCredential(nil) }
+
 // client makes the data-plane client.
 func (c *common) client() (*azservicebus.Client, error) {
 	connStr, host, err := c.connection()
@@ -101,7 +108,7 @@ func (c *common) client() (*azservicebus.Client, error) {
 		}
 		return cl, nil
 	}
-	cred, err := azidentity.NewDefaultAzureCredential(nil)
+	cred, err := newCredential()
 	if err != nil {
 		return nil, fmt.Errorf("DefaultAzureCredential: %w", err)
 	}
@@ -136,7 +143,7 @@ func (c *common) adminClient() (*admin.Client, error) {
 	if connStr != "" {
 		return admin.NewClientFromConnectionString(connStr, opts)
 	}
-	cred, err := azidentity.NewDefaultAzureCredential(nil)
+	cred, err := newCredential()
 	if err != nil {
 		return nil, fmt.Errorf("DefaultAzureCredential: %w", err)
 	}

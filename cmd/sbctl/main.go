@@ -24,6 +24,7 @@ import (
 	"io"
 	"os"
 	"os/signal"
+	"runtime/debug"
 	"syscall"
 )
 
@@ -59,6 +60,7 @@ Usage:
   sbctl peek         ENTITY [--dlq] [--max N]                 look at messages without locking them
   sbctl send         --queue Q | --topic T --body TEXT        send a message (or --count N of them)
   sbctl stats                                                 runtime counts of every entity
+  sbctl version                                               sbctl's version and the sbkit it runs
 
 Connection (every command):
   --connection-string S   or SERVICEBUS_CONNECTION_STRING (UseDevelopmentEmulator=true for an emulator)
@@ -95,6 +97,10 @@ func run(ctx context.Context, args []string, stdin io.Reader, stdout, stderr io.
 		if len(args) == 0 {
 			return exitUsage
 		}
+		return exitOK
+	}
+	if args[0] == "version" || args[0] == "-version" || args[0] == "--version" {
+		fmt.Fprintln(stdout, versionLine(debug.ReadBuildInfo()))
 		return exitOK
 	}
 	env := envFromOS()
