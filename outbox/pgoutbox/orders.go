@@ -21,7 +21,6 @@ type order struct {
 	failed  bool                               // a row will be sent again: the later ones wait
 	waiters bool                               // a claim found later rows it could not take: skipped until a row is marked
 	chained bool                               // a transaction's rows, sent with its OrderKey
-	madeBy  *claim                             // the claim whose join made it
 	cancels map[*claim]context.CancelCauseFunc // the contexts of the order's rows, per claim
 }
 
@@ -128,6 +127,9 @@ func (u *run) noteBlocked(blocked []*row) {
 func (u *run) join(c *claim, rows []*row) {
 	keys := make([]string, len(rows))
 	count := make(map[string]int, len(rows))
+	// The orders this join makes. Not a field of order: an order that kept the claim that
+	// made it would keep that claim's rows, their orders, and so every claim before alive.
+	made := make(map[*order]bool)
 	for i, rw := range rows {
 		keys[i] = rw.destination + "\x00" + rw.orderKey
 		count[keys[i]]++
@@ -138,8 +140,9 @@ func (u *run) join(c *claim, rows []*row) {
 		key := keys[i]
 		o := u.orders[key]
 		if o == nil {
-			o = &order{key: key, dest: rw.destination, okey: rw.orderKey, chained: isTx(rw.orderKey) && count[key] > 1, madeBy: c}
+			o = &order{key: key, dest: rw.destination, okey: rw.orderKey, chained: isTx(rw.orderKey) && count[key] > 1}
 			u.orders[key] = o
+			made[o] = true
 		}
 		o.held++
 		o.last = max(o.last, rw.id)
@@ -147,7 +150,7 @@ func (u *run) join(c *claim, rows []*row) {
 		switch {
 		case o.failed || rw.stranded:
 			rw.ctx = nil // released at once
-		case o.madeBy != c && isTx(o.okey) && !o.chained:
+		case !made[o] && isTx(o.okey) && !o.chained:
 			// The transaction has a row in flight outside an ordered lane (the claim
 			// found this one before it: a requeued row): it waits for that one.
 			rw.ctx = nil
