@@ -172,8 +172,10 @@ package sbtest
 // How the code is laid out, for contributors. The model is the files without a prefix
 // (namespace.go, entity.go, receiver.go, msgsession.go for Service Bus sessions, ...).
 // The AMQP server is the wire_*.go files (wire_amqpconn.go, wire_amqpsession.go and
-// wire_amqplink.go for AMQP connections, sessions and links, with one file per kind of
-// link: wire_send.go, wire_receive.go, wire_request.go and wire_response.go;
+// wire_amqplink.go for AMQP connections, sessions and links, wire_linkin.go and
+// wire_linkout.go for what the links a client sends on and those it receives on share,
+// with one file per kind of link: wire_send.go, wire_receive.go, wire_request.go and
+// wire_response.go;
 // wire_msgsession.go for Service Bus sessions on the wire, wire_management.go for
 // $management, ...). The languages live in internal packages with their own tests and
 // fuzzers: internal/amqp (the AMQP 1.0 codec), internal/atom (the administration API's

@@ -178,7 +178,11 @@ func watchToken(l link) {
 	mu.Lock()
 	t = time.AfterFunc(time.Until(until), check)
 	mu.Unlock()
-	context.AfterFunc(b.ctx, func() { t.Stop() })
+	context.AfterFunc(b.ctx, func() {
+		mu.Lock() // after a check that saw the link open and re-armed t, not during it
+		defer mu.Unlock()
+		t.Stop()
+	})
 }
 
 // authorizeHTTP serves next only for a request whose Authorization header carries a
