@@ -9,8 +9,10 @@ import (
 	"github.com/Azure/azure-sdk-for-go/sdk/messaging/azservicebus"
 )
 
-// DefaultPageSize is how many messages one PeekMessages or ReceiveMessages call asks for
-// by default.
+// DefaultPageSize is how many messages one PeekMessages call of [Summarize] and [List],
+// or one ReceiveDeferredMessages call of [Purge], asks for by default. The calls that
+// take [RedriveOptions]' PageSize ([Redrive], [Export], [ExportAndComplete], [Purge])
+// default to [DefaultRedrivePageSize].
 const DefaultPageSize = 250
 
 // PeekOptions configures [Summarize] and [List]. A nil *PeekOptions means defaults.

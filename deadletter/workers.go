@@ -7,8 +7,9 @@ import (
 	"time"
 )
 
-// workers runs do for each value put, on at most max goroutines. A goroutine starts
-// when a value is put and more values wait than goroutines wait for them, and stays
+// workers runs do for each value put, on at most max goroutines. A value goes straight
+// to a goroutine waiting for one; when none waits, a new goroutine starts with it, below
+// max; at max the value waits in the queue for the first goroutine done. Goroutines stay
 // until close, so that a re-drive does not start a goroutine (nor grow a new stack) per
 // message. Each goroutine passes do its own [deadline], whose contexts derive from ctx.
 //
@@ -19,44 +20,48 @@ type workers[T any] struct {
 	ctx     context.Context
 	timeout time.Duration
 	do      func(dl *deadline, v T)
+	handoff chan T // unbuffered: a send succeeds only if a goroutine waits right then
 	queue   chan T
 	max     int32
 	n       atomic.Int32 // goroutines started
-	idle    atomic.Int32 // goroutines waiting for a value
 }
 
 func newWorkers[T any](ctx context.Context, timeout time.Duration, max, queue int, do func(dl *deadline, v T)) *workers[T] {
-	return &workers[T]{ctx: ctx, timeout: timeout, do: do, queue: make(chan T, queue), max: int32(max)}
+	return &workers[T]{ctx: ctx, timeout: timeout, do: do, handoff: make(chan T), queue: make(chan T, queue), max: int32(max)}
 }
 
 func (w *workers[T]) put(v T) {
-	w.queue <- v
-	if int32(len(w.queue)) <= w.idle.Load() {
+	select {
+	case w.handoff <- v:
 		return
+	default:
 	}
 	for {
 		n := w.n.Load()
 		if n >= w.max {
+			w.queue <- v
 			return
 		}
 		if w.n.CompareAndSwap(n, n+1) {
-			go w.loop()
+			go w.loop(v)
 			return
 		}
 	}
 }
 
-func (w *workers[T]) loop() {
+func (w *workers[T]) loop(v T) {
 	dl := &deadline{parent: w.ctx, d: w.timeout}
 	defer dl.close()
 	for {
-		w.idle.Add(1)
-		v, ok := <-w.queue
-		w.idle.Add(-1)
-		if !ok {
-			return
-		}
 		w.do(dl, v)
+		select {
+		case v = <-w.handoff:
+		case next, ok := <-w.queue:
+			if !ok {
+				return
+			}
+			v = next
+		}
 	}
 }
 
