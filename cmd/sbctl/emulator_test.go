@@ -7,7 +7,6 @@ import (
 	"encoding/json"
 	"fmt"
 	"io"
-	"os"
 	"os/exec"
 	"path/filepath"
 	"strings"
@@ -82,20 +81,7 @@ func startEmulator(t *testing.T, queues ...string) *emulator {
 // run runs the sbctl binary with args against the emulator.
 func (e *emulator) run(t *testing.T, args ...string) result {
 	t.Helper()
-	ctx, cancel := context.WithTimeout(t.Context(), 2*time.Minute)
-	defer cancel()
-	cmd := exec.CommandContext(ctx, sbctlBin, args...)
-	cmd.Env = append(os.Environ(), "SERVICEBUS_CONNECTION_STRING="+e.conn, "SBCTL_ADMIN_CA="+e.cert)
-	var out, errb bytes.Buffer
-	cmd.Stdout, cmd.Stderr = &out, &errb
-	err := cmd.Run()
-	code := 0
-	if ee, ok := err.(*exec.ExitError); ok {
-		code = ee.ExitCode()
-	} else if err != nil {
-		t.Fatal(err)
-	}
-	return result{code, out.String(), errb.String()}
+	return runSbctl(t, []string{"SERVICEBUS_CONNECTION_STRING=" + e.conn, "SBCTL_ADMIN_CA=" + e.cert}, "", args...)
 }
 
 // stats runs sbctl stats --json and returns the counts by entity name.

@@ -51,10 +51,17 @@ type result struct {
 // environment, its certificate trusted for the administration API).
 func sbctl(t *testing.T, srv *sbtest.Server, stdin string, args ...string) result {
 	t.Helper()
+	return runSbctl(t, []string{"SERVICEBUS_CONNECTION_STRING=" + srv.ConnectionString(), "SBCTL_ADMIN_CA=" + certFile(t, srv)}, stdin, args...)
+}
+
+// runSbctl runs the binary with args, env added to this process's environment and
+// stdin as its input, and returns its exit code and output.
+func runSbctl(t *testing.T, env []string, stdin string, args ...string) result {
+	t.Helper()
 	ctx, cancel := context.WithTimeout(t.Context(), 2*time.Minute)
 	defer cancel()
 	cmd := exec.CommandContext(ctx, sbctlBin, args...)
-	cmd.Env = append(os.Environ(), "SERVICEBUS_CONNECTION_STRING="+srv.ConnectionString(), "SBCTL_ADMIN_CA="+certFile(t, srv))
+	cmd.Env = append(os.Environ(), env...)
 	cmd.Stdin = strings.NewReader(stdin)
 	var out, errb bytes.Buffer
 	cmd.Stdout, cmd.Stderr = &out, &errb

@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"testing"
 
+	"github.com/jackc/pgx/v5/pgxpool"
 	"github.com/sbkit/sbkit"
 	"github.com/sbkit/sbkit/dedupe/pgdedupe/pgtest"
 )
@@ -25,17 +26,7 @@ func TestClaimNotJITCompiled(t *testing.T) {
 	if !available {
 		t.Skip("this PostgreSQL has no JIT")
 	}
-	ob, err := New(pool, &Options{Schema: schema})
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := ob.CreateSchema(ctx); err != nil {
-		t.Fatal(err)
-	}
-	r, err := NewRelay(ob, func(string) (sbkit.MessageSender, error) { return nopSender{}, nil }, nil)
-	if err != nil {
-		t.Fatal(err)
-	}
+	_, r := planRelay(t, pool, schema)
 	conn, err := pool.Acquire(ctx)
 	if err != nil {
 		t.Fatal(err)
@@ -78,17 +69,7 @@ func TestClaimNotJITCompiled(t *testing.T) {
 func TestClaimBlockedOrdersNotJoined(t *testing.T) {
 	pool, schema := pgtest.NewPool(t)
 	ctx := context.Background()
-	ob, err := New(pool, &Options{Schema: schema})
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := ob.CreateSchema(ctx); err != nil {
-		t.Fatal(err)
-	}
-	r, err := NewRelay(ob, func(string) (sbkit.MessageSender, error) { return nopSender{}, nil }, nil)
-	if err != nil {
-		t.Fatal(err)
-	}
+	ob, r := planRelay(t, pool, schema)
 	if _, err := pool.Exec(ctx, `INSERT INTO `+ob.table+` (destination, order_key, message_id, body)
 SELECT 'q', 's:' || (g % 500), 'm' || g, '\x00' FROM generate_series(0, 999) g`); err != nil {
 		t.Fatal(err)
@@ -151,4 +132,22 @@ func asNodes(v any) []map[string]any {
 		}
 	}
 	return out
+}
+
+// planRelay makes an outbox in schema and a relay over it whose statements the plan
+// tests run by hand; the relay never runs and sends nowhere.
+func planRelay(t *testing.T, pool *pgxpool.Pool, schema string) (*Outbox, *Relay) {
+	t.Helper()
+	ob, err := New(pool, &Options{Schema: schema})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := ob.CreateSchema(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+	r, err := NewRelay(ob, func(string) (sbkit.MessageSender, error) { return nopSender{}, nil }, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return ob, r
 }
