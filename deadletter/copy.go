@@ -94,21 +94,13 @@ func ttl(d *time.Duration) *time.Duration {
 // application properties, without the dead-letter properties, with the re-drive count.
 // ScheduledEnqueueTime is not kept (it has passed). The body is shared, not copied.
 func redriveCopy(m *azservicebus.ReceivedMessage, sub string) *azservicebus.Message {
-	id := m.MessageID
-	return &azservicebus.Message{
-		ApplicationProperties: copyProperties(m.ApplicationProperties, sub),
-		Body:                  m.Body,
-		ContentType:           m.ContentType,
-		CorrelationID:         m.CorrelationID,
-		MessageID:             &id,
-		PartitionKey:          m.PartitionKey,
-		ReplyTo:               m.ReplyTo,
-		ReplyToSessionID:      m.ReplyToSessionID,
-		SessionID:             m.SessionID,
-		Subject:               m.Subject,
-		TimeToLive:            ttl(m.TimeToLive),
-		To:                    m.To,
-	}
+	id := m.MessageID // not the received message's own field, which the copy would share
+	c := m.Message()
+	c.ApplicationProperties = copyProperties(m.ApplicationProperties, sub)
+	c.MessageID = &id
+	c.ScheduledEnqueueTime = nil
+	c.TimeToLive = ttl(m.TimeToLive)
+	return c
 }
 
 // partitionKeyAnnotation is where AMQP carries the partition key (azservicebus's

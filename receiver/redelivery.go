@@ -262,20 +262,12 @@ func copyForRedelivery(m *azservicebus.ReceivedMessage, ev Redelivery, ttl *time
 	props[sbkit.RedeliveryFirstFailureProperty] = ev.FirstFailure.UTC()
 	props[sbkit.RedeliveryOriginalIDProperty] = ev.OriginalMessageID
 	id := sbkit.RedeliveryMessageID(ev.OriginalMessageID, ev.Attempt)
-	return &azservicebus.Message{
-		ApplicationProperties: props,
-		Body:                  m.Body,
-		ContentType:           m.ContentType,
-		CorrelationID:         m.CorrelationID,
-		MessageID:             &id,
-		PartitionKey:          m.PartitionKey,
-		ReplyTo:               m.ReplyTo,
-		ReplyToSessionID:      m.ReplyToSessionID,
-		SessionID:             m.SessionID,
-		Subject:               m.Subject,
-		TimeToLive:            ttl,
-		To:                    m.To,
-	}
+	c := m.Message() // every property a sender sets; the body is shared
+	c.ApplicationProperties = props
+	c.MessageID = &id
+	c.ScheduledEnqueueTime = nil
+	c.TimeToLive = ttl
+	return c
 }
 
 // schedule schedules job's copy, retrying transient failures for up to SettleTimeout and

@@ -54,21 +54,12 @@ func redriveCopy(m *azservicebus.ReceivedMessage) *azservicebus.Message {
 	}
 	n, _ := props[redriveCountProperty].(int64)
 	props[redriveCountProperty] = n + 1
-	id := m.MessageID
-	return &azservicebus.Message{
-		ApplicationProperties: props,
-		Body:                  m.Body,
-		ContentType:           m.ContentType,
-		CorrelationID:         m.CorrelationID,
-		MessageID:             &id,
-		PartitionKey:          m.PartitionKey,
-		ReplyTo:               m.ReplyTo,
-		ReplyToSessionID:      m.ReplyToSessionID,
-		SessionID:             m.SessionID,
-		Subject:               m.Subject,
-		TimeToLive:            m.TimeToLive,
-		To:                    m.To,
-	}
+	id := m.MessageID // not the received message's own field, which the copy would share
+	c := m.Message()
+	c.ApplicationProperties = props
+	c.MessageID = &id
+	c.ScheduledEnqueueTime = nil
+	return c
 }
 
 // redrive serves POST redrive: {path, sequenceNumbers | all} moves dead letters of the
