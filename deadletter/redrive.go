@@ -12,6 +12,7 @@ import (
 
 	"github.com/Azure/azure-sdk-for-go/sdk/messaging/azservicebus"
 	"github.com/sbkit/sbkit"
+	"github.com/sbkit/sbkit/internal/retry"
 	"github.com/sbkit/sbkit/sender"
 )
 
@@ -779,12 +780,8 @@ func (l *limiter) wait(ctx context.Context) error {
 	if d <= 0 {
 		return nil
 	}
-	t := time.NewTimer(d)
-	defer t.Stop()
-	select {
-	case <-t.C:
-		return nil
-	case <-ctx.Done():
+	if !retry.Wait(ctx, d) {
 		return ctx.Err()
 	}
+	return nil
 }
