@@ -5,12 +5,13 @@ import (
 	"time"
 )
 
-// checkArgs returns an error wrapping [ErrInvalidArgument] for an empty key or
-// owner or a non-positive d, and nil otherwise; Release, which takes no duration, passes
-// 1. Every store refuses bad arguments alike (dedupe/storetest checks it): the stores of
-// the nested modules (dedupe/redisdedupe, dedupe/pgdedupe) keep copies of this check,
-// since a module never imports another module's internal code.
-func checkArgs(key, owner string, d time.Duration) error {
+// CheckArgs is the check of its arguments every [Store] makes first: it returns an error
+// wrapping [ErrInvalidArgument] for an empty key or owner or a non-positive d, and nil
+// otherwise; Release, which takes no duration, passes 1. The stores of this module and
+// of dedupe/redisdedupe and dedupe/pgdedupe call it, and a store of your own can, so that
+// every store refuses bad arguments alike (dedupe/storetest checks it). Safe for
+// concurrent use.
+func CheckArgs(key, owner string, d time.Duration) error {
 	switch {
 	case key == "":
 		return fmt.Errorf("%w: empty key", ErrInvalidArgument)

@@ -42,5 +42,6 @@
 // the nested module [github.com/sbkit/sbkit/dedupe/redisdedupe] and the PostgreSQL store
 // in [github.com/sbkit/sbkit/dedupe/pgdedupe] (whose TxFilter also commits the done mark
 // in the handler's own transaction). Package
-// [github.com/sbkit/sbkit/dedupe/storetest] holds a conformance suite for any Store.
+// [github.com/sbkit/sbkit/dedupe/storetest] holds a conformance suite for any Store, and
+// [CheckArgs] the argument check it expects every Store to make.
 package dedupe

@@ -82,7 +82,7 @@ func newExpiryHeap() *heapq.Heap[*memEntry] {
 
 // Acquire implements Store.
 func (s *MemoryStore) Acquire(ctx context.Context, key, owner string, lease time.Duration) (State, error) {
-	if err := checkArgs(key, owner, lease); err != nil {
+	if err := CheckArgs(key, owner, lease); err != nil {
 		return 0, err
 	}
 	if err := ctx.Err(); err != nil {
@@ -117,7 +117,7 @@ func (s *MemoryStore) Acquire(ctx context.Context, key, owner string, lease time
 
 // MarkDone implements Store.
 func (s *MemoryStore) MarkDone(ctx context.Context, key, owner string, window time.Duration) error {
-	if err := checkArgs(key, owner, window); err != nil {
+	if err := CheckArgs(key, owner, window); err != nil {
 		return err
 	}
 	if err := ctx.Err(); err != nil {
@@ -148,7 +148,7 @@ func (s *MemoryStore) MarkDone(ctx context.Context, key, owner string, window ti
 
 // Release implements Store.
 func (s *MemoryStore) Release(ctx context.Context, key, owner string) error {
-	if err := checkArgs(key, owner, 1); err != nil {
+	if err := CheckArgs(key, owner, 1); err != nil {
 		return err
 	}
 	if err := ctx.Err(); err != nil {

@@ -130,7 +130,7 @@ func (s *Store) lastName() string {
 
 // Acquire implements [dedupe.Store.Acquire].
 func (s *Store) Acquire(ctx context.Context, key, owner string, lease time.Duration) (dedupe.State, error) {
-	if err := checkArgs(key, owner, lease); err != nil {
+	if err := dedupe.CheckArgs(key, owner, lease); err != nil {
 		return 0, err
 	}
 	// The upsert takes the key when it is absent, expired, or owner's lease; otherwise
@@ -164,7 +164,7 @@ func (s *Store) Acquire(ctx context.Context, key, owner string, lease time.Durat
 
 // MarkDone implements [dedupe.Store.MarkDone].
 func (s *Store) MarkDone(ctx context.Context, key, owner string, window time.Duration) error {
-	if err := checkArgs(key, owner, window); err != nil {
+	if err := dedupe.CheckArgs(key, owner, window); err != nil {
 		return err
 	}
 	for {
@@ -198,7 +198,7 @@ func (s *Store) MarkDone(ctx context.Context, key, owner string, window time.Dur
 
 // Release implements [dedupe.Store.Release].
 func (s *Store) Release(ctx context.Context, key, owner string) error {
-	if err := checkArgs(key, owner, 1); err != nil {
+	if err := dedupe.CheckArgs(key, owner, 1); err != nil {
 		return err
 	}
 	if err := ctx.Err(); err != nil {

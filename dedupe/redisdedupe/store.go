@@ -93,7 +93,7 @@ return 0
 
 // Acquire implements [dedupe.Store].
 func (s *Store) Acquire(ctx context.Context, key, owner string, lease time.Duration) (dedupe.State, error) {
-	if err := checkArgs(key, owner, lease); err != nil {
+	if err := dedupe.CheckArgs(key, owner, lease); err != nil {
 		return 0, err
 	}
 	if err := ctx.Err(); err != nil {
@@ -116,7 +116,7 @@ func (s *Store) Acquire(ctx context.Context, key, owner string, lease time.Durat
 
 // MarkDone implements [dedupe.Store].
 func (s *Store) MarkDone(ctx context.Context, key, owner string, window time.Duration) error {
-	if err := checkArgs(key, owner, window); err != nil {
+	if err := dedupe.CheckArgs(key, owner, window); err != nil {
 		return err
 	}
 	if err := ctx.Err(); err != nil {
@@ -134,7 +134,7 @@ func (s *Store) MarkDone(ctx context.Context, key, owner string, window time.Dur
 
 // Release implements [dedupe.Store].
 func (s *Store) Release(ctx context.Context, key, owner string) error {
-	if err := checkArgs(key, owner, 1); err != nil {
+	if err := dedupe.CheckArgs(key, owner, 1); err != nil {
 		return err
 	}
 	if err := ctx.Err(); err != nil {
