@@ -45,7 +45,8 @@ type Options struct {
 	// handler call is much longer than a receive. Negative is an error (what waits must
 	// be bounded); see DisablePrefetch for none.
 	//
-	// The receive loop makes one ReceiveMessages call at a time and asks for every free
+	// The receive loop makes one ReceiveMessages call at a time (one per receiver with
+	// MoreReceivers) and asks for every free
 	// place (MaxConcurrency + the prefetch in all), so that one round trip feeds many
 	// handlers. A message holds its place from the call that asks for it until its
 	// handler returned and its settlement is over: asked for, waiting, running, held by
@@ -69,6 +70,21 @@ type Options struct {
 	// and a settlement round trip between messages. Default false. PrefetchCount must
 	// then be zero.
 	DisablePrefetch bool
+	// MoreReceivers are further receivers on the processor's entity (for
+	// [*azservicebus.Receiver]s, each made by NewReceiverForQueue or
+	// NewReceiverForSubscription of the same or another client: each is a link of its own,
+	// with its own credit), for long receive round trips. One receiver takes one
+	// ReceiveMessages call at a time, and a call waits for its whole batch (see the
+	// package documentation): at a round trip of tens of handler calls, places freed
+	// during a call wait for the next call and its round trip, and the adaptive prefetch
+	// runs out of room under its ceiling (32 handlers of 5 ms at 50 and 100 ms keep about
+	// 80% busy with one receiver on the wire). With more receivers the processor keeps a
+	// call in flight on each, each asking for the places freed since any call began, so
+	// a freed place is asked for sooner; the places, and so the bound on locks held, are
+	// the same. Each message is settled through the receiver it came from; locks are
+	// renewed through the processor's receiver. The processor closes none of them.
+	// Default none. Not for a SessionProcessor, whose sessions each have one receiver.
+	MoreReceivers []sbkit.MessageReceiver
 	// MaxReceiveBatch caps the messages asked for in one ReceiveMessages call. Default
 	// (zero), and negative: no cap beyond the free places (and the SDK's 5,000).
 	MaxReceiveBatch int
