@@ -46,9 +46,8 @@ type Options struct {
 	// be bounded); see DisablePrefetch for none.
 	//
 	// The receive loop makes one ReceiveMessages call at a time (one per receiver with
-	// MoreReceivers) and asks for every free
-	// place (MaxConcurrency + the prefetch in all), so that one round trip feeds many
-	// handlers. A message holds its place from the call that asks for it until its
+	// MoreReceivers) and asks for every free place (MaxConcurrency + the prefetch in
+	// all), so that one round trip feeds many handlers. A message holds its place from the call that asks for it until its
 	// handler returned and its settlement is over: asked for, waiting, running, held by
 	// AbandonDelay or settling, it counts, so the processor never holds more locks than
 	// its places, however slow the broker is to answer settlements. With the adaptive
