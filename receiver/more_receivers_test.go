@@ -28,7 +28,8 @@ func newLinkSims(k int, rtt, spacing time.Duration) []*linkSim {
 }
 
 // TestMoreReceiversShareThePlaces: a processor with a second receiver keeps a call in
-// flight on each link, and the two share its places: the credits open on both links and
+// flight on each link once the receive round trip is long (50 ms, ten handler calls),
+// and the two share its places: the credits open on both links and
 // the messages received and not yet settled never exceed MaxConcurrency +
 // PrefetchCount, below saturation (every call leaves credits open, whose places stay
 // with its link: were they given back, the other link would ask for them too) and at
@@ -36,8 +37,8 @@ func newLinkSims(k int, rtt, spacing time.Duration) []*linkSim {
 // released.
 func TestMoreReceiversShareThePlaces(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
-		const c, prefetch, low, backlog = 4, 8, 100, 200
-		ls := newLinkSims(2, 20*time.Millisecond, 40*time.Microsecond)
+		const c, prefetch, low, backlog = 4, 8, 100, 50
+		ls := newLinkSims(2, 50*time.Millisecond, 40*time.Microsecond)
 		p := newProcessor(t, ls[0], func(context.Context, *azservicebus.ReceivedMessage) error {
 			time.Sleep(5 * time.Millisecond)
 			return nil
@@ -65,7 +66,7 @@ func TestMoreReceiversShareThePlaces(t *testing.T) {
 		for _, l := range ls { // at saturation
 			l.enqueue(backlog)
 		}
-		sample(3 * time.Second)
+		sample(5 * time.Second)
 		if err := p.Close(context.Background()); err != nil {
 			t.Fatal(err)
 		}
@@ -85,6 +86,34 @@ func TestMoreReceiversShareThePlaces(t *testing.T) {
 	})
 }
 
+// TestMoreReceiversIdleAtShortRoundTrips: at a round trip of four handler calls (20 ms,
+// handlers of 5 ms) a second link brings nothing and lengthens the median on the wire:
+// the processor never calls the second receiver.
+func TestMoreReceiversIdleAtShortRoundTrips(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		ls := newLinkSims(2, 20*time.Millisecond, 40*time.Microsecond)
+		ls[0].enqueue(2000)
+		p := newProcessor(t, ls[0], func(context.Context, *azservicebus.ReceivedMessage) error {
+			time.Sleep(5 * time.Millisecond)
+			return nil
+		}, &receiver.Options{MaxConcurrency: 8, MoreReceivers: []sbkit.MessageReceiver{ls[1]}})
+		wait := start(t, p, context.Background())
+		time.Sleep(time.Second)
+		if err := p.Close(context.Background()); err != nil {
+			t.Fatal(err)
+		}
+		if err := wait(); err != nil {
+			t.Fatal(err)
+		}
+		if done, _ := ls[0].counts(); done < 1000 {
+			t.Errorf("%d messages completed in a second, want at least 1,000 (8 handlers of 5 ms)", done)
+		}
+		if calls := len(ls[1].windows); calls != 0 {
+			t.Errorf("%d calls on the second receiver, want none", calls)
+		}
+	})
+}
+
 // failingReceiver fails every ReceiveMessages call with err.
 type failingReceiver struct {
 	sbkit.MessageReceiver
@@ -96,17 +125,27 @@ func (f failingReceiver) ReceiveMessages(context.Context, int, *azservicebus.Rec
 }
 
 // TestMoreReceiversPermanentError: a permanent receive error on one of MoreReceivers
-// ends Run with it, as on the processor's own receiver; the messages received through
-// the other are settled meanwhile.
+// ends Run with it, as on the processor's own receiver, once the round trip is long
+// enough for the processor to call it.
 func TestMoreReceiversPermanentError(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
-		e := newEnv(t, nil)
-		e.send(t, 3)
-		p := newProcessor(t, e.r, func(context.Context, *azservicebus.ReceivedMessage) error { return nil },
-			&receiver.Options{MoreReceivers: []sbkit.MessageReceiver{failingReceiver{e.r, sbtest.PermanentError}}})
-		wait := start(t, p, context.Background())
-		if err := wait(); !errors.Is(err, sbtest.PermanentError) {
-			t.Fatalf("Run = %v, want %v", err, sbtest.PermanentError)
+		l := newLinkSim(50*time.Millisecond, 40*time.Microsecond)
+		l.enqueue(1000)
+		p := newProcessor(t, l, func(context.Context, *azservicebus.ReceivedMessage) error {
+			time.Sleep(5 * time.Millisecond)
+			return nil
+		}, &receiver.Options{MaxConcurrency: 4, MoreReceivers: []sbkit.MessageReceiver{failingReceiver{l, sbtest.PermanentError}}})
+		res := make(chan error, 1)
+		go func() { res <- p.Run(context.Background()) }()
+		time.Sleep(10 * time.Second)
+		select {
+		case err := <-res:
+			if !errors.Is(err, sbtest.PermanentError) {
+				t.Fatalf("Run = %v, want %v", err, sbtest.PermanentError)
+			}
+		default:
+			_ = p.Close(context.Background())
+			t.Fatalf("Run still running 10 s after the start (Close: %v)", <-res)
 		}
 		checkReconciled(t, p.Stats())
 	})

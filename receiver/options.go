@@ -71,18 +71,20 @@ type Options struct {
 	DisablePrefetch bool
 	// MoreReceivers are further receivers on the processor's entity (for
 	// [*azservicebus.Receiver]s, each made by NewReceiverForQueue or
-	// NewReceiverForSubscription of the same or another client: each is a link of its own,
-	// with its own credit), for long receive round trips. One receiver takes one
-	// ReceiveMessages call at a time, and a call waits for its whole batch (see the
-	// package documentation): at a round trip of tens of handler calls, places freed
-	// during a call wait for the next call and its round trip, and the adaptive prefetch
-	// runs out of room under its ceiling (32 handlers of 5 ms at 50 and 100 ms keep about
-	// 80% busy with one receiver on the wire). With more receivers the processor keeps a
-	// call in flight on each, each asking for the places freed since any call began, so
-	// a freed place is asked for sooner; the places, and so the bound on locks held, are
-	// the same. Each message is settled through the receiver it came from; locks are
-	// renewed through the processor's receiver. The processor closes none of them.
-	// Default none. Not for a SessionProcessor, whose sessions each have one receiver.
+	// NewReceiverForSubscription: each is a link of its own, with its own credit), for
+	// long receive round trips. One receiver takes one ReceiveMessages call at a time, and
+	// a call waits for its whole batch (see the package documentation): at a round trip
+	// of tens of handler calls, places freed during a call wait for the next call and its
+	// round trip, and the adaptive prefetch has no slack under its ceiling (32 handlers
+	// of 5 ms at 50 and 100 ms kept 65 to 80% busy with one receiver on the wire). While
+	// the measured receive round trip is at least 8 handler calls, the processor keeps a
+	// call in flight on each receiver, each asking for the places freed since any call
+	// began, so that a freed place is asked for sooner; below that the further receivers
+	// stay idle (a second link brought nothing at 4 handler calls and lengthened the
+	// median). The places, and so the bound on locks held, are the same. Each message is
+	// settled through the receiver it came from; locks are renewed through the
+	// processor's receiver. The processor closes none of them. Default none. A
+	// SessionProcessor refuses it: each session has one receiver.
 	MoreReceivers []sbkit.MessageReceiver
 	// MaxReceiveBatch caps the messages asked for in one ReceiveMessages call. Default
 	// (zero), and negative: no cap beyond the free places (and the SDK's 5,000).

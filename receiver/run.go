@@ -143,18 +143,18 @@ func (r *run) serve() error {
 
 	var loops sync.WaitGroup
 	for _, src := range r.cfg.MoreReceivers {
-		loops.Go(func() { r.link(src) })
+		loops.Go(func() { r.link(src, true) })
 	}
-	r.link(r.p.src)
+	r.link(r.p.src, false)
 	loops.Wait()
 	r.shutdown()
 	return r.reason
 }
 
-// link runs the receive loop on src; a permanent failure stops the run, with every
-// running handler cancelled at once.
-func (r *run) link(src sbkit.MessageReceiver) {
-	if err := r.receiveLoop(src); err != nil {
+// link runs the receive loop on src (one of MoreReceivers when extra); a permanent
+// failure stops the run, with every running handler cancelled at once.
+func (r *run) link(src sbkit.MessageReceiver, extra bool) {
+	if err := r.receiveLoop(src, extra); err != nil {
 		r.mu.Lock()
 		r.cutNow = true
 		r.mu.Unlock()
@@ -165,14 +165,21 @@ func (r *run) link(src sbkit.MessageReceiver) {
 // receiveLoop calls src.ReceiveMessages, one call at a time, asking for the credits its
 // link has open and as many more messages as there are free places, until stopped. The
 // places of credits left open stay with the loop, as those messages may still arrive
-// for its next call (with several receivers, another loop must not ask for them too). It
-// returns a permanent receive error, the last one when ReceiveRetry gives up, or nil.
-func (r *run) receiveLoop(src sbkit.MessageReceiver) error {
+// for its next call (with several receivers, another loop must not ask for them too).
+// The loop of one of MoreReceivers (extra) makes calls only while the receive round trip
+// is long (see longRoundTrip), or credits are open on its link. It returns a permanent
+// receive error, the last one when ReceiveRetry gives up, or nil.
+func (r *run) receiveLoop(src sbkit.MessageReceiver, extra bool) error {
 	rs := r.cfg.receiveRetry.Retries()
 	window := newReceiveWindow(r.cfg.peekLock)
 	open := 0 // places of the credits left open on the link
 	defer func() { r.release(open) }()
 	for {
+		for extra && open == 0 && !r.longRoundTrip() {
+			if !retry.Wait(r.recvCtx, idleLinkPoll) {
+				return nil
+			}
+		}
 		more, ok := r.places.acquire(r.recvCtx, r.limit, r.cfg.maxBatch-open, open == 0)
 		if !ok {
 			return nil
@@ -221,6 +228,23 @@ func (r *run) receiveLoop(src sbkit.MessageReceiver) error {
 			return nil
 		}
 	}
+}
+
+// moreReceiversFrom is the receive round trip, in handler calls, from which the
+// processor receives through MoreReceivers too: below it a second link brought 32
+// handlers of 5 ms nothing on the wire (20 ms) and lengthened the median by 2 to 3 ms
+// (docs/benchmarks.md); from 50 ms on it brought 5 to 10 points of what the handlers can do.
+const moreReceiversFrom = 8
+
+// idleLinkPoll is how often the loop of one of MoreReceivers, idle while the round trip
+// is short, looks at it again.
+const idleLinkPoll = 100 * time.Millisecond
+
+// longRoundTrip reports whether the measured receive round trip is at least
+// moreReceiversFrom handler calls: false until both are measured.
+func (r *run) longRoundTrip() bool {
+	rt, h := r.p.est.receive.seconds(), r.p.est.handler.seconds()
+	return h > 0 && rt >= moreReceiversFrom*h
 }
 
 // limit is how many places the run may use now. A place is held by every message from
