@@ -40,7 +40,7 @@ import (
 //     and Receiver.deleted end when the entity is deleted (the server detaches its
 //     links);
 //   - errors: errClosed, errLockLost, errNotFound and errNonSessionReceiver (errors.go,
-//     msgsession.go) make the model's errors, messageNotFoundError is the one for a
+//     msgsession.go) make the model's errors, modelerr.MessageNotFound is the one for a
 //     message rather than an entity, and condEntityDisabled (status.go) is the
 //     condition of an operation an entity's status forbids; the server maps them to
 //     AMQP and HTTP (wire_errors.go, wire_httpdata.go).
@@ -58,7 +58,7 @@ var _ = []any{
 	// entities
 	(*Namespace).declare, (*Namespace).exists,
 	// errors
-	errClosed, errLockLost, errNotFound, errNonSessionReceiver, messageNotFoundError{}, condEntityDisabled,
+	errClosed, errLockLost, errNotFound, errNonSessionReceiver, condEntityDisabled,
 }
 
 // outgoingOf prepares messages to send through s as one request, applying the size

@@ -7,6 +7,7 @@ import (
 	"github.com/Azure/azure-sdk-for-go/sdk/messaging/azservicebus"
 	goamqp "github.com/Azure/go-amqp"
 	"github.com/sbkit/sbkit/sbtest/internal/amqp"
+	"github.com/sbkit/sbkit/sbtest/internal/modelerr"
 )
 
 // amqpErrorFor maps an error of the entity model to the AMQP error the service would
@@ -65,7 +66,7 @@ const (
 func statusFor(err error) (int32, amqp.Symbol, string) {
 	var sbErr *azservicebus.Error
 	var ae *goamqp.Error
-	var noMsg *messageNotFoundError
+	var noMsg *modelerr.MessageNotFound
 	switch {
 	case errors.Is(err, azservicebus.ErrMessageTooLarge):
 		return 400, condMessageTooLarge, err.Error()
