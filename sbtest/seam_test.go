@@ -20,7 +20,8 @@ import (
 
 // TestModelRefersToNoServerName keeps the seam of seam.go: no model file (every
 // non-test file but wire_*.go) names a function, method, type, field, variable or
-// constant that a server file declares.
+// constant that a server file declares, but seam.go the interfaces of wire_model.go its
+// adapters implement.
 func TestModelRefersToNoServerName(t *testing.T) {
 	fset, _, info, pkg := checkPackage(t)
 	file := func(p token.Pos) string { return filepath.Base(fset.Position(p).Filename) }
@@ -32,6 +33,9 @@ func TestModelRefersToNoServerName(t *testing.T) {
 			continue
 		}
 		model++
+		if file(id.Pos()) == "seam.go" && file(obj.Pos()) == "wire_model.go" {
+			continue // the adapters implement the server's interfaces
+		}
 		if obj != nil && obj.Pkg() == pkg && isServer(obj.Pos()) {
 			t.Errorf("%s: %s is the server's (declared in %s)", fset.Position(id.Pos()), obj.Name(), file(obj.Pos()))
 		}
@@ -42,59 +46,50 @@ func TestModelRefersToNoServerName(t *testing.T) {
 }
 
 // TestServerUsesModelThroughSeam keeps the other side of the seam of seam.go: a server
-// file (wire_*.go) names an unexported function, method, type, field, variable or
-// constant of a model file only when seam.go declares it or lists it, and every name
-// seam.go lists is used by a server file (a stale entry widens the seam for nothing).
+// file (wire_*.go) names no function, method, type, field, variable or constant a model
+// file declares (seam.go's adapters included), but through the interfaces of
+// wire_model.go. wire_server.go, which makes the Server of a Namespace, and the
+// adapters of the administration API and the explorer (wire_admin.go, wire_explorer.go)
+// are the model's side.
 func TestServerUsesModelThroughSeam(t *testing.T) {
-	fset, files, info, pkg := checkPackage(t)
+	fset, _, info, pkg := checkPackage(t)
 	file := func(p token.Pos) string { return filepath.Base(fset.Position(p).Filename) }
-	isServer := func(p token.Pos) bool { return strings.HasPrefix(file(p), "wire_") }
+	isServer := func(p token.Pos) bool {
+		switch f := file(p); f {
+		case "wire_server.go", "wire_admin.go", "wire_explorer.go":
+			return false
+		default:
+			return strings.HasPrefix(f, "wire_")
+		}
+	}
 	isModel := func(obj types.Object) bool {
-		return obj != nil && obj.Pkg() == pkg && !obj.Exported() && !isServer(obj.Pos()) && file(obj.Pos()) != "seam.go"
+		return obj != nil && obj.Pkg() == pkg && obj.Parent() == pkg.Scope() || isField(obj, pkg)
 	}
-	// The list is seam.go's blank variable.
-	var list []ast.Node
-	for _, f := range files {
-		if file(f.Pos()) != "seam.go" {
+	used := 0
+	for id, obj := range info.Uses {
+		if !isServer(id.Pos()) || obj == nil || obj.Pkg() != pkg {
 			continue
 		}
-		for _, d := range f.Decls {
-			if g, ok := d.(*ast.GenDecl); ok && g.Tok == token.VAR {
-				for _, spec := range g.Specs {
-					if v := spec.(*ast.ValueSpec); len(v.Names) == 1 && v.Names[0].Name == "_" {
-						list = append(list, v)
-					}
-				}
-			}
-		}
-	}
-	if len(list) != 1 {
-		t.Fatalf("seam.go has %d blank variables, the test expects one: the list", len(list))
-	}
-	listed, used := map[types.Object]bool{}, map[types.Object]bool{}
-	for id, obj := range info.Uses {
-		if id.Pos() >= list[0].Pos() && id.End() <= list[0].End() && isModel(obj) {
-			listed[obj] = true
-		}
-	}
-	for id, obj := range info.Uses {
-		if !isServer(id.Pos()) || !isModel(obj) {
-			continue
-		}
-		used[obj] = true
-		if !listed[obj] {
-			t.Errorf("%s: %s, declared in %s, is the model's and not in the seam: declare or list it in seam.go, or use the exported API",
+		used++
+		if isModel(obj) && !isServer(obj.Pos()) && !strings.HasPrefix(file(obj.Pos()), "wire_") {
+			t.Errorf("%s: %s, declared in %s, is the model's: use it through wire_model.go's interfaces",
 				fset.Position(id.Pos()), obj.Name(), file(obj.Pos()))
 		}
 	}
-	for obj := range listed {
-		if !used[obj] {
-			t.Errorf("seam.go lists %s (%s), which no wire_*.go file uses", obj.Name(), fset.Position(obj.Pos()))
-		}
+	if used == 0 {
+		t.Fatal("no server file names the package's identifiers: the test no longer sees the layout")
 	}
-	if len(used) == 0 {
-		t.Fatal("no server file uses a listed name: the test no longer sees the layout")
+}
+
+// isField reports whether obj is a field or method of a type of pkg.
+func isField(obj types.Object, pkg *types.Package) bool {
+	switch o := obj.(type) {
+	case *types.Var:
+		return o.IsField() && o.Pkg() == pkg
+	case *types.Func:
+		return o.Signature().Recv() != nil && o.Pkg() == pkg
 	}
+	return false
 }
 
 // checkPackage type-checks the package's non-test files (those the build would

@@ -59,13 +59,13 @@ func nodePath(path string) (entity, suffix string) {
 
 // resolveAddress returns the node path a link address names in ns: linkAddress's
 // spelling, with the entity's name as ns has it when only the letter case differs.
-func resolveAddress(ns *Namespace, addr string) string {
+func resolveAddress(ns modelBroker, addr string) string {
 	path := linkAddress(addr)
 	if path == cbsNode {
 		return path
 	}
 	entity, suffix := nodePath(path)
-	return ns.resolvePath(entity) + suffix
+	return ns.ResolvePath(entity) + suffix
 }
 
 // maxAuthorities bounds the token audiences' authorities a connection remembers; a

@@ -107,7 +107,7 @@ func (l *linkBase) wakeLocked() {
 // or <entity>/$management (a request link) or to an entity (a sender link), or
 // receives from $cbs or <entity>/$management (a response link) or from an entity (a
 // receiver link).
-func newLink(ns *Namespace, a *amqp.Attach) (link, string) {
+func newLink(ns modelBroker, a *amqp.Attach) (link, string) {
 	isNode := func(addr string) bool { return addr == cbsNode || strings.HasSuffix(addr, mgmtNodeSuffix) }
 	if a.Role == amqp.RoleSender {
 		if a.Target == nil {
@@ -144,9 +144,9 @@ func (s *srvSession) attach(a *amqp.Attach) error {
 	id, isSession := sessionFilter(a)
 	if isSession {
 		session = &receiverLink{}
-		l, addr = session, resolveAddress(c.srv.ns, a.Source.Address)
+		l, addr = session, resolveAddress(c.srv.broker, a.Source.Address)
 	} else {
-		l, addr = newLink(c.srv.ns, a)
+		l, addr = newLink(c.srv.broker, a)
 	}
 	b := l.base()
 	s.mu.Lock()
@@ -169,7 +169,7 @@ func (s *srvSession) attach(a *amqp.Attach) error {
 		RcvSettleMode:  a.RcvSettleMode,
 		Source:         a.Source,
 		Target:         a.Target,
-		MaxMessageSize: uint64(wireMaxMessageSize(c.srv.ns)),
+		MaxMessageSize: uint64(wireMaxMessageSize(c.srv.broker)),
 	}
 	// The fields set at attach (addr, log, and what setup prepares) are set here, on the
 	// reader goroutine, which also handles the client's detach, even when accepting a
@@ -369,7 +369,7 @@ func closeLink(l link) {
 const maxWireMessage = 100 << 20
 
 // wireMaxMessageSize is the largest message the server accepts for ns.
-func wireMaxMessageSize(ns *Namespace) int { return min(ns.MaxMessageSize(), maxWireMessage) }
+func wireMaxMessageSize(ns modelBroker) int { return min(ns.MaxMessageSize(), maxWireMessage) }
 
 // writeIncomingDisposition settles a delivery the client sent, with its outcome.
 func (s *srvSession) writeIncomingDisposition(id uint32, state amqp.DeliveryState) {

@@ -348,7 +348,7 @@ func (s *srvSession) disposition(d *amqp.Disposition) error {
 	c.goWork("settlement", func() {
 		defer t.end()
 		first := items[0].od.link
-		first.rcv.settleWait(first.ctx)
+		first.rcv.SettleWait(first.ctx)
 		t.wait()
 		for _, it := range items {
 			l := it.od.link

@@ -2,6 +2,7 @@ package sbtest
 
 import (
 	"fmt"
+	"github.com/sbkit/sbkit/sbtest/internal/modelerr"
 	"net"
 	"strings"
 )
@@ -26,7 +27,7 @@ func checkAdvertisedHost(h string) error {
 		}
 	}
 	if bad {
-		return fmt.Errorf("%w: AdvertisedHost %q is not a host name or IP address (no port, scheme or path)", ErrInvalidOptions, h)
+		return fmt.Errorf("%w: AdvertisedHost %q is not a host name or IP address (no port, scheme or path)", modelerr.InvalidOptions, h)
 	}
 	return nil
 }

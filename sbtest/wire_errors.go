@@ -37,7 +37,7 @@ func amqpErrorFor(err error) *amqp.Error {
 		case azservicebus.CodeClosed:
 			cond = condDetachForced
 		}
-	case errors.Is(err, ErrNotSettleable), errors.Is(err, ErrInvalidArgument):
+	case errors.Is(err, modelerr.NotSettleable), errors.Is(err, modelerr.InvalidArgument):
 		cond = condNotAllowed
 	case errors.Is(err, context.Canceled), errors.Is(err, context.DeadlineExceeded):
 		cond = condTimeout
@@ -70,7 +70,7 @@ func statusFor(err error) (int32, amqp.Symbol, string) {
 	switch {
 	case errors.Is(err, azservicebus.ErrMessageTooLarge):
 		return 400, condMessageTooLarge, err.Error()
-	case errors.Is(err, ErrInvalidArgument), errors.Is(err, ErrNotSettleable):
+	case errors.Is(err, modelerr.InvalidArgument), errors.Is(err, modelerr.NotSettleable):
 		return 400, condArgumentError, err.Error()
 	case errors.As(err, &ae) && ae.Condition == goamqp.ErrCondNotAllowed:
 		return 405, condNotAllowed, ae.Description

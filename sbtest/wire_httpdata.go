@@ -17,6 +17,7 @@ import (
 
 	"github.com/Azure/azure-sdk-for-go/sdk/messaging/azservicebus"
 	"github.com/sbkit/sbkit/sbtest/internal/atom"
+	"github.com/sbkit/sbkit/sbtest/internal/modelerr"
 )
 
 // The runtime (data plane) REST API of Service Bus ("Service Bus runtime REST API",
@@ -101,13 +102,7 @@ func (s *Server) isDataRequest(r *http.Request) (dataCall, bool) {
 }
 
 // entityExists reports whether path names a queue, topic or subscription.
-func (s *Server) entityExists(path string) bool {
-	if _, ok := s.ns.Entity(path); ok {
-		return true
-	}
-	_, ok := s.ns.Topic(path)
-	return ok
-}
+func (s *Server) entityExists(path string) bool { return s.broker.Exists(path) }
 
 // dataError is a data-plane failure: an HTTP status and the detail text.
 type dataError struct {
@@ -142,9 +137,9 @@ func dataStatus(err error) *dataError {
 		return de
 	case errors.Is(err, azservicebus.ErrMessageTooLarge):
 		return dataErr(http.StatusForbidden, "%v", err)
-	case errors.Is(err, ErrInvalidArgument), errors.Is(err, ErrNotSettleable):
+	case errors.Is(err, modelerr.InvalidArgument), errors.Is(err, modelerr.NotSettleable):
 		return dataErr(http.StatusBadRequest, "%v", err)
-	case errors.As(err, &ae) && ae.Condition == condEntityDisabled:
+	case errors.As(err, &ae) && ae.Condition == modelerr.CondEntityDisabled:
 		return dataErr(http.StatusForbidden, "%s", ae.Description)
 	case errors.As(err, &ae):
 		return dataErr(http.StatusBadRequest, "%s", ae.Description)
@@ -192,14 +187,14 @@ const batchContentType = "application/vnd.microsoft.servicebus.json"
 
 // maxDataBody bounds a send request's body: the namespace's message size limit, twice
 // over for a batch's JSON escaping, plus room for its properties.
-func (s *Server) maxDataBody() int64 { return 2*int64(s.ns.MaxMessageSize()) + 64<<10 }
+func (s *Server) maxDataBody() int64 { return 2*int64(s.broker.MaxMessageSize()) + 64<<10 }
 
 // dataSend serves Send Message and Send Message Batch (201).
 func (s *Server) dataSend(ctx context.Context, w http.ResponseWriter, r *http.Request, entity string) error {
 	if r.Method != http.MethodPost {
 		return dataErr(http.StatusMethodNotAllowed, "method %s not allowed on %s", r.Method, r.URL.Path)
 	}
-	if e, ok := s.ns.Entity(entity); ok && e.Topic() != nil {
+	if e, ok := s.broker.Entity(entity); ok && e.Topic != "" {
 		return dataErr(http.StatusBadRequest, "'%s' is a subscription: send to its topic.", entity)
 	}
 	body, err := io.ReadAll(http.MaxBytesReader(w, r.Body, s.maxDataBody()))
@@ -232,7 +227,7 @@ func (s *Server) dataSend(ctx context.Context, w http.ResponseWriter, r *http.Re
 		m.ApplicationProperties = headerProperties(r.Header)
 		msgs = []*azservicebus.Message{m}
 	}
-	snd, err := s.ns.NewSender(entity, nil)
+	snd, err := s.broker.NewSender(entity)
 	if err != nil {
 		return err
 	}
@@ -250,7 +245,7 @@ func (s *Server) dataSend(ctx context.Context, w http.ResponseWriter, r *http.Re
 }
 
 // sendBatch sends msgs as one batch: all of them or none.
-func sendBatch(ctx context.Context, snd *Sender, msgs []*azservicebus.Message) error {
+func sendBatch(ctx context.Context, snd modelSender, msgs []*azservicebus.Message) error {
 	b, err := snd.NewBatch(ctx, nil)
 	if err != nil {
 		return err
@@ -279,24 +274,24 @@ func (s *Server) receiveWait(r *http.Request) (time.Duration, error) {
 	}
 	wait = min(wait, s.limits.writeTimeout/2)
 	// timeout=0 takes what is there: one round trip of the latency model and a moment.
-	return wait + s.ns.Latency().RoundTrip + 50*time.Millisecond, nil
+	return wait + s.broker.RoundTrip() + 50*time.Millisecond, nil
 }
 
 // newDataReceiver opens a receiver for a queue, a topic's subscription
 // (topic/subscriptions/name) or either's dead-letter queue (.../$DeadLetterQueue).
-func (s *Server) newDataReceiver(entity string, mode azservicebus.ReceiveMode) (*Receiver, error) {
-	opts := &ReceiverOptions{ReceiveMode: mode}
+func (s *Server) newDataReceiver(entity string, mode azservicebus.ReceiveMode) (modelReceiver, error) {
+	var sub azservicebus.SubQueue
 	if i := strings.LastIndexByte(entity, '/'); i > 0 && strings.EqualFold(entity[i+1:], "$DeadLetterQueue") {
-		entity, opts.SubQueue = entity[:i], azservicebus.SubQueueDeadLetter
+		entity, sub = entity[:i], azservicebus.SubQueueDeadLetter
 	}
-	e, ok := s.ns.Entity(entity)
+	e, ok := s.broker.Entity(entity)
 	if !ok {
-		return nil, errNotFound()
+		return nil, modelerr.NotFound()
 	}
-	if t := e.Topic(); t != nil {
-		return s.ns.NewReceiverForSubscription(t.Name(), e.Name()[len(t.Name())+len("/Subscriptions/"):], opts)
+	if t := e.Topic; t != "" {
+		return s.broker.NewReceiverForSubscription(t, e.Name[len(t)+len("/Subscriptions/"):], mode, sub)
 	}
-	return s.ns.NewReceiverForQueue(entity, opts)
+	return s.broker.NewReceiverForQueue(entity, mode, sub)
 }
 
 // dataReceive serves Peek-Lock Message (lock) and Receive and Delete Message.

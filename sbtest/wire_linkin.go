@@ -130,5 +130,5 @@ func (l *inLink) assemble(t *amqp.Transfer, payload []byte) (*inDelivery, error)
 // maxDeliveryBytes bounds the bytes of one incoming delivery: the message size limit
 // plus room for the AMQP encoding and a batch's framing.
 func (l *inLink) maxDeliveryBytes() int {
-	return wireMaxMessageSize(l.s.c.srv.ns) + 64*1024
+	return wireMaxMessageSize(l.s.c.srv.broker) + 64*1024
 }

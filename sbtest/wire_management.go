@@ -10,6 +10,7 @@ import (
 	"github.com/Azure/azure-sdk-for-go/sdk/azcore/to"
 	"github.com/Azure/azure-sdk-for-go/sdk/messaging/azservicebus"
 	"github.com/sbkit/sbkit/sbtest/internal/amqp"
+	"github.com/sbkit/sbkit/sbtest/internal/modelerr"
 )
 
 // $management operation names, as the SDK sends them in the "operation" application
@@ -29,16 +30,16 @@ const (
 // made on first use and closed with the link, which releases their locks.
 type mgmtNode struct {
 	cbs  bool
-	ns   *Namespace
+	ns   modelBroker
 	path string // the entity path, with its sub-queue suffix
 
 	mu     sync.Mutex
 	closed bool
-	rcvs   map[azservicebus.ReceiveMode]*Receiver
+	rcvs   map[azservicebus.ReceiveMode]modelReceiver
 }
 
-func newMgmtNode(ns *Namespace, path string) *mgmtNode {
-	return &mgmtNode{ns: ns, path: path, rcvs: make(map[azservicebus.ReceiveMode]*Receiver)}
+func newMgmtNode(ns modelBroker, path string) *mgmtNode {
+	return &mgmtNode{ns: ns, path: path, rcvs: make(map[azservicebus.ReceiveMode]modelReceiver)}
 }
 
 func (n *mgmtNode) close() {
@@ -53,11 +54,11 @@ func (n *mgmtNode) close() {
 }
 
 // receiver returns the node's receiver for mode, made on first use.
-func (n *mgmtNode) receiver(mode azservicebus.ReceiveMode) (*Receiver, error) {
+func (n *mgmtNode) receiver(mode azservicebus.ReceiveMode) (modelReceiver, error) {
 	n.mu.Lock()
 	defer n.mu.Unlock()
 	if n.closed {
-		return nil, errClosed()
+		return nil, modelerr.Closed()
 	}
 	if r := n.rcvs[mode]; r != nil {
 		return r, nil
@@ -153,7 +154,7 @@ func (n *mgmtNode) putToken(c *srvConn, req *amqp.Message) *amqp.Message {
 		}
 		c.grant(g)
 	}
-	if path, ok := audiencePath(audience); ok && !n.ns.exists(n.ns.resolvePath(path)) {
+	if path, ok := audiencePath(audience); ok && !n.ns.Exists(n.ns.ResolvePath(path)) {
 		return n.response(404, fmt.Sprintf("The messaging entity '%s' could not be found.", path), nil)
 	}
 	// 202 Accepted, as the service answers (Azure/azure-amqp AmqpCbsLink.SendTokenAsync
@@ -186,7 +187,7 @@ func (n *mgmtNode) renewLock(ctx context.Context, body amqp.Map) *amqp.Message {
 	exp := make(amqp.Array, 0, len(tokens))
 	for _, t := range tokens {
 		rm := &azservicebus.ReceivedMessage{LockToken: t}
-		if err := r.forToken(t).RenewMessageLock(ctx, rm, nil); err != nil {
+		if err := r.ForToken(t).RenewMessageLock(ctx, rm, nil); err != nil {
 			return n.fail(err)
 		}
 		exp = append(exp, rm.LockedUntil.UTC())
@@ -195,7 +196,7 @@ func (n *mgmtNode) renewLock(ctx context.Context, body amqp.Map) *amqp.Message {
 }
 
 // peek answers peek-message with r, or with the node's own receiver when r is nil.
-func (n *mgmtNode) peek(ctx context.Context, body amqp.Map, r *Receiver) *amqp.Message {
+func (n *mgmtNode) peek(ctx context.Context, body amqp.Map, r modelReceiver) *amqp.Message {
 	fv, _ := mapGet(body, "from-sequence-number")
 	from, ok1 := asInt64(fv)
 	cv, _ := mapGet(body, "message-count")
@@ -211,7 +212,7 @@ func (n *mgmtNode) peek(ctx context.Context, body amqp.Map, r *Receiver) *amqp.M
 	}
 	// The model copies no more than the answer can hold (see below).
 	limit := min(maxPendingResponse, wireMaxMessageSize(n.ns)) - responseEnvelope
-	msgs, err := r.peek(ctx, int(count), &azservicebus.PeekMessagesOptions{FromSequenceNumber: &from}, limit)
+	msgs, err := r.Peek(ctx, int(count), &azservicebus.PeekMessagesOptions{FromSequenceNumber: &from}, limit)
 	if err != nil {
 		return n.fail(err)
 	}
@@ -276,7 +277,7 @@ func (n *mgmtNode) schedule(ctx context.Context, body amqp.Map) *amqp.Message {
 		return n.badRequest("messages must be a non-empty list")
 	}
 	msgs := make([]*azservicebus.Message, 0, len(list))
-	raws := make([]rawAMQP, 0, len(list))
+	raws := make([]wireRawAMQP, 0, len(list))
 	for _, item := range list {
 		entry, _ := item.(amqp.Map)
 		raw, _ := mapGet(entry, "message")
@@ -295,11 +296,11 @@ func (n *mgmtNode) schedule(ctx context.Context, body amqp.Map) *amqp.Message {
 		}
 		msgs = append(msgs, m)
 	}
-	s, err := n.ns.NewSender(n.path, nil)
+	s, err := n.ns.NewSender(n.path)
 	if err != nil {
 		return n.fail(err)
 	}
-	seqs, err := s.storeMessages(ctx, msgs, raws, false)
+	seqs, err := s.StoreMessages(ctx, msgs, raws, false)
 	if err != nil {
 		return n.fail(err)
 	}
@@ -315,7 +316,7 @@ func (n *mgmtNode) cancelScheduled(ctx context.Context, body amqp.Map) *amqp.Mes
 	if !ok {
 		return n.badRequest("sequence-numbers must be an array of long")
 	}
-	s, err := n.ns.NewSender(n.path, nil)
+	s, err := n.ns.NewSender(n.path)
 	if err != nil {
 		return n.fail(err)
 	}
@@ -327,7 +328,7 @@ func (n *mgmtNode) cancelScheduled(ctx context.Context, body amqp.Map) *amqp.Mes
 
 // receiveBySequence answers receive-by-sequence-number with r (a session receiver, whose
 // mode is its own), or with the node's receiver for the requested mode when r is nil.
-func (n *mgmtNode) receiveBySequence(ctx context.Context, body amqp.Map, r *Receiver) *amqp.Message {
+func (n *mgmtNode) receiveBySequence(ctx context.Context, body amqp.Map, r modelReceiver) *amqp.Message {
 	seqs, ok := int64List(body, "sequence-numbers")
 	if !ok {
 		return n.badRequest("sequence-numbers must be an array of long")
@@ -351,12 +352,12 @@ func (n *mgmtNode) receiveBySequence(ctx context.Context, body amqp.Map, r *Rece
 	// maxPendingResponse: one that would not is refused (400, message-size-exceeded)
 	// before any message is locked or deleted. A single message always goes.
 	limit := min(maxPendingResponse, wireMaxMessageSize(n.ns)) - responseEnvelope - len(seqs)*receivedOverhead
-	msgs, err := r.receiveDeferred(ctx, seqs, max(limit, 1))
+	msgs, err := r.ReceiveDeferred(ctx, seqs, max(limit, 1))
 	if err != nil {
 		return n.fail(err)
 	}
 	// Never 204: the SDK treats "no messages" here as a broken connection.
-	return n.messagesResponse(msgs, r.peekLock())
+	return n.messagesResponse(msgs, r.PeekLock())
 }
 
 func (n *mgmtNode) updateDisposition(ctx context.Context, body amqp.Map) *amqp.Message {
@@ -378,7 +379,7 @@ func (n *mgmtNode) updateDisposition(ctx context.Context, body amqp.Map) *amqp.M
 		return n.fail(err)
 	}
 	for _, t := range tokens {
-		holder := r.forToken(t)
+		holder := r.ForToken(t)
 		rm := &azservicebus.ReceivedMessage{LockToken: t}
 		switch status {
 		case "completed":

@@ -94,7 +94,7 @@ func symbolToString(s *amqp.Symbol) *string {
 // partition key and scheduled enqueue time annotations, and the data body (data sections
 // joined). What the Message cannot carry (a value or sequence body, several data
 // sections, other annotations, the footer, the priority) is returned as raw sections.
-func toSDKMessage(m *amqp.Message) (*azservicebus.Message, rawAMQP) {
+func toSDKMessage(m *amqp.Message) (*azservicebus.Message, wireRawAMQP) {
 	out := &azservicebus.Message{}
 	switch len(m.Data) {
 	case 0:

@@ -51,22 +51,22 @@ func sessionFilter(a *amqp.Attach) (*string, bool) {
 }
 
 // setupSession accepts the session a asks for (waiting for the next available one at
-// most the link's timeout property, else DefaultAcceptNextSessionTimeout) on the
+// most the link's timeout property, else the model's default) on the
 // receiver link attach made for it, and fills reply's filter and lock expiry. A non-nil
 // result refuses the attach: amqp:not-found, amqp:not-allowed,
 // com.microsoft:session-cannot-be-locked or com.microsoft:timeout, which the SDK
 // reports as they are or as CodeTimeout.
 func (l *receiverLink) setupSession(a *amqp.Attach, id *string, reply *amqp.Attach) *amqp.Error {
-	ns := l.s.c.srv.ns
+	ns := l.s.c.srv.broker
 	mode := l.receiveMode(a)
 	path, sub := splitSubQueue(l.addr)
-	e, ok := ns.Entity(path)
+	_, ok := ns.Entity(path)
 	if !ok || sub != 0 {
 		return protoError(condNotFound, "no queue or subscription named %q", l.addr)
 	}
 	ctx := l.ctx
 	if id == nil {
-		timeout := DefaultAcceptNextSessionTimeout
+		timeout := l.s.c.srv.acceptNext
 		if v, ok := a.Properties.Get(propAcceptTimeout); ok {
 			if ms, ok := asInt64(v); ok && ms > 0 {
 				timeout = time.Duration(ms) * time.Millisecond
@@ -76,7 +76,7 @@ func (l *receiverLink) setupSession(a *amqp.Attach, id *string, reply *amqp.Atta
 		ctx, cancel = context.WithTimeout(ctx, timeout)
 		defer cancel()
 	}
-	sr, err := acceptSession(ctx, ns, e, id, &SessionReceiverOptions{ReceiveMode: mode})
+	sr, err := ns.AcceptSession(ctx, path, id, mode)
 	if err != nil {
 		return amqpErrorFor(err)
 	}
@@ -86,7 +86,7 @@ func (l *receiverLink) setupSession(a *amqp.Attach, id *string, reply *amqp.Atta
 		_ = sr.Close(context.Background())
 		return protoError(condDetachForced, "link closed")
 	}
-	l.sr, l.rcv = sr, sr.receiver()
+	l.sr, l.rcv = sr, sr.Receiver()
 	// Registered before close can see it (close unregisters), so that a link closed
 	// meanwhile is not left registered.
 	l.s.c.registerReceiveLink(l)
@@ -133,7 +133,7 @@ func (c *srvConn) unregisterReceiveLink(l *receiverLink) {
 
 // sessionReceiverFor returns the session receiver of the receive link a $management
 // request names as its associated link, or nil.
-func (c *srvConn) sessionReceiverFor(req *amqp.Message) *SessionReceiver {
+func (c *srvConn) sessionReceiverFor(req *amqp.Message) modelSessionReceiver {
 	v, _ := mapGet(req.ApplicationProperties, propAssociatedLink)
 	name, _ := v.(string)
 	c.mu.Lock()
@@ -196,9 +196,9 @@ func (n *mgmtNode) serveSession(ctx context.Context, l *requestLink, op string, 
 		}
 		return n.response(200, "OK", nil), true
 	case opPeek:
-		return n.peek(ctx, body, sr.receiver()), true
+		return n.peek(ctx, body, sr.Receiver()), true
 	default: // opReceiveBySeq
-		return n.receiveBySequence(ctx, body, sr.receiver()), true
+		return n.receiveBySequence(ctx, body, sr.Receiver()), true
 	}
 }
 

@@ -74,9 +74,9 @@ func extraProperties(p *amqp.Properties) *amqp.Properties {
 	return x
 }
 
-// keep returns what the model keeps of r with the message (rawAMQP): r's annotated, or
+// keep returns what the model keeps of r with the message (wireRawAMQP): r's annotated, or
 // nil when r is nil.
-func (r *rawSections) keep() rawAMQP {
+func (r *rawSections) keep() wireRawAMQP {
 	if r == nil {
 		return nil
 	}

@@ -9,6 +9,7 @@ import (
 	"github.com/Azure/azure-sdk-for-go/sdk/azcore/to"
 	"github.com/Azure/azure-sdk-for-go/sdk/messaging/azservicebus"
 	"github.com/sbkit/sbkit/sbtest/internal/amqp"
+	"github.com/sbkit/sbkit/sbtest/internal/modelerr"
 )
 
 // receiverLink is a link on which the client receives from a queue, a subscription or a
@@ -17,9 +18,9 @@ import (
 // by mu.
 type receiverLink struct {
 	outLink
-	rcv     *Receiver        // set at attach (for a session, once accepted)
-	sr      *SessionReceiver // a session's receiver; rcv is its Receiver
-	settled bool             // deliveries are sent settled (receive-and-delete)
+	rcv     modelReceiver        // set at attach (for a session, once accepted)
+	sr      modelSessionReceiver // a session's receiver; rcv is its Receiver
+	settled bool                 // deliveries are sent settled (receive-and-delete)
 
 	iterCancel context.CancelFunc // ends the receive loop's wait, for a drain
 	ready      bool               // attached and set up; credit may start the receive loop
@@ -43,16 +44,16 @@ func (l *receiverLink) setup(a *amqp.Attach) *amqp.Error {
 	if err := l.authorize(); err != nil {
 		return err
 	}
-	ns := l.s.c.srv.ns
+	ns := l.s.c.srv.broker
 	mode := l.receiveMode(a)
 	rcv, err := newEntityReceiver(ns, l.addr, mode)
 	if err != nil {
 		return protoError(condNotFound, "%v", err)
 	}
 	if path, sub := splitSubQueue(l.addr); sub == 0 {
-		if e, _ := ns.Entity(path); e.Options().RequiresSession {
+		if e, _ := ns.Entity(path); e.RequiresSession {
 			_ = rcv.Close(context.Background())
-			return amqpErrorFor(errNonSessionReceiver())
+			return amqpErrorFor(modelerr.NonSessionReceiver())
 		}
 	}
 	l.rcv = rcv
@@ -75,9 +76,9 @@ func (l *receiverLink) receiveMode(a *amqp.Attach) azservicebus.ReceiveMode {
 // newEntityReceiver makes a sbtest receiver for a receive address: "queue",
 // "topic/Subscriptions/sub", either followed by "/$DeadLetterQueue" or
 // "/$Transfer/$DeadLetterQueue".
-func newEntityReceiver(ns *Namespace, addr string, mode azservicebus.ReceiveMode) (*Receiver, error) {
+func newEntityReceiver(ns modelBroker, addr string, mode azservicebus.ReceiveMode) (modelReceiver, error) {
 	path, sub := splitSubQueue(addr)
-	return ns.receiverAt(path, &ReceiverOptions{ReceiveMode: mode, SubQueue: sub})
+	return ns.ReceiverAt(path, mode, sub)
 }
 
 // start lets credit start the receive loop, and starts it for credit that came with or
@@ -99,7 +100,7 @@ func (l *receiverLink) release() {
 	l.s.forgetLink(l)
 }
 
-func (l *receiverLink) entityDeleted() context.Context { return l.rcv.deleted() }
+func (l *receiverLink) entityDeleted() context.Context { return l.rcv.Deleted() }
 
 // onFlow takes the client's credit and drain requests: a drain ends the receive loop's
 // wait, and credit starts the loop when it is not running.
@@ -153,7 +154,7 @@ func (l *receiverLink) receiveLoop() {
 			l.mu.Lock()
 			credit := l.credit
 			l.mu.Unlock()
-			l.deliverAll(l.rcv.tryReceive(int(min(credit, 1<<20))))
+			l.deliverAll(l.rcv.TryReceive(int(min(credit, 1<<20))))
 			l.mu.Lock()
 			l.grants = nil // a drain spends all the credit
 			l.mu.Unlock()
@@ -247,7 +248,7 @@ func (l *receiverLink) nextStep() (loopStep, bool) {
 // still on its way first. Called with l.mu held.
 func (l *receiverLink) grantLocked(old uint32) {
 	if l.credit > old {
-		if d := l.rcv.halfRoundTrip(); d > 0 {
+		if d := l.rcv.HalfRoundTrip(); d > 0 {
 			l.grants = append(l.grants, creditGrant{n: l.credit - old, due: time.Now().Add(d)})
 		}
 		return
@@ -276,14 +277,14 @@ func (l *receiverLink) take(st loopStep) bool {
 	l.mu.Lock()
 	l.iterCancel = cancelIter
 	l.mu.Unlock()
-	msgs, err := l.rcv.receiveNow(ctx, int(min(st.usable, 1<<20)))
+	msgs, err := l.rcv.ReceiveNow(ctx, int(min(st.usable, 1<<20)))
 	l.mu.Lock()
 	l.iterCancel = nil
 	l.mu.Unlock()
 	cancelIter()
 	if len(msgs) > 0 {
 		l.mu.Lock()
-		l.line = append(l.line, lineBatch{due: time.Now().Add(l.rcv.halfRoundTrip()), msgs: msgs})
+		l.line = append(l.line, lineBatch{due: time.Now().Add(l.rcv.HalfRoundTrip()), msgs: msgs})
 		l.reserved += uint32(len(msgs))
 		l.mu.Unlock()
 	}
@@ -338,7 +339,7 @@ func (l *receiverLink) stopLoop() {
 	l.mu.Unlock()
 	for _, b := range line {
 		for _, rm := range b.msgs {
-			l.rcv.releaseLock(rm.LockToken)
+			l.rcv.ReleaseLock(rm.LockToken)
 		}
 	}
 }
@@ -352,7 +353,7 @@ func (l *receiverLink) deliverAll(msgs []*azservicebus.ReceivedMessage) {
 	for i, rm := range msgs {
 		if !l.deliver(rm) {
 			for _, rest := range msgs[i:] {
-				l.rcv.releaseLock(rest.LockToken)
+				l.rcv.ReleaseLock(rest.LockToken)
 			}
 			return
 		}
@@ -403,19 +404,19 @@ func (l *receiverLink) settle(token [16]byte, state amqp.DeliveryState) amqp.Del
 	var err error
 	switch s := state.(type) {
 	case *amqp.Accepted:
-		err = l.rcv.complete(l.ctx, token)
+		err = l.rcv.Complete(l.ctx, token)
 	case *amqp.Modified:
 		props := propsFromAnnotations(s.MessageAnnotations)
 		if s.UndeliverableHere {
-			err = l.rcv.deferLock(l.ctx, token, props)
+			err = l.rcv.DeferLock(l.ctx, token, props)
 		} else {
-			err = l.rcv.abandon(l.ctx, token, props)
+			err = l.rcv.Abandon(l.ctx, token, props)
 		}
 	case *amqp.Rejected:
-		err = l.rcv.deadLetter(l.ctx, token, deadLetterOptions(s.Error))
+		err = l.rcv.DeadLetter(l.ctx, token, deadLetterOptions(s.Error))
 	default: // released, received, or no state
-		if !l.rcv.releaseLock(token) {
-			err = errLockLost()
+		if !l.rcv.ReleaseLock(token) {
+			err = modelerr.LockLost()
 		}
 	}
 	if err != nil {

@@ -22,7 +22,7 @@ func (l *requestLink) setup(*amqp.Attach) *amqp.Error {
 	if err := l.authorize(); err != nil {
 		return err
 	}
-	ns := l.s.c.srv.ns
+	ns := l.s.c.srv.broker
 	if l.addr == cbsNode {
 		l.node = &mgmtNode{cbs: true, ns: ns}
 	} else {
@@ -44,7 +44,7 @@ func (l *requestLink) entityDeleted() context.Context {
 		return nil
 	}
 	path, _ := splitSubQueue(l.node.path)
-	return l.s.c.srv.ns.deleted(path)
+	return l.s.c.srv.broker.Deleted(path)
 }
 
 // onTransfer accepts each complete request (unless the client sent it settled) and runs

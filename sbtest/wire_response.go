@@ -5,6 +5,7 @@ import (
 	"fmt"
 
 	"github.com/sbkit/sbkit/sbtest/internal/amqp"
+	"github.com/sbkit/sbkit/sbtest/internal/modelerr"
 )
 
 // responseLink is a link on which the client receives the responses of $cbs or an
@@ -86,7 +87,7 @@ func (l *responseLink) sendResponse(m *amqp.Message) error {
 	l.tagSeq++
 	tag := []byte(fmt.Sprintf("%d", l.tagSeq))
 	if !l.s.sendDelivery(l.ctx, &l.linkBase, tag, payload, true, outDelivery{}) {
-		return errClosed()
+		return modelerr.Closed()
 	}
 	return nil
 }

@@ -11,7 +11,7 @@ import (
 // the server stores through the model's Sender.
 type senderLink struct {
 	inLink
-	sender *Sender // set at attach
+	sender modelSender // set at attach
 }
 
 func (l *senderLink) kind() string { return "send" }
@@ -25,7 +25,7 @@ func (l *senderLink) setup(a *amqp.Attach) *amqp.Error {
 	if err := l.authorize(); err != nil {
 		return err
 	}
-	snd, err := l.s.c.srv.ns.NewSender(l.addr, nil)
+	snd, err := l.s.c.srv.broker.NewSender(l.addr)
 	if err != nil {
 		return protoError(condNotFound, "no queue or topic named %q", l.addr)
 	}
@@ -37,7 +37,7 @@ func (l *senderLink) setup(a *amqp.Attach) *amqp.Error {
 // still stored, in turn (store), and a model Sender holds nothing to release.
 func (l *senderLink) release() {}
 
-func (l *senderLink) entityDeleted() context.Context { return l.sender.deleted() }
+func (l *senderLink) entityDeleted() context.Context { return l.sender.Deleted() }
 
 // onTransfer stores each complete delivery in its own goroutine, in the order the
 // deliveries arrived (store).
@@ -65,13 +65,13 @@ func (l *senderLink) store(d *inDelivery, t turn) {
 	defer t.end()
 	out, batch, state := l.outgoing(d)
 	if state == nil {
-		defer l.sender.enter(out)()
-		l.sender.storeWait(l.ctx)
+		defer out.Enter()()
+		l.sender.StoreWait(l.ctx)
 	}
 	t.wait()
 	if state == nil {
 		state = &amqp.Accepted{}
-		if _, err := l.sender.sendNow(l.ctx, out, batch); err != nil {
+		if _, err := out.SendNow(l.ctx, batch); err != nil {
 			state = &amqp.Rejected{Error: amqpErrorFor(err)}
 		}
 	}
@@ -85,12 +85,12 @@ func (l *senderLink) store(d *inDelivery, t turn) {
 
 // outgoing decodes a delivery into the messages of one send request, or returns the
 // rejection to answer it with.
-func (l *senderLink) outgoing(d *inDelivery) (out []outgoing, batch bool, rejection amqp.DeliveryState) {
-	reject := func(cond amqp.Symbol, format string, args ...any) ([]outgoing, bool, amqp.DeliveryState) {
+func (l *senderLink) outgoing(d *inDelivery) (out modelRequest, batch bool, rejection amqp.DeliveryState) {
+	reject := func(cond amqp.Symbol, format string, args ...any) (modelRequest, bool, amqp.DeliveryState) {
 		return nil, false, &amqp.Rejected{Error: protoError(cond, format, args...)}
 	}
 	if d.oversize {
-		return reject(condMessageTooLarge, "the delivery exceeds the limit of %d bytes", wireMaxMessageSize(l.s.c.srv.ns))
+		return reject(condMessageTooLarge, "the delivery exceeds the limit of %d bytes", wireMaxMessageSize(l.s.c.srv.broker))
 	}
 	var m amqp.Message
 	if err := m.UnmarshalBinary(d.buf); err != nil {
@@ -107,11 +107,11 @@ func (l *senderLink) outgoing(d *inDelivery) (out []outgoing, batch bool, reject
 		return reject(condNotImplemented, "message format %#x", d.format)
 	}
 	msgs := make([]*azservicebus.Message, len(parts))
-	raws := make([]rawAMQP, len(parts))
+	raws := make([]wireRawAMQP, len(parts))
 	for i, p := range parts {
 		msgs[i], raws[i] = toSDKMessage(p)
 	}
-	out, err := l.sender.outgoingOf(msgs, raws)
+	out, err := l.sender.Prepare(msgs, raws)
 	if err != nil {
 		return nil, false, &amqp.Rejected{Error: amqpErrorFor(err)}
 	}

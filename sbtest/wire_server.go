@@ -16,6 +16,7 @@ import (
 	"time"
 
 	"github.com/sbkit/sbkit/sbtest/internal/amqp"
+	"github.com/sbkit/sbkit/sbtest/internal/modelerr"
 )
 
 // DefaultServerMaxFrameSize is the largest AMQP frame a Server accepts unless
@@ -163,14 +164,18 @@ type ServerOptions struct {
 // the package documentation ("On the wire"); what a client can make it hold is bounded
 // by ServerOptions. All methods are safe for concurrent use.
 type Server struct {
-	ns       *Namespace
-	ln       net.Listener
-	log      *slog.Logger
-	maxFrame uint32
-	limits   serverLimits
-	admin    *adminServer      // the administration API on the same port (wire_https.go)
-	host     string            // the advertised host (wire_endpoint.go)
-	sasKeys  map[string]string // ServerOptions.SASKeys, copied (wire_sas.go)
+	ns     *Namespace
+	broker modelBroker // ns, as the server sees it (wire_model.go)
+	// acceptNext is how long a session link waits for the next available session by
+	// default (DefaultAcceptNextSessionTimeout).
+	acceptNext time.Duration
+	ln         net.Listener
+	log        *slog.Logger
+	maxFrame   uint32
+	limits     serverLimits
+	admin      *adminServer      // the administration API on the same port (wire_https.go)
+	host       string            // the advertised host (wire_endpoint.go)
+	sasKeys    map[string]string // ServerOptions.SASKeys, copied (wire_sas.go)
 
 	ctx    context.Context
 	cancel context.CancelFunc
@@ -223,7 +228,7 @@ func newServer(opts *ServerOptions, ln net.Listener) (*Server, error) {
 		o.MaxFrameSize = DefaultServerMaxFrameSize
 	}
 	if o.MaxFrameSize < minServerMaxFrameSize {
-		return nil, fmt.Errorf("%w: MaxFrameSize %d is below %d", ErrInvalidOptions, o.MaxFrameSize, minServerMaxFrameSize)
+		return nil, fmt.Errorf("%w: MaxFrameSize %d is below %d", modelerr.InvalidOptions, o.MaxFrameSize, minServerMaxFrameSize)
 	}
 	if err := checkAdvertisedHost(o.AdvertisedHost); err != nil {
 		return nil, err
@@ -252,6 +257,8 @@ func newServer(opts *ServerOptions, ln net.Listener) (*Server, error) {
 	}
 	s := &Server{
 		ns:         ns,
+		broker:     wireBroker{ns},
+		acceptNext: DefaultAcceptNextSessionTimeout,
 		ln:         ln,
 		host:       advertisedHost(o.AdvertisedHost, ln.Addr()),
 		log:        o.Logger,
