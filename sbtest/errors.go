@@ -11,15 +11,15 @@ var (
 	// ErrInvalidOptions is returned by NewQueue, NewTopic and NewSubscription for options
 	// out of range (a negative duration, a LockDuration above 5 minutes, a negative
 	// MaxDeliveryCount) and for an empty name.
-	ErrInvalidOptions = modelerr.InvalidOptions
+	ErrInvalidOptions = modelerr.ErrInvalidOptions
 	// ErrExists is returned when creating an entity whose name is taken.
 	ErrExists = errors.New("sbtest: entity already exists")
 	// ErrInvalidArgument is returned for a bad argument to an operation, such as
 	// maxMessages <= 0 in ReceiveMessages.
-	ErrInvalidArgument = modelerr.InvalidArgument
+	ErrInvalidArgument = modelerr.ErrInvalidArgument
 	// ErrNotSettleable is returned when dead-lettering a message that is already in a
 	// dead-letter queue.
-	ErrNotSettleable = modelerr.NotSettleable
+	ErrNotSettleable = modelerr.ErrNotSettleable
 )
 
 // ServiceError is an error of the service by its code, for faults: errors.As finds an

@@ -5,18 +5,20 @@ import (
 	"time"
 
 	"github.com/Azure/azure-sdk-for-go/sdk/messaging/azservicebus"
+	"github.com/sbkit/sbkit/sbtest/internal/wire"
 )
 
-// The seam between the model and the wire server. The server (the wire_*.go files) sees
-// the model through the interfaces of wire_model.go only; the adapters below implement
-// them over a Namespace and its senders and receivers, and are the only code that calls
-// the unexported model methods the server needs (the latency model's waits apart from
-// the operations they delay, settlement by lock token, receiving without waiting). The
-// model refers to nothing of the server. Both directions are checked:
-// TestModelRefersToNoServerName refuses a model file that names the server's, and
-// TestServerUsesModelThroughSeam a wire_*.go file that names a model identifier.
+// The seam between the model and the server. The server (package internal/wire) cannot
+// import sbtest, so the compiler lets it see the model only through the interfaces it
+// declares (internal/wire/model.go): a Broker, its Senders and their send Requests, its
+// Receivers and SessionReceivers. The adapters below implement them over a Namespace and
+// its senders and receivers; they are the only code that calls, for the server, the
+// model's unexported methods (the latency model's waits apart from the operations they
+// delay, settlement by lock token, receiving without waiting, the contexts that end when
+// an entity is deleted). Only this file and server.go import the server
+// (TestOnlyTheSeamImportsTheServer).
 
-// wireBroker is the modelBroker of a Namespace.
+// wireBroker is the wire.Broker of a Namespace.
 type wireBroker struct{ ns *Namespace }
 
 // wireSender, wireReceiver and wireSessionReceiver are the server's views of a model
@@ -36,11 +38,11 @@ type wireRequest struct {
 }
 
 var (
-	_ modelBroker          = wireBroker{}
-	_ modelSender          = wireSender{}
-	_ modelRequest         = wireRequest{}
-	_ modelReceiver        = wireReceiver{}
-	_ modelSessionReceiver = wireSessionReceiver{}
+	_ wire.Broker          = wireBroker{}
+	_ wire.Sender          = wireSender{}
+	_ wire.Request         = wireRequest{}
+	_ wire.Receiver        = wireReceiver{}
+	_ wire.SessionReceiver = wireSessionReceiver{}
 )
 
 func (b wireBroker) MaxMessageSize() int      { return b.ns.MaxMessageSize() }
@@ -66,19 +68,19 @@ func (b wireBroker) Deleted(path string) context.Context {
 	return nil
 }
 
-func (b wireBroker) Entity(path string) (entityInfo, bool) {
+func (b wireBroker) Entity(path string) (wire.EntityInfo, bool) {
 	e, ok := b.ns.Entity(path)
 	if !ok {
-		return entityInfo{}, false
+		return wire.EntityInfo{}, false
 	}
-	info := entityInfo{Name: e.Name(), RequiresSession: e.Options().RequiresSession}
+	info := wire.EntityInfo{Name: e.Name(), RequiresSession: e.Options().RequiresSession}
 	if t := e.Topic(); t != nil {
 		info.Topic = t.Name()
 	}
 	return info, true
 }
 
-func (b wireBroker) NewSender(path string) (modelSender, error) {
+func (b wireBroker) NewSender(path string) (wire.Sender, error) {
 	s, err := b.ns.NewSender(path, nil)
 	if err != nil {
 		return nil, err
@@ -86,7 +88,7 @@ func (b wireBroker) NewSender(path string) (modelSender, error) {
 	return wireSender{s}, nil
 }
 
-func (b wireBroker) ReceiverAt(path string, mode azservicebus.ReceiveMode, sub azservicebus.SubQueue) (modelReceiver, error) {
+func (b wireBroker) ReceiverAt(path string, mode azservicebus.ReceiveMode, sub azservicebus.SubQueue) (wire.Receiver, error) {
 	e, ok := b.ns.Entity(path)
 	if !ok {
 		return nil, errNotFound()
@@ -94,15 +96,15 @@ func (b wireBroker) ReceiverAt(path string, mode azservicebus.ReceiveMode, sub a
 	return asWireReceiver(newReceiver(b.ns, e, &ReceiverOptions{ReceiveMode: mode, SubQueue: sub}))
 }
 
-func (b wireBroker) NewReceiverForQueue(queue string, mode azservicebus.ReceiveMode, sub azservicebus.SubQueue) (modelReceiver, error) {
+func (b wireBroker) NewReceiverForQueue(queue string, mode azservicebus.ReceiveMode, sub azservicebus.SubQueue) (wire.Receiver, error) {
 	return asWireReceiver(b.ns.NewReceiverForQueue(queue, &ReceiverOptions{ReceiveMode: mode, SubQueue: sub}))
 }
 
-func (b wireBroker) NewReceiverForSubscription(topic, subscription string, mode azservicebus.ReceiveMode, sub azservicebus.SubQueue) (modelReceiver, error) {
+func (b wireBroker) NewReceiverForSubscription(topic, subscription string, mode azservicebus.ReceiveMode, sub azservicebus.SubQueue) (wire.Receiver, error) {
 	return asWireReceiver(b.ns.NewReceiverForSubscription(topic, subscription, &ReceiverOptions{ReceiveMode: mode, SubQueue: sub}))
 }
 
-func (b wireBroker) AcceptSession(ctx context.Context, path string, id *string, mode azservicebus.ReceiveMode) (modelSessionReceiver, error) {
+func (b wireBroker) AcceptSession(ctx context.Context, path string, id *string, mode azservicebus.ReceiveMode) (wire.SessionReceiver, error) {
 	e, ok := b.ns.Entity(path)
 	if !ok {
 		return nil, errNotFound()
@@ -115,14 +117,14 @@ func (b wireBroker) AcceptSession(ctx context.Context, path string, id *string, 
 }
 
 // asWireReceiver returns r's adapter, or err (and a nil interface) when r is nil.
-func asWireReceiver(r *Receiver, err error) (modelReceiver, error) {
+func asWireReceiver(r *Receiver, err error) (wire.Receiver, error) {
 	if err != nil {
 		return nil, err
 	}
 	return wireReceiver{r}, nil
 }
 
-func (s wireSender) Prepare(msgs []*azservicebus.Message, raws []rawAMQP) (modelRequest, error) {
+func (s wireSender) Prepare(msgs []*azservicebus.Message, raws []rawAMQP) (wire.Request, error) {
 	out, err := s.outgoingOf(msgs, raws)
 	if err != nil {
 		return nil, err
@@ -177,7 +179,7 @@ func (r wireReceiver) TryReceive(max int) []*azservicebus.ReceivedMessage {
 }
 
 // ReceiveNow is ReceiveMessages without the latency model's round trip: the server
-// applies the latency to the credit and the transfers instead (wire_receive.go).
+// applies the latency to the credit and the transfers instead (internal/wire/receive.go).
 func (r wireReceiver) ReceiveNow(ctx context.Context, max int) ([]*azservicebus.ReceivedMessage, error) {
 	return r.receive(ctx, max, false)
 }
@@ -222,7 +224,7 @@ func (r wireReceiver) ReleaseLock(token [16]byte) bool {
 // ForToken: any receiver of the sub-queue may renew or settle a lock (SDK live test
 // TestReceiver_SettleWithOnlyLockToken), so r, except for a message of a session, which
 // only the receiver holding its session settles.
-func (r wireReceiver) ForToken(token [16]byte) modelReceiver {
+func (r wireReceiver) ForToken(token [16]byte) wire.Receiver {
 	r.e.mu.Lock()
 	defer r.e.mu.Unlock()
 	if m := r.sq.byToken[token]; m != nil && m.holder != nil && m.holder.isSession() {
@@ -242,4 +244,4 @@ func (r wireReceiver) ReceiveDeferred(ctx context.Context, seqs []int64, limit i
 	return r.receiveDeferred(ctx, seqs, limit)
 }
 
-func (sr wireSessionReceiver) Receiver() modelReceiver { return wireReceiver{sr.r} }
+func (sr wireSessionReceiver) Receiver() wire.Receiver { return wireReceiver{sr.r} }

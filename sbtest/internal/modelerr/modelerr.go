@@ -2,7 +2,7 @@
 // (sbtest/internal/wire) tells apart to answer them as the service does, over AMQP,
 // $management and HTTP. The model makes them and the server reads them; neither imports
 // the other, so they live here. sbtest exports the sentinels under its own names
-// (sbtest.ErrInvalidOptions is InvalidOptions, and so on).
+// (sbtest.ErrInvalidOptions is ErrInvalidOptions, and so on).
 package modelerr
 
 import (
@@ -14,12 +14,12 @@ import (
 )
 
 var (
-	// InvalidOptions is sbtest.ErrInvalidOptions.
-	InvalidOptions = errors.New("sbtest: invalid options")
-	// InvalidArgument is sbtest.ErrInvalidArgument.
-	InvalidArgument = errors.New("sbtest: invalid argument")
-	// NotSettleable is sbtest.ErrNotSettleable.
-	NotSettleable = errors.New("sbtest: operation not allowed on this message")
+	// ErrInvalidOptions is sbtest.ErrInvalidOptions.
+	ErrInvalidOptions = errors.New("sbtest: invalid options")
+	// ErrInvalidArgument is sbtest.ErrInvalidArgument.
+	ErrInvalidArgument = errors.New("sbtest: invalid argument")
+	// ErrNotSettleable is sbtest.ErrNotSettleable.
+	ErrNotSettleable = errors.New("sbtest: operation not allowed on this message")
 )
 
 // LockLost, Closed and NotFound return the SDK's error with that code, as the SDK's
