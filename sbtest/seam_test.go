@@ -47,7 +47,9 @@ func TestOnlyTheSeamImportsTheServer(t *testing.T) {
 			t.Errorf("%s imports the server (%s): only %v may; use the model's API, or add an adapter to seam.go", name, wirePath, allowed)
 		}
 	}
-	if len(importers) != len(allowed) {
-		t.Errorf("%v import the server, want %v: the test no longer sees the layout", importers, allowed)
+	for _, name := range allowed {
+		if !slices.Contains(importers, name) {
+			t.Errorf("%s does not import the server: the test no longer sees the layout", name)
+		}
 	}
 }
