@@ -17,27 +17,27 @@ import (
 // DefaultServerMaxFrameSize is the largest AMQP frame a Server accepts unless
 // ServerOptions.MaxFrameSize says otherwise: 64 KiB, the size the SDK (go-amqp) also
 // announces for the frames it accepts. Larger messages travel as multi-frame transfers.
-const DefaultServerMaxFrameSize = wire.DefaultMaxFrameSize
+const DefaultServerMaxFrameSize = 65536
 
 // Default resource limits of a Server (ServerOptions). With them one connection holds at
 // most 256 × 32 links; a link without credit costs no goroutine.
 const (
-	DefaultServerMaxConnections = wire.DefaultMaxConnections
-	DefaultServerMaxSessions    = wire.DefaultMaxSessions
-	DefaultServerMaxLinks       = wire.DefaultMaxLinks
+	DefaultServerMaxConnections = 64
+	DefaultServerMaxSessions    = 256
+	DefaultServerMaxLinks       = 32
 	// DefaultServerWriteTimeout is how long a client may leave the server's frames
 	// unread before its connection is closed.
-	DefaultServerWriteTimeout = wire.DefaultWriteTimeout
+	DefaultServerWriteTimeout = 30 * time.Second
 	// DefaultServerMaxHandshakes is how many connections may be in their handshake at
 	// once; DefaultServerHandshakeTimeout how long one may take. Both are sbtest's own
 	// choices: a client on loopback completes the handshake in milliseconds, 10 s leaves
 	// room for a loaded CI machine.
-	DefaultServerMaxHandshakes    = wire.DefaultMaxHandshakes
-	DefaultServerHandshakeTimeout = wire.DefaultHandshakeTimeout
+	DefaultServerMaxHandshakes    = 64
+	DefaultServerHandshakeTimeout = 10 * time.Second
 	// DefaultServerAdminIdleTimeout is how long an administration (HTTPS) connection may
 	// stay idle between requests: as long as the idle timeout the server announces on
 	// AMQP.
-	DefaultServerAdminIdleTimeout = wire.DefaultAdminIdleTimeout
+	DefaultServerAdminIdleTimeout = 60 * time.Second
 )
 
 // ServerOptions configures a Server. The zero value (and nil) means a new empty namespace
@@ -188,23 +188,7 @@ func newServer(opts *ServerOptions, ln net.Listener) (*Server, error) {
 	if opts != nil {
 		o = *opts
 	}
-	wo := wire.Options{
-		Listener:                 ln,
-		Addr:                     o.Addr,
-		MaxFrameSize:             o.MaxFrameSize,
-		MaxConnections:           o.MaxConnections,
-		MaxHandshakes:            o.MaxHandshakes,
-		HandshakeTimeout:         o.HandshakeTimeout,
-		AdminIdleTimeout:         o.AdminIdleTimeout,
-		MaxSessionsPerConnection: o.MaxSessionsPerConnection,
-		MaxLinksPerSession:       o.MaxLinksPerSession,
-		WriteTimeout:             o.WriteTimeout,
-		AdminHTTPAddr:            o.AdminHTTPAddr,
-		AdvertisedHost:           o.AdvertisedHost,
-		SASKeys:                  o.SASKeys,
-		Logger:                   o.Logger,
-		AcceptNextSessionTimeout: DefaultAcceptNextSessionTimeout,
-	}
+	wo := wireOptions(o, ln)
 	if err := wo.Check(); err != nil {
 		return nil, err
 	}
@@ -291,3 +275,26 @@ func (s *Server) WebSocketClientOptions() *azservicebus.ClientOptions {
 // they expire, as on the service. Safe to call twice; later calls wait again and return
 // nil once everything has stopped.
 func (s *Server) Close(ctx context.Context) error { return s.w.Close(ctx) }
+
+// wireOptions is o as the wire server takes it, serving on ln when it is not nil.
+// Namespace, NamespaceOptions, Queues, Topics and DisableExplorer are the model's, which
+// newServer applies (TestWireOptionsCopyEveryServerOption).
+func wireOptions(o ServerOptions, ln net.Listener) wire.Options {
+	return wire.Options{
+		Listener:                 ln,
+		Addr:                     o.Addr,
+		MaxFrameSize:             o.MaxFrameSize,
+		MaxConnections:           o.MaxConnections,
+		MaxHandshakes:            o.MaxHandshakes,
+		HandshakeTimeout:         o.HandshakeTimeout,
+		AdminIdleTimeout:         o.AdminIdleTimeout,
+		MaxSessionsPerConnection: o.MaxSessionsPerConnection,
+		MaxLinksPerSession:       o.MaxLinksPerSession,
+		WriteTimeout:             o.WriteTimeout,
+		AdminHTTPAddr:            o.AdminHTTPAddr,
+		AdvertisedHost:           o.AdvertisedHost,
+		SASKeys:                  o.SASKeys,
+		Logger:                   o.Logger,
+		AcceptNextSessionTimeout: DefaultAcceptNextSessionTimeout,
+	}
+}

@@ -48,7 +48,7 @@ func dialRawNoRead(t *testing.T, srv *Server) *rawConn {
 	c := &rawConn{t: t, nc: nc, br: bufio.NewReader(nc)}
 	c.open()
 	// The same on the server's side of the socket (under the first-byte reader of
-	// wire_https.go).
+	// internal/wire/https.go).
 	if err := srv.w.SetConnWriteBuffer(nc.LocalAddr(), 8192); err != nil {
 		t.Fatal(err)
 	}

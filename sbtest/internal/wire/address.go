@@ -20,7 +20,7 @@ import (
 //     resources": resource names are case-insensitive), with or without surrounding
 //     slashes.
 //
-// linkAddress does the spelling; Namespace.resolvePath the letter case of names.
+// linkAddress does the spelling; Broker.ResolvePath the letter case of names.
 
 // specialSegments are the node names of an address, in the server's spelling.
 var specialSegments = []string{"Subscriptions", "$DeadLetterQueue", "$Transfer", "$management", "$cbs"}

@@ -20,8 +20,8 @@ import (
 	"github.com/sbkit/sbkit/sbtest/internal/modelerr"
 )
 
-// The defaults of Options' limits (sbtest.ServerOptions documents them: sbtest's
-// DefaultServer... constants are these).
+// The defaults of Options' limits (sbtest.ServerOptions documents them; sbtest's
+// DefaultServer... constants have the same values, TestServerDefaultsAreTheWires).
 const (
 	DefaultMaxFrameSize     = 65536
 	DefaultMaxConnections   = 64
@@ -72,10 +72,14 @@ type Options struct {
 }
 
 // Check applies the defaults of Addr, MaxFrameSize and Logger and returns
-// modelerr.ErrInvalidOptions (wrapped) for a MaxFrameSize below 512 or an AdvertisedHost
-// that is not a host name or IP address. New calls it; sbtest calls it first, before
+// modelerr.ErrInvalidOptions (wrapped) for a MaxFrameSize below 512, an AdvertisedHost
+// that is not a host name or IP address, or an AcceptNextSessionTimeout that is not
+// positive. New calls it; sbtest calls it first, before
 // it creates the entities, so that bad options change nothing.
 func (o *Options) Check() error {
+	if o.AcceptNextSessionTimeout <= 0 {
+		return fmt.Errorf("%w: AcceptNextSessionTimeout %v is not positive", modelerr.ErrInvalidOptions, o.AcceptNextSessionTimeout)
+	}
 	if o.Addr == "" {
 		o.Addr = "127.0.0.1:0"
 	}
@@ -123,6 +127,9 @@ type Server struct {
 // New listens on o.Addr (or serves o.Listener) and starts serving. It returns Check's
 // error, or the listener's. Stop the server with Close.
 func New(o Options) (*Server, error) {
+	if o.Broker == nil || o.Admin == nil {
+		return nil, fmt.Errorf("%w: a server needs a Broker and an Admin", modelerr.ErrInvalidOptions)
+	}
 	if err := o.Check(); err != nil {
 		return nil, err
 	}
