@@ -19,5 +19,6 @@
 // errors as AMQP errors; https.go, httphead.go, httproutes.go, httpdata.go,
 // httpdata_props.go and websocket.go for HTTP; inspect.go for what sbtest's tests look
 // at. The server's tests are mostly sbtest's (wire_*_test.go), which drive it with the
-// SDK; those here test its parts.
+// SDK; those here test its parts, and with a fake Broker what the model cannot be made
+// to do on cue (attach_deleted_test.go: an entity deleted while a link attaches).
 package wire
