@@ -162,3 +162,76 @@ func TestMoreReceiversNotForSessions(t *testing.T) {
 		t.Fatalf("NewSessionProcessor = %v, want ErrInvalidOptions", err)
 	}
 }
+
+// funcReceiver is a receiver of a type that is not comparable (a func type).
+type funcReceiver func()
+
+func (funcReceiver) ReceiveMessages(context.Context, int, *azservicebus.ReceiveMessagesOptions) ([]*azservicebus.ReceivedMessage, error) {
+	return nil, nil
+}
+
+func (funcReceiver) CompleteMessage(context.Context, *azservicebus.ReceivedMessage, *azservicebus.CompleteMessageOptions) error {
+	return nil
+}
+
+func (funcReceiver) AbandonMessage(context.Context, *azservicebus.ReceivedMessage, *azservicebus.AbandonMessageOptions) error {
+	return nil
+}
+
+func (funcReceiver) DeadLetterMessage(context.Context, *azservicebus.ReceivedMessage, *azservicebus.DeadLetterOptions) error {
+	return nil
+}
+
+func (funcReceiver) DeferMessage(context.Context, *azservicebus.ReceivedMessage, *azservicebus.DeferMessageOptions) error {
+	return nil
+}
+
+// TestMoreReceiversValidated: New refuses a nil entry, the processor's own receiver and
+// the same receiver twice (two ReceiveMessages calls at once on one azservicebus
+// Receiver fail with "receiver is already receiving", and both loops would retry
+// forever), and accepts receivers whose type is not comparable.
+func TestMoreReceiversValidated(t *testing.T) {
+	own, other := newLinkSim(time.Millisecond, 0), newLinkSim(time.Millisecond, 0)
+	h := func(context.Context, *azservicebus.ReceivedMessage) error { return nil }
+	for name, more := range map[string][]sbkit.MessageReceiver{
+		"nil":   {other, nil},
+		"own":   {own},
+		"twice": {other, other},
+	} {
+		if _, err := receiver.New(own, h, &receiver.Options{MoreReceivers: more}); !errors.Is(err, receiver.ErrInvalidOptions) {
+			t.Errorf("%s: New = %v, want ErrInvalidOptions", name, err)
+		}
+	}
+	f := funcReceiver(func() {})
+	if _, err := receiver.New(own, h, &receiver.Options{MoreReceivers: []sbkit.MessageReceiver{other, f, funcReceiver(func() {})}, DisableAutoLockRenewal: true}); err != nil {
+		t.Errorf("New with receivers of a type that is not comparable = %v, want nil", err)
+	}
+}
+
+// TestMoreReceiversCopied: the processor keeps its own copy of MoreReceivers: a caller
+// that reuses its slice after New changes nothing.
+func TestMoreReceiversCopied(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		ls := newLinkSims(3, 50*time.Millisecond, 40*time.Microsecond)
+		for _, l := range ls {
+			l.enqueue(2000)
+		}
+		more := []sbkit.MessageReceiver{ls[1]}
+		p := newProcessor(t, ls[0], func(context.Context, *azservicebus.ReceivedMessage) error {
+			time.Sleep(5 * time.Millisecond)
+			return nil
+		}, &receiver.Options{MaxConcurrency: 4, PrefetchCount: 8, MoreReceivers: more})
+		more[0] = ls[2]
+		wait := start(t, p, context.Background())
+		time.Sleep(3 * time.Second)
+		if err := p.Close(context.Background()); err != nil {
+			t.Fatal(err)
+		}
+		if err := wait(); err != nil {
+			t.Fatal(err)
+		}
+		if n := len(ls[2].windows); n != 0 || len(ls[1].windows) == 0 {
+			t.Errorf("%d calls on the receiver put in the caller's slice after New, %d on the one given; want none, some", n, len(ls[1].windows))
+		}
+	})
+}

@@ -3,6 +3,8 @@ package receiver
 import (
 	"fmt"
 	"log/slog"
+	"reflect"
+	"slices"
 	"time"
 
 	"github.com/Azure/azure-sdk-for-go/sdk/messaging/azservicebus"
@@ -83,8 +85,11 @@ type Options struct {
 	// stay idle (a second link brought nothing at 4 handler calls and lengthened the
 	// median). The places, and so the bound on locks held, are the same. Each message is
 	// settled through the receiver it came from; locks are renewed through the
-	// processor's receiver. The processor closes none of them. Default none. A
-	// SessionProcessor refuses it: each session has one receiver.
+	// processor's receiver. The processor closes none of them and keeps its own copy of
+	// the slice. New refuses a nil entry, the processor's own receiver and a receiver
+	// listed twice (an azservicebus Receiver takes one ReceiveMessages call at a time),
+	// comparing receivers whose type is comparable. Default none. A SessionProcessor
+	// refuses it: each session has one receiver.
 	MoreReceivers []sbkit.MessageReceiver
 	// MaxReceiveBatch caps the messages asked for in one ReceiveMessages call. Default
 	// (zero), and negative: no cap beyond the free places (and the SDK's 5,000).
@@ -233,6 +238,7 @@ func newConfig(o *Options) (config, error) {
 	var c config
 	if o != nil {
 		c.Options = *o
+		c.MoreReceivers = slices.Clone(o.MoreReceivers) // the caller may reuse its slice
 	}
 	switch c.ReceiveMode {
 	case azservicebus.ReceiveModePeekLock:
@@ -292,6 +298,31 @@ func newConfig(o *Options) (config, error) {
 		return c, err
 	}
 	return c, nil
+}
+
+// checkMoreReceivers refuses, with ErrInvalidOptions, a nil entry of more, and own or
+// any receiver listed twice: an azservicebus Receiver refuses a second ReceiveMessages
+// call while one is under way ("receiver is already receiving", not permanent), so both
+// receive loops would fail and retry forever. Receivers of a type that is not comparable
+// cannot be told apart and are accepted.
+func checkMoreReceivers(own sbkit.MessageReceiver, more []sbkit.MessageReceiver) error {
+	seen := make(map[sbkit.MessageReceiver]bool, len(more)+1)
+	if reflect.TypeOf(own).Comparable() {
+		seen[own] = true
+	}
+	for i, x := range more {
+		if x == nil {
+			return fmt.Errorf("%w: MoreReceivers[%d] is nil", ErrInvalidOptions, i)
+		}
+		if !reflect.TypeOf(x).Comparable() {
+			continue
+		}
+		if seen[x] {
+			return fmt.Errorf("%w: MoreReceivers[%d] is the processor's receiver or listed twice", ErrInvalidOptions, i)
+		}
+		seen[x] = true
+	}
+	return nil
 }
 
 // lockOptions are the options of the processor's lock engine: first goes before the
