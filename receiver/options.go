@@ -79,11 +79,13 @@ type Options struct {
 	// of tens of handler calls, places freed during a call wait for the next call and its
 	// round trip, and the adaptive prefetch has no slack under its ceiling (32 handlers
 	// of 5 ms at 50 and 100 ms kept 65 to 80% busy with one receiver on the wire). While
-	// the measured receive round trip is at least 8 handler calls, the processor keeps a
-	// call in flight on each receiver, each asking for the places freed since any call
-	// began, so that a freed place is asked for sooner; below that the further receivers
-	// stay idle (a second link brought nothing at 4 handler calls and lengthened the
-	// median). The places, and so the bound on locks held, are the same. Each message is
+	// the measured receive round trip is at least 8 handler calls and the processor
+	// receives at least half of what its handlers can drain, it keeps a call in flight
+	// on each receiver, each asking for the places freed since any call began, so that a
+	// freed place is asked for sooner. Otherwise a further receiver asks for no new
+	// place: it finishes the credits its link has open, then stays idle (a second link
+	// brought little or nothing at 4 handler calls, nor below saturation, and
+	// lengthened the median). The places, and so the bound on locks held, are the same. Each message is
 	// settled through the receiver it came from; locks are renewed through the
 	// processor's receiver. The processor closes none of them and keeps its own copy of
 	// the slice. New refuses a nil entry, the processor's own receiver and a receiver
