@@ -288,3 +288,81 @@ func TestMoreReceiversIdleAfterSwitchOver(t *testing.T) {
 		checkReconciled(t, p.Stats())
 	})
 }
+
+// lockedLink is a linkSim whose messages are locked for lockedFor from their receipt,
+// and which records the renewals it is asked for: of its own messages, and of others'.
+type lockedLink struct {
+	*linkSim
+	origin       map[*azservicebus.ReceivedMessage]*lockedLink // shared by the links of a test, under linkSim.mu
+	own, foreign int
+	lockedFor    time.Duration
+}
+
+func (l *lockedLink) ReceiveMessages(ctx context.Context, n int, o *azservicebus.ReceiveMessagesOptions) ([]*azservicebus.ReceivedMessage, error) {
+	msgs, err := l.linkSim.ReceiveMessages(ctx, n, o)
+	until := time.Now().Add(l.lockedFor)
+	l.mu.Lock()
+	for _, m := range msgs {
+		m.LockedUntil = &until
+		l.origin[m] = l
+	}
+	l.mu.Unlock()
+	return msgs, err
+}
+
+func (l *lockedLink) RenewMessageLock(_ context.Context, m *azservicebus.ReceivedMessage, _ *azservicebus.RenewMessageLockOptions) error {
+	until := time.Now().Add(l.lockedFor)
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	if l.origin[m] == l {
+		l.own++
+	} else {
+		l.foreign++
+	}
+	m.LockedUntil = &until
+	return nil
+}
+
+// from returns the link m came from.
+func (l *lockedLink) from(m *azservicebus.ReceivedMessage) *lockedLink {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.origin[m]
+}
+
+// TestMoreReceiversRenewThroughTheirLink: a message received through one of
+// MoreReceivers has its lock renewed through that receiver (azservicebus renews through
+// $management with the message's own link name; receivers of different Clients are
+// not even on one connection), never through the processor's.
+func TestMoreReceiversRenewThroughTheirLink(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		sims := newLinkSims(2, 50*time.Millisecond, 40*time.Microsecond)
+		origin := make(map[*azservicebus.ReceivedMessage]*lockedLink)
+		ls := make([]*lockedLink, len(sims))
+		for i, s := range sims {
+			ls[i] = &lockedLink{linkSim: s, origin: origin, lockedFor: 3 * time.Second}
+			s.enqueue(2000)
+		}
+		p := newProcessor(t, ls[0], func(_ context.Context, m *azservicebus.ReceivedMessage) error {
+			if ls[0].from(m) == ls[1] {
+				time.Sleep(2500 * time.Millisecond) // renewed a second before its lock runs out
+			} else {
+				time.Sleep(5 * time.Millisecond)
+			}
+			return nil
+		}, &receiver.Options{MaxConcurrency: 4, MoreReceivers: []sbkit.MessageReceiver{ls[1]}})
+		wait := start(t, p, context.Background())
+		time.Sleep(6 * time.Second)
+		if err := p.Close(context.Background()); err != nil {
+			t.Fatal(err)
+		}
+		if err := wait(); err != nil {
+			t.Fatal(err)
+		}
+		if ls[1].received == 0 || ls[1].own == 0 || ls[0].foreign != 0 || ls[1].foreign != 0 {
+			t.Errorf("second link: %d received, %d renewed through it; first link renewed %d of the second's; want some, some, none (and %d of the first's on the second)",
+				ls[1].received, ls[1].own, ls[0].foreign, ls[1].foreign)
+		}
+		checkReconciled(t, p.Stats())
+	})
+}

@@ -86,8 +86,9 @@ type Options struct {
 	// place: it finishes the credits its link has open, then stays idle (a second link
 	// brought little or nothing at 4 handler calls, nor below saturation, and
 	// lengthened the median). The places, and so the bound on locks held, are the same. Each message is
-	// settled through the receiver it came from; locks are renewed through the
-	// processor's receiver. The processor closes none of them and keeps its own copy of
+	// settled, and its lock renewed, through the receiver it came from (renewed through
+	// the processor's receiver when that one does not implement [sbkit.LockRenewer]).
+	// The processor closes none of them and keeps its own copy of
 	// the slice. New refuses a nil entry, the processor's own receiver and a receiver
 	// listed twice (an azservicebus Receiver takes one ReceiveMessages call at a time),
 	// comparing receivers whose type is comparable. Default none. A SessionProcessor

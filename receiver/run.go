@@ -20,6 +20,7 @@ type run struct {
 	p      *Processor
 	cfg    *config
 	engine *locks.Engine // nil without renewal
+	routes *renewRoutes  // the engine's renewer with MoreReceivers; else nil
 
 	values         context.Context // Run's context's values, never cancelled
 	recvCtx        context.Context // ends the receive loop
@@ -75,7 +76,12 @@ func newRun(ctx context.Context, p *Processor) (*run, error) {
 	r.settleBase, r.cancelSettles = context.WithCancel(context.Background())
 	r.deadlines = shutdown.New(shutdown.Options{Cut: r.cutHandlers, Reserve: settleReserve, Hard: r.cancelSettles})
 	if p.renewer != nil {
-		e, err := locks.New(p.renewer, cfg.lockOptions(engineHook{r}, lossHook{r}))
+		var renewer sbkit.LockRenewer = p.renewer
+		if len(cfg.MoreReceivers) > 0 {
+			r.routes = newRenewRoutes(p.renewer)
+			renewer = r.routes
+		}
+		e, err := locks.New(renewer, cfg.lockOptions(engineHook{r}, lossHook{r}))
 		if err != nil {
 			return nil, err
 		}
