@@ -85,7 +85,11 @@ type Options struct {
 	// freed place is asked for sooner. Otherwise a further receiver asks for no new
 	// place: it finishes the credits its link has open, then stays idle (a second link
 	// brought little or nothing at 4 handler calls, nor below saturation, and
-	// lengthened the median). The places, and so the bound on locks held, are the same. Each message is
+	// lengthened the median). The cost is latency: on the wire, 32 handlers of 5 ms at
+	// their highest rate had a median from receipt to settled 6 to 15 ms longer with two
+	// receivers at 50 ms, and 17 to 22 ms longer at 100 ms, for 1 to 16 points more of
+	// what the handlers can do (docs/benchmarks.md). The places, and so the bound on
+	// locks held, are the same. Each message is
 	// settled, and its lock renewed, through the receiver it came from (renewed through
 	// the processor's receiver when that one does not implement [sbkit.LockRenewer]).
 	// The processor closes none of them and keeps its own copy of
