@@ -5,6 +5,7 @@ import (
 	"strings"
 	"sync"
 	"testing"
+	"time"
 
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgxpool"
@@ -86,5 +87,62 @@ func TestLoadFails(t *testing.T) {
 	mu.Unlock()
 	if n := q.Counts().Active; n != 2 {
 		t.Errorf("queue holds %d messages, want 2", n)
+	}
+}
+
+// slowLoad is a pgx tracer that holds the first read of a claim's messages (the relay's
+// load statement) before it goes out, until the statement's context ends or wait
+// passed: a read that the database answers late.
+type slowLoad struct {
+	wait time.Duration
+	once sync.Once
+}
+
+func (s *slowLoad) TraceQueryStart(ctx context.Context, _ *pgx.Conn, d pgx.TraceQueryStartData) context.Context {
+	if strings.HasPrefix(d.SQL, "SELECT id, message_id") {
+		s.once.Do(func() {
+			select {
+			case <-ctx.Done():
+			case <-time.After(s.wait):
+			}
+		})
+	}
+	return ctx
+}
+
+func (s *slowLoad) TraceQueryEnd(context.Context, *pgx.Conn, pgx.TraceQueryEndData) {}
+
+// TestSlowLoadEndsWithTheLease: reading a claim's messages is bounded by the claim's
+// context, which ends at half the Lease, as its sends are. A read still unanswered then
+// fails, and its rows are released with no attempt counted; a later claim sends them.
+// (Bounded by the run's context instead, the read went on, and the rows, read after
+// their claim's time, failed their send and were charged an attempt.)
+func TestSlowLoadEndsWithTheLease(t *testing.T) {
+	const lease = 2 * time.Second
+	e := newEnv(t)
+	q := e.queue("q", nil)
+	cfg := e.pool.Config()
+	cfg.ConnConfig.Tracer = &slowLoad{wait: lease/2 + lease/4} // past the claim's end, before the server's
+	pool, err := pgxpool.NewWithConfig(context.Background(), cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(pool.Close)
+	if e.ob, err = pgoutbox.New(pool, &pgoutbox.Options{Schema: e.schema}); err != nil {
+		t.Fatal(err)
+	}
+	var res results
+	r, _ := e.relay(&pgoutbox.RelayOptions{Lease: lease, Hooks: []pgoutbox.Hook{&res}})
+	e.add("q", msg("a", "x"))
+	e.drained(r)
+	res.mu.Lock()
+	// The released row's message was never read: its result has no MessageID.
+	if got := res.all; len(got) != 2 || got[0].Outcome != pgoutbox.OutcomeReleased || got[0].Attempts != 0 ||
+		got[1].Outcome != pgoutbox.OutcomeSent || got[1].Attempts != 1 {
+		t.Errorf("results %+v, want released (no attempt), then sent at attempt 1", got)
+	}
+	res.mu.Unlock()
+	if n := q.Counts().Active; n != 1 {
+		t.Errorf("queue holds %d messages, want 1", n)
 	}
 }
