@@ -49,12 +49,18 @@ type run struct {
 	cut        bool          // the grace ended with rows in flight
 	idle       chan struct{} // closed when inFlight drops to 0; nil when nobody waits
 
+	sendMu  sync.Mutex // held by the round of rows being given to the senders (sendRows)
+	handMu  sync.Mutex
+	handq   []*row // rows whose orders' earlier rows all have their outcomes, for handOver
+	handing bool   // handOver runs
+
 	omu       sync.Mutex
 	orders    map[string]*order    // by destination + "\x00" + order key
 	contended map[string]time.Time // orders another relay holds, left alone until then
 
-	destMu sync.Mutex
-	dests  map[string]*dest
+	destMu       sync.Mutex
+	dests        map[string]*dest
+	destsClosing bool // the run's end closes the senders: dest makes no new one
 
 	workers sync.WaitGroup // listener, marks
 
@@ -141,8 +147,11 @@ func (u *run) serve(ctx context.Context) {
 		defer cancel()
 		u.stop(grace)
 	}
-	<-dispatched // every claimed row is in a sender, or reported (the abort ends a wait for room)
+	<-dispatched // every claimed row is in a sender, waits for its order, or is reported (the abort ends a wait for room)
 	u.waitIdle(u.life.Done())
+	u.destMu.Lock()
+	u.destsClosing = true // the rows still waiting for their orders are released (handOver)
+	u.destMu.Unlock()
 	for _, d := range u.destList() {
 		_ = d.s.Close(u.life) // nothing in flight, or aborted: cancels the requests in flight
 	}
@@ -287,46 +296,26 @@ func (u *run) claimLoop(ctx context.Context) {
 // of an order that may have later rows in flight (a session, a partition key, a
 // transaction's rows sent together) share a context per claim that a failure of any row
 // of the order cancels, synchronously in the sender's result hook, so that the ordered
-// sender drops the later rows instead of letting them overtake the failed one.
+// sender drops the later rows instead of letting them overtake the failed one. A row
+// whose order has earlier rows in a sender still waits for them (see lanes.go).
 // Several rows of one transaction get the transaction as their sender OrderKey (batched
 // together, one request at a time, in order); a transaction's single row gets none and
 // batches with any other.
 func (u *run) dispatch(c *claim) {
 	<-c.loaded
-	destErrs := make(map[string]error) // Destinations is asked once per claim
-	used := make(map[*sender.Sender]bool)
-	for _, rw := range c.rows {
+	direct := make(map[*order]bool)
+	u.sendRows(c.rows, func(rw *row, b sendBatch) {
 		switch {
 		case c.loadErr != nil:
 			u.report(rw, outcome{kind: outcomeReleased, err: c.loadErr})
-			continue
 		case rw.decodeErr != nil:
 			u.report(rw, u.r.classify(rw, rw.decodeErr))
-			continue
 		case rw.ctx == nil:
 			u.report(rw, outcome{kind: outcomeReleased, err: errBlocked})
-			continue
+		case !u.hold(rw, direct): // else it waits for its order (see lanes.go)
+			b.send(rw)
 		}
-		d, err := (*dest)(nil), destErrs[rw.destination]
-		if err == nil {
-			d, err = u.dest(rw.destination)
-		}
-		if err != nil {
-			destErrs[rw.destination] = err
-			u.report(rw, u.r.classify(rw, err))
-			continue
-		}
-		rw.dest = d
-		u.rows.Store(rw.msg, rw)
-		_, _ = d.s.SendAsync(rw.ctx, rw.msg) // the result hook reports the outcome, accepted or not
-		used[d.s] = true
-	}
-	// The claim's rows are all in the senders, and the next claim's come later than a
-	// Linger would wait for: the open batches go now. Flush with an ended context seals
-	// them and returns at once.
-	for s := range used {
-		_ = s.Flush(ended)
-	}
+	})
 }
 
 // ended is a context that has ended.
@@ -351,6 +340,9 @@ func (u *run) dest(name string) (*dest, error) {
 	defer u.destMu.Unlock()
 	if d := u.dests[name]; d != nil {
 		return d, nil
+	}
+	if u.destsClosing {
+		return nil, errClosing
 	}
 	dst, err := u.r.dests(name)
 	if err != nil {
@@ -438,6 +430,7 @@ func (h resultHook) OnSendResult(_ context.Context, e sender.SendResult) {
 		}
 	}
 	h.u.report(rw, oc)
+	h.u.left(rw)
 }
 
 // report records rw's outcome. A row that will be sent again stops the later rows of
