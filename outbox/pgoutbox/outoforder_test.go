@@ -9,7 +9,6 @@ import (
 
 	"github.com/Azure/azure-sdk-for-go/sdk/messaging/azservicebus"
 	"github.com/jackc/pgx/v5"
-	"github.com/jackc/pgx/v5/pgxpool"
 	"github.com/sbkit/sbkit/outbox/pgoutbox"
 	"github.com/sbkit/sbkit/sbtest"
 	"github.com/sbkit/sbkit/sender"
@@ -53,16 +52,7 @@ func TestOwnRowMarkedDuringClaim(t *testing.T) {
 	slow := e.queue("slow", nil)
 	slow.InjectFault(sbtest.Fault{Op: sbtest.OpSend, Count: 1, Hang: true}) // until the AttemptTimeout, then retried
 	tracer := &holdBlockedClaim{release: make(chan struct{})}
-	cfg := e.pool.Config()
-	cfg.ConnConfig.Tracer = tracer
-	pool, err := pgxpool.NewWithConfig(context.Background(), cfg)
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(pool.Close)
-	if e.ob, err = pgoutbox.New(pool, &pgoutbox.Options{Schema: e.schema}); err != nil {
-		t.Fatal(err)
-	}
+	e.traced(tracer)
 	session := func(id string) *azservicebus.Message {
 		return &azservicebus.Message{MessageID: ptr(id), SessionID: ptr("s"), Body: []byte(id)}
 	}
