@@ -317,6 +317,7 @@ type row struct {
 	ctx      context.Context // bounds the send: the claim's, or its order's; nil: not sent
 	chained  bool            // sent with other rows of its transaction
 	counted  bool            // counted in its order's sending (guarded by run.omu)
+	given    bool            // counted in run.given (guarded by run.omu)
 }
 
 // scanKeys reads one row of a claim: its blocked and over flags, its size, its id,

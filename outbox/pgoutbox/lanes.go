@@ -2,6 +2,7 @@ package pgoutbox
 
 import (
 	"context"
+	"slices"
 
 	"github.com/sbkit/sbkit/sender"
 )
@@ -10,13 +11,13 @@ import (
 // partition key, or a transaction's rows sent together) travel one request at a time.
 // The rows of such an order that a later claim brings while earlier rows of the order
 // are still in the sender wait here, in the relay, and go to the sender together once
-// the last of those earlier rows has its outcome. In the sender they would wait in the
-// order's lane and count against its window (sender.Options.MaxInFlightMessages): with
-// claims arriving over time, about half of that window then waited and half was on the
-// wire, which capped 20 sessions at about 1,024 messages per two round trips. Here
-// they count against the relay's own window (RelayOptions.MaxInFlight and
-// MaxInFlightBytes), as every claimed row does, and the sender's window holds what is
-// on the wire.
+// the last of those earlier rows has its outcome, as many as the sender's window
+// (sender.Options.MaxInFlightMessages, counted in run.given) has room for. In the
+// sender they would wait in the order's lane and count against its window: with claims
+// arriving over time, about half of that window then waited and half was on the wire,
+// which capped 20 sessions at about 1,024 messages per two round trips. Here they count
+// against the relay's own window (RelayOptions.MaxInFlight and MaxInFlightBytes), as
+// every claimed row does, and the sender's window holds what can go on the wire.
 
 // laned reports whether o's rows go through an ordered lane of the sender.
 func (o *order) laned() bool { return !isTx(o.okey) || o.chained }
@@ -24,56 +25,51 @@ func (o *order) laned() bool { return !isTx(o.okey) || o.chained }
 // hold decides, in the dispatcher, whether rw goes to its sender now (false) or waits
 // for the earlier rows of its order (true: it is queued on the order). A claim's rows of
 // an order with nothing in the sender go at once, all of them (direct records those
-// orders for the claim); the others wait.
+// orders for the claim); the others wait. A row that goes is counted in given.
 func (u *run) hold(rw *row, direct map[*order]bool) bool {
 	u.omu.Lock()
 	defer u.omu.Unlock()
-	o := rw.order
-	if o == nil || !o.laned() {
-		return false
+	if o := rw.order; o != nil && o.laned() {
+		// waiting is empty when sending is 0 and o is not ready (left makes it ready), so
+		// a row queued here always has earlier rows that will hand it over.
+		if !direct[o] && (o.sending > 0 || o.ready) {
+			o.waiting = append(o.waiting, rw)
+			return true
+		}
+		direct[o] = true
+		o.sending++
+		rw.counted = true
 	}
-	// waiting is empty when sending is 0 (left hands it over), so a row queued here
-	// always has earlier rows in the sender whose outcomes will hand it over.
-	if !direct[o] && o.sending > 0 {
-		o.waiting = append(o.waiting, rw)
-		return true
-	}
-	direct[o] = true
-	o.sending++
-	rw.counted = true
+	u.given[rw.destination]++
+	rw.given = true
 	return false
 }
 
 // left records that rw, given to a sender (or about to be), has its outcome. The
 // outcome is reported first: a row that failed has stopped the later rows of its
 // order, whose contexts have ended by the time they are handed over. When rw was its
-// order's last row in the sender, the rows that waited go to the handover goroutine.
+// order's last row in the sender, the rows that waited are ready to go, and handOver
+// runs when it does not (the room rw leaves in the window may be what they wait for).
 func (u *run) left(rw *row) {
 	u.omu.Lock()
-	if !rw.counted {
-		u.omu.Unlock()
-		return
-	}
-	rw.counted = false
-	o := rw.order
-	o.sending--
-	var next []*row
-	if o.sending == 0 && len(o.waiting) > 0 {
-		next, o.waiting = o.waiting, nil
-		o.sending = len(next)
-		for _, w := range next {
-			w.counted = true
+	if rw.given {
+		rw.given = false
+		if u.given[rw.destination]--; u.given[rw.destination] == 0 {
+			delete(u.given, rw.destination)
 		}
 	}
-	u.omu.Unlock()
-	if len(next) == 0 {
-		return
+	if rw.counted {
+		rw.counted = false
+		o := rw.order
+		o.sending--
+		if o.sending == 0 && len(o.waiting) > 0 {
+			o.ready = true
+			u.ready = append(u.ready, o)
+		}
 	}
-	u.handMu.Lock()
-	u.handq = append(u.handq, next...)
-	start := !u.handing
-	u.handing = true
-	u.handMu.Unlock()
+	start := len(u.ready) > 0 && !u.handing
+	u.handing = u.handing || start
+	u.omu.Unlock()
 	if start {
 		// Not in the result hook that called left: a send may wait for room in the
 		// window, which frees only after the hook returns.
@@ -81,30 +77,67 @@ func (u *run) left(rw *row) {
 	}
 }
 
-// handOver gives the rows that waited for their orders to the senders, until none
-// waits, and seals the senders' open batches after each round.
+// handOver gives the rows of the ready orders to the senders, as many as their
+// windows have room for, until it cannot give any more, and seals the senders' open
+// batches after each round. An order's rows that find no room wait in the relay for
+// those that went: were the sender to take them while it waits for room, they would
+// wait in its lane, counted against its window.
 func (u *run) handOver() {
 	for {
-		u.handMu.Lock()
-		rows := u.handq
-		u.handq = nil
-		if len(rows) == 0 {
-			u.handing = false
-			u.handMu.Unlock()
+		rows, ended := u.takeReady()
+		for _, rw := range ended {
+			// Its order failed, its claim's lease is ending, or the run aborted: as the
+			// sender would report it, with the cause.
+			u.report(rw, u.r.classify(rw, context.Cause(rw.ctx)))
+		}
+		if len(rows) == 0 && len(ended) == 0 {
 			return
 		}
-		u.handMu.Unlock()
-		u.sendRows(rows, func(rw *row, used sendBatch) {
-			if err := rw.ctx.Err(); err != nil {
-				// Its order failed, its claim's lease is ending, or the run aborted: as
-				// the sender would report it, with the cause.
-				u.report(rw, u.r.classify(rw, context.Cause(rw.ctx)))
-				u.left(rw)
-				return
-			}
-			used.send(rw)
-		})
+		u.sendRows(rows, func(rw *row, b sendBatch) { b.send(rw) })
 	}
+}
+
+// takeReady takes from the ready orders, in the order they became ready, the rows
+// their senders' windows have room for (counted in given and their orders' sending),
+// and the rows whose contexts have ended, which need no room. When it takes nothing,
+// handOver ends: the next left starts it again.
+func (u *run) takeReady() (rows, ended []*row) {
+	u.omu.Lock()
+	defer u.omu.Unlock()
+	keep := u.ready[:0]
+	for _, o := range u.ready {
+		live := o.waiting[:0]
+		for _, rw := range o.waiting {
+			if rw.ctx.Err() != nil {
+				ended = append(ended, rw)
+			} else {
+				live = append(live, rw)
+			}
+		}
+		clear(o.waiting[len(live):])
+		o.waiting = live
+		n := min(len(live), u.r.window-u.given[o.dest])
+		if n > 0 {
+			rows = append(rows, live[:n]...)
+			for _, rw := range live[:n] {
+				rw.counted, rw.given = true, true
+			}
+			o.waiting = slices.Clone(live[n:])
+			o.sending = n
+			u.given[o.dest] += n
+		}
+		if o.sending == 0 && len(o.waiting) > 0 {
+			keep = append(keep, o)
+		} else {
+			o.ready = false
+		}
+	}
+	clear(u.ready[len(keep):])
+	u.ready = keep
+	if len(rows) == 0 && len(ended) == 0 {
+		u.handing = false
+	}
+	return rows, ended
 }
 
 // sendBatch is one round of rows given to the senders: by the dispatcher for a claim,

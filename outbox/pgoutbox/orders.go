@@ -23,6 +23,7 @@ type order struct {
 	chained bool                               // a transaction's rows, sent with its OrderKey
 	sending int                                // rows given to a sender, outcome unknown (laned orders; see lanes.go)
 	waiting []*row                             // rows waiting for those, in id order
+	ready   bool                               // sending is 0 and waiting is not: on run.ready
 	cancels map[*claim]context.CancelCauseFunc // the contexts of the order's rows, per claim
 }
 

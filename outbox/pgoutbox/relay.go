@@ -122,6 +122,8 @@ type Relay struct {
 	retry retry.Policy // MaxRetries of non-transient errors
 	delay retry.Policy // the delays, unbounded
 
+	window int // the senders' MaxInFlightMessages
+
 	resultHooks []RelayResultHook
 	errorHooks  []RelayErrorHook
 	stats       relayCounters
@@ -158,6 +160,10 @@ func NewRelay(ob *Outbox, dests Destinations, opts *RelayOptions) (*Relay, error
 	r := &Relay{ob: ob, dests: dests, o: o, retry: p,
 		delay:       retry.Policy{MaxRetries: retry.Unlimited, RetryDelay: p.RetryDelay, MaxRetryDelay: p.MaxRetryDelay},
 		resultHooks: ihooks.Select[RelayResultHook](o.Hooks), errorHooks: ihooks.Select[RelayErrorHook](o.Hooks)}
+	r.window = o.Sender.MaxInFlightMessages
+	if r.window == 0 {
+		r.window = sender.DefaultMaxInFlightMessages
+	}
 	r.buildSQL()
 	return r, nil
 }

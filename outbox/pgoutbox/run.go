@@ -49,14 +49,14 @@ type run struct {
 	cut        bool          // the grace ended with rows in flight
 	idle       chan struct{} // closed when inFlight drops to 0; nil when nobody waits
 
-	sendMu  sync.Mutex // held by the round of rows being given to the senders (sendRows)
-	handMu  sync.Mutex
-	handq   []*row // rows whose orders' earlier rows all have their outcomes, for handOver
-	handing bool   // handOver runs
+	sendMu sync.Mutex // held by the round of rows being given to the senders (sendRows)
 
 	omu       sync.Mutex
 	orders    map[string]*order    // by destination + "\x00" + order key
 	contended map[string]time.Time // orders another relay holds, left alone until then
+	given     map[string]int       // rows given to each destination's sender, outcome unknown (see lanes.go)
+	ready     []*order             // orders whose waiting rows may go, for handOver
+	handing   bool                 // handOver runs
 
 	destMu       sync.Mutex
 	dests        map[string]*dest
@@ -80,7 +80,7 @@ type dest struct {
 func newRun(r *Relay) *run {
 	u := &run{r: r, done: make(chan struct{}), wake: make(chan struct{}, 1), dests: make(map[string]*dest),
 		dispatchq: make(chan *claim, r.o.MaxOpenClaims),
-		conns:     &conns{pool: r.ob.pool, owner: r.o.Owner}, orders: make(map[string]*order), contended: make(map[string]time.Time)}
+		conns:     &conns{pool: r.ob.pool, owner: r.o.Owner}, orders: make(map[string]*order), contended: make(map[string]time.Time), given: make(map[string]int)}
 	u.stopCtx, u.stopNow = context.WithCancel(context.Background())
 	u.life, u.abort = context.WithCancelCause(context.Background())
 	u.markCtx, u.markCancel = context.WithCancel(context.Background())
