@@ -169,22 +169,18 @@
 // administration state); hostile input closes the offending connection only.
 package sbtest
 
-// How the code is laid out, for contributors. The model is the files without a prefix
+// How the code is laid out, for contributors. The model is the files of this package
 // (namespace.go, entity.go, receiver.go, msgsession.go for Service Bus sessions, ...).
-// The AMQP server is the wire_*.go files (wire_amqpconn.go, wire_amqpsession.go and
-// wire_amqplink.go for AMQP connections, sessions and links, wire_linkin.go and
-// wire_linkout.go for what the links a client sends on and those it receives on share,
-// with one file per kind of link: wire_send.go, wire_receive.go, wire_request.go and
-// wire_response.go;
-// wire_msgsession.go for Service Bus sessions on the wire, wire_management.go for
-// $management, ...). The languages live in internal packages with their own tests and
-// fuzzers: internal/amqp (the AMQP 1.0 codec), internal/atom (the administration API's
-// documents), internal/sqlfilter (rules), and internal/admin serves the administration
-// API.
-//
-// The seam: model files refer to nothing of the server, and the server uses the model
-// through its exported API and the unexported names seam.go declares or lists (settling
-// by lock token, the pieces of a send request, the contexts that end when an entity is
-// deleted, the model's errors); seam_test.go checks both directions. internal/admin
-// cannot reach the model's internals at all: it defines the Model it needs, and
-// wire_admin.go adapts a Namespace to it with exported methods only.
+// The AMQP and HTTP server is package internal/wire, which cannot import sbtest: it sees
+// the model only through the interfaces it declares (internal/wire/model.go), which the
+// adapters of seam.go implement over a Namespace, so the compiler keeps the seam. Of
+// the model's files only server.go (NewServer: ServerOptions to wire.Options, the
+// Server's methods) and seam.go import it (seam_test.go). The errors the server tells
+// apart live in internal/modelerr, which both import. The administration API
+// (internal/admin) and the explorer (internal/explorer) define the Model they need the
+// same way, and seam_admin.go and seam_explorer.go adapt a Namespace to them with
+// exported methods only. The languages live in internal packages with their own tests
+// and fuzzers: internal/amqp (the AMQP 1.0 codec), internal/atom (the administration
+// API's documents), internal/sqlfilter (rules). The server's tests are mostly here
+// (wire_*_test.go), since they drive it with the SDK and look at the model; they see
+// what the server holds through the few methods of internal/wire/inspect.go.

@@ -2,24 +2,24 @@ package sbtest
 
 import (
 	"errors"
-	"fmt"
 
 	"github.com/Azure/azure-sdk-for-go/sdk/messaging/azservicebus"
+	"github.com/sbkit/sbkit/sbtest/internal/modelerr"
 )
 
 var (
 	// ErrInvalidOptions is returned by NewQueue, NewTopic and NewSubscription for options
 	// out of range (a negative duration, a LockDuration above 5 minutes, a negative
 	// MaxDeliveryCount) and for an empty name.
-	ErrInvalidOptions = errors.New("sbtest: invalid options")
+	ErrInvalidOptions = modelerr.ErrInvalidOptions
 	// ErrExists is returned when creating an entity whose name is taken.
 	ErrExists = errors.New("sbtest: entity already exists")
 	// ErrInvalidArgument is returned for a bad argument to an operation, such as
 	// maxMessages <= 0 in ReceiveMessages.
-	ErrInvalidArgument = errors.New("sbtest: invalid argument")
+	ErrInvalidArgument = modelerr.ErrInvalidArgument
 	// ErrNotSettleable is returned when dead-lettering a message that is already in a
 	// dead-letter queue.
-	ErrNotSettleable = errors.New("sbtest: operation not allowed on this message")
+	ErrNotSettleable = modelerr.ErrNotSettleable
 )
 
 // ServiceError is an error of the service by its code, for faults: errors.As finds an
@@ -52,21 +52,14 @@ func (e ServiceError) As(target any) bool {
 	return ok
 }
 
-func errLockLost() error { return &azservicebus.Error{Code: azservicebus.CodeLockLost} }
-func errClosed() error   { return &azservicebus.Error{Code: azservicebus.CodeClosed} }
-func errNotFound() error { return &azservicebus.Error{Code: azservicebus.CodeNotFound} }
+var (
+	errLockLost = modelerr.LockLost
+	errClosed   = modelerr.Closed
+	errNotFound = modelerr.NotFound
+)
 
 // deferredNotFound fails a receive of deferred messages by sequence number, as the
 // service does for a number it has no deferred message for (SDK: CodeNotFound).
 func deferredNotFound(seq int64) error {
-	return &messageNotFoundError{seq: seq}
+	return &modelerr.MessageNotFound{Seq: seq}
 }
-
-// messageNotFoundError is CodeNotFound for a message rather than an entity.
-type messageNotFoundError struct{ seq int64 }
-
-func (e *messageNotFoundError) Error() string {
-	return fmt.Sprintf("sbtest: no deferred message with sequence number %d: %v", e.seq, errNotFound())
-}
-
-func (e *messageNotFoundError) Unwrap() error { return errNotFound() }

@@ -110,7 +110,7 @@ func cloneProps(m map[string]any) map[string]any {
 // sequence body, several data sections, annotations, a footer, a priority); nil for
 // other messages. The wire server makes it when it decodes the message (rawOf); the
 // model keeps it with the payload and calls it for every copy it hands out.
-type rawAMQP func(body []byte) *azservicebus.AMQPAnnotatedMessage
+type rawAMQP = func(body []byte) *azservicebus.AMQPAnnotatedMessage
 
 // msgState is where a stored message is.
 type msgState uint8

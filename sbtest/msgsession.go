@@ -7,6 +7,7 @@ import (
 
 	goamqp "github.com/Azure/go-amqp"
 	"github.com/sbkit/sbkit/internal/heapq"
+	"github.com/sbkit/sbkit/sbtest/internal/modelerr"
 )
 
 // session is one session of an entity that requires sessions, guarded by the entity's
@@ -64,10 +65,7 @@ func errSessionRequiredForSend() error {
 	return &goamqp.Error{Condition: goamqp.ErrCondNotAllowed, Description: "The SessionId was not set on a message, and it cannot be sent to the entity. Entities that have session support enabled can only receive messages that have the SessionId set to a valid value."}
 }
 
-func errNonSessionReceiver() error {
-	// Source: SDK live test TestSessionReceiver_nonSessionReceiver (condition and description).
-	return &goamqp.Error{Condition: goamqp.ErrCondNotAllowed, Description: "It is not possible for an entity that requires sessions to create a non-sessionful message receiver."}
-}
+var errNonSessionReceiver = modelerr.NonSessionReceiver
 
 func errSessionsNotSupported() error {
 	// Source: service error text, quoted in danielgerlag/workflow-core#1217.

@@ -5,65 +5,135 @@ import (
 	"time"
 
 	"github.com/Azure/azure-sdk-for-go/sdk/messaging/azservicebus"
+	"github.com/sbkit/sbkit/sbtest/internal/wire"
 )
 
-// The seam between the model and the wire server. The server (the wire_*.go files)
-// uses the model through its exported API (Namespace, Sender, Receiver, SessionReceiver,
-// Entity) and through the unexported names this file declares or lists (the list
-// below), which exist for it; the model refers to nothing of the server. Both
-// directions are checked: TestModelRefersToNoServerName refuses a model file that names
-// the server's, and TestServerUsesModelThroughSeam a wire_*.go file that names an
-// unexported model identifier neither declared nor listed here (and a listed name that
-// no wire_*.go file uses). The names are:
-//
-//   - sending: Sender.outgoingOf prepares the messages of one request (the size limit,
-//     and each message's raw AMQP sections as a rawAMQP, message.go) as outgoing values
-//     (schedule.go); Sender.enter counts the request in flight, Sender.storeWait sleeps
-//     the latency model's wait, and Sender.sendNow stores it in its turn (both
-//     sender.go), so that pipelined requests wait together and are stored in arrival
-//     order; Sender.storeMessages does all of that at once (schedule-message);
-//   - receiving: Namespace.receiverAt opens a receiver for a link's address,
-//     Receiver.tryReceive takes what is available without waiting (a drain),
-//     Receiver.receiveNow waits for messages without the round trip, which the server
-//     applies to a link's credit and transfers (halfRoundTrip each way),
-//     Receiver.receiveDeferred receives deferred messages up to a size (receiver.go),
-//     Receiver.peek peeks up to a size (peek.go),
-//     Receiver.settleWait sleeps a settlement's round trip, Receiver.complete, abandon,
-//     deferLock and deadLetter settle by lock token in turn, Receiver.releaseLock gives
-//     a message back without counting the delivery (the released outcome),
-//     Receiver.forToken finds who settles a token through $management, and
-//     Receiver.peekLock tells the receive mode;
-//   - sessions: acceptSession (msgsession_receiver.go) and SessionReceiver.receiver;
-//   - entities: Namespace.declare (namespace.go) creates ServerOptions' queues and
-//     topics, Namespace.resolvePath finds a name in any letter case, Namespace.exists
-//     (namespace.go) tells whether it names one, and Namespace.deleted, Sender.deleted
-//     and Receiver.deleted end when the entity is deleted (the server detaches its
-//     links);
-//   - errors: errClosed, errLockLost, errNotFound and errNonSessionReceiver (errors.go,
-//     msgsession.go) make the model's errors, messageNotFoundError is the one for a
-//     message rather than an entity, and condEntityDisabled (status.go) is the
-//     condition of an operation an entity's status forbids; the server maps them to
-//     AMQP and HTTP (wire_errors.go, wire_httpdata.go).
+// The seam between the model and the server. The server (package internal/wire) cannot
+// import sbtest, so the compiler lets it see the model only through the interfaces it
+// declares (internal/wire/model.go): a Broker, its Senders and their send Requests, its
+// Receivers and SessionReceivers. The adapters below implement them over a Namespace and
+// its senders and receivers; they are the only code that calls, for the server, the
+// model's unexported methods (the latency model's waits apart from the operations they
+// delay, settlement by lock token, receiving without waiting, the contexts that end when
+// an entity is deleted). Only this file and server.go import the server
+// (TestOnlyTheSeamImportsTheServer).
 
-// The unexported model names declared in other files that the server uses (those above
-// that this file does not declare): a list for TestServerUsesModelThroughSeam, never
-// read.
-var _ = []any{
-	// sending
-	(*Sender).enter, (*Sender).sendNow, outgoing{}, rawAMQP(nil),
-	// receiving
-	(*Receiver).peek, (*Receiver).receiveDeferred,
-	// sessions
-	acceptSession,
-	// entities
-	(*Namespace).declare, (*Namespace).exists,
-	// errors
-	errClosed, errLockLost, errNotFound, errNonSessionReceiver, messageNotFoundError{}, condEntityDisabled,
+// wireBroker is the wire.Broker of a Namespace.
+type wireBroker struct{ ns *Namespace }
+
+// wireSender, wireReceiver and wireSessionReceiver are the server's views of a model
+// Sender, Receiver and SessionReceiver: the exported methods are theirs, and the
+// adapters add what the server needs beyond a client's API. They compare equal when
+// they hold the same one.
+type (
+	wireSender          struct{ *Sender }
+	wireReceiver        struct{ *Receiver }
+	wireSessionReceiver struct{ *SessionReceiver }
+)
+
+// wireRequest is one send request of s, prepared (outgoing values).
+type wireRequest struct {
+	s   *Sender
+	out []outgoing
 }
 
-// outgoingOf prepares messages to send through s as one request, applying the size
-// limit. raws[i] are msgs[i]'s raw AMQP sections (nil for none).
-func (s *Sender) outgoingOf(msgs []*azservicebus.Message, raws []rawAMQP) ([]outgoing, error) {
+var (
+	_ wire.Broker          = wireBroker{}
+	_ wire.Sender          = wireSender{}
+	_ wire.Request         = wireRequest{}
+	_ wire.Receiver        = wireReceiver{}
+	_ wire.SessionReceiver = wireSessionReceiver{}
+)
+
+func (b wireBroker) MaxMessageSize() int      { return b.ns.MaxMessageSize() }
+func (b wireBroker) RoundTrip() time.Duration { return b.ns.Latency().RoundTrip }
+func (b wireBroker) Exists(path string) bool  { return b.ns.exists(path) }
+
+func (b wireBroker) ResolvePath(path string) string {
+	b.ns.mu.Lock()
+	defer b.ns.mu.Unlock()
+	return b.ns.keyLocked(path)
+}
+
+func (b wireBroker) Deleted(path string) context.Context {
+	ns := b.ns
+	ns.mu.Lock()
+	defer ns.mu.Unlock()
+	if t := ns.topics[path]; t != nil {
+		return t.life.done()
+	}
+	if e := ns.entities[path]; e != nil {
+		return e.life.done()
+	}
+	return nil
+}
+
+func (b wireBroker) Entity(path string) (wire.EntityInfo, bool) {
+	e, ok := b.ns.Entity(path)
+	if !ok {
+		return wire.EntityInfo{}, false
+	}
+	info := wire.EntityInfo{Name: e.Name(), RequiresSession: e.Options().RequiresSession}
+	if t := e.Topic(); t != nil {
+		info.Topic = t.Name()
+	}
+	return info, true
+}
+
+func (b wireBroker) NewSender(path string) (wire.Sender, error) {
+	s, err := b.ns.NewSender(path, nil)
+	if err != nil {
+		return nil, err
+	}
+	return wireSender{s}, nil
+}
+
+func (b wireBroker) ReceiverAt(path string, mode azservicebus.ReceiveMode, sub azservicebus.SubQueue) (wire.Receiver, error) {
+	e, ok := b.ns.Entity(path)
+	if !ok {
+		return nil, errNotFound()
+	}
+	return asWireReceiver(newReceiver(b.ns, e, &ReceiverOptions{ReceiveMode: mode, SubQueue: sub}))
+}
+
+func (b wireBroker) NewReceiverForQueue(queue string, mode azservicebus.ReceiveMode, sub azservicebus.SubQueue) (wire.Receiver, error) {
+	return asWireReceiver(b.ns.NewReceiverForQueue(queue, &ReceiverOptions{ReceiveMode: mode, SubQueue: sub}))
+}
+
+func (b wireBroker) NewReceiverForSubscription(topic, subscription string, mode azservicebus.ReceiveMode, sub azservicebus.SubQueue) (wire.Receiver, error) {
+	return asWireReceiver(b.ns.NewReceiverForSubscription(topic, subscription, &ReceiverOptions{ReceiveMode: mode, SubQueue: sub}))
+}
+
+func (b wireBroker) AcceptSession(ctx context.Context, path string, id *string, mode azservicebus.ReceiveMode) (wire.SessionReceiver, error) {
+	e, ok := b.ns.Entity(path)
+	if !ok {
+		return nil, errNotFound()
+	}
+	sr, err := acceptSession(ctx, b.ns, e, id, &SessionReceiverOptions{ReceiveMode: mode})
+	if err != nil {
+		return nil, err
+	}
+	return wireSessionReceiver{sr}, nil
+}
+
+// asWireReceiver returns r's adapter, or err (and a nil interface) when r is nil.
+func asWireReceiver(r *Receiver, err error) (wire.Receiver, error) {
+	if err != nil {
+		return nil, err
+	}
+	return wireReceiver{r}, nil
+}
+
+func (s wireSender) Prepare(msgs []*azservicebus.Message, raws []rawAMQP) (wire.Request, error) {
+	out, err := s.outgoingOf(msgs, raws)
+	if err != nil {
+		return nil, err
+	}
+	return wireRequest{s.Sender, out}, nil
+}
+
+// outgoingOf prepares msgs as one request, applying the size limit.
+func (s wireSender) outgoingOf(msgs []*azservicebus.Message, raws []rawAMQP) ([]outgoing, error) {
 	out := make([]outgoing, len(msgs))
 	for i, m := range msgs {
 		o, err := s.prepare(m, time.Time{})
@@ -76,14 +146,10 @@ func (s *Sender) outgoingOf(msgs []*azservicebus.Message, raws []rawAMQP) ([]out
 	return out, nil
 }
 
-// storeWait sleeps the latency model's wait for one send request, or less when ctx ends
-// first.
-func (s *Sender) storeWait(ctx context.Context) { _ = s.ns.latency.store(ctx) }
+func (s wireSender) StoreWait(ctx context.Context) { _ = s.ns.latency.store(ctx) }
+func (s wireSender) Deleted() context.Context      { return s.target.lifespan().done() }
 
-// storeMessages sends messages through s as one request (a single message, a batch or a
-// scheduled set), applying the namespace's size limit, faults and latency, and returns
-// their sequence numbers. raws[i] are msgs[i]'s raw AMQP sections (nil for none).
-func (s *Sender) storeMessages(ctx context.Context, msgs []*azservicebus.Message, raws []rawAMQP, batch bool) ([]int64, error) {
+func (s wireSender) StoreMessages(ctx context.Context, msgs []*azservicebus.Message, raws []rawAMQP, batch bool) ([]int64, error) {
 	out, err := s.outgoingOf(msgs, raws)
 	if err != nil {
 		return nil, err
@@ -91,22 +157,13 @@ func (s *Sender) storeMessages(ctx context.Context, msgs []*azservicebus.Message
 	return s.do(ctx, out, batch)
 }
 
-// deleted returns a context that ends when the queue or topic s sends to is deleted.
-func (s *Sender) deleted() context.Context { return s.target.lifespan().done() }
+func (q wireRequest) Enter() (leave func()) { return q.s.enter(q.out) }
 
-// receiverAt returns a receiver for the queue or subscription at path (in any letter
-// case) with opts, or CodeNotFound when there is none.
-func (ns *Namespace) receiverAt(path string, opts *ReceiverOptions) (*Receiver, error) {
-	e, ok := ns.Entity(path)
-	if !ok {
-		return nil, errNotFound()
-	}
-	return newReceiver(ns, e, opts)
+func (q wireRequest) SendNow(ctx context.Context, batch bool) ([]int64, error) {
+	return q.s.sendNow(ctx, q.out, batch)
 }
 
-// tryReceive takes up to max available messages without waiting and without latency,
-// as ReceiveMessages would lock (or remove) them. It returns nil when r is closed.
-func (r *Receiver) tryReceive(max int) []*azservicebus.ReceivedMessage {
+func (r wireReceiver) TryReceive(max int) []*azservicebus.ReceivedMessage {
 	if max <= 0 {
 		return nil
 	}
@@ -121,51 +178,41 @@ func (r *Receiver) tryReceive(max int) []*azservicebus.ReceivedMessage {
 	return r.take(now, max)
 }
 
-// receiveNow is ReceiveMessages without the latency model's round trip: it waits until
-// a message is available (or ctx ends) and takes up to max of them. The server applies
-// the latency to the credit and the transfers instead (wire_receive.go).
-func (r *Receiver) receiveNow(ctx context.Context, max int) ([]*azservicebus.ReceivedMessage, error) {
+// ReceiveNow is ReceiveMessages without the latency model's round trip: the server
+// applies the latency to the credit and the transfers instead (internal/wire/receive.go).
+func (r wireReceiver) ReceiveNow(ctx context.Context, max int) ([]*azservicebus.ReceivedMessage, error) {
 	return r.receive(ctx, max, false)
 }
 
-// halfRoundTrip is half the latency model's round trip: the way of one frame.
-func (r *Receiver) halfRoundTrip() time.Duration { return max(0, r.ns.latency.get().RoundTrip) / 2 }
+func (r wireReceiver) HalfRoundTrip() time.Duration {
+	return max(0, r.ns.latency.get().RoundTrip) / 2
+}
 
-// settleWait sleeps the latency model's round trip for one settlement, or less when ctx
-// ends first. The server settles in turn afterwards, by lock token.
-func (r *Receiver) settleWait(ctx context.Context) { _ = r.ns.latency.roundTrip(ctx) }
+func (r wireReceiver) SettleWait(ctx context.Context) { _ = r.ns.latency.roundTrip(ctx) }
 
-// complete completes the message r holds with token, without the round trip (settleNow).
-func (r *Receiver) complete(ctx context.Context, token [16]byte) error {
+func (r wireReceiver) Complete(ctx context.Context, token [16]byte) error {
 	return r.settleNow(ctx, token, r.completion())
 }
 
-// abandon abandons the message r holds with token with props to modify, without the
-// round trip.
-func (r *Receiver) abandon(ctx context.Context, token [16]byte, props map[string]any) error {
+func (r wireReceiver) Abandon(ctx context.Context, token [16]byte, props map[string]any) error {
 	return r.settleNow(ctx, token, r.abandonment(props))
 }
 
-// deferLock defers the message r holds with token with props to modify, without the
-// round trip.
-func (r *Receiver) deferLock(ctx context.Context, token [16]byte, props map[string]any) error {
+func (r wireReceiver) DeferLock(ctx context.Context, token [16]byte, props map[string]any) error {
 	return r.settleNow(ctx, token, r.deferral(props))
 }
 
-// deadLetter dead-letters the message r holds with token, without the round trip.
-func (r *Receiver) deadLetter(ctx context.Context, token [16]byte, o *azservicebus.DeadLetterOptions) error {
+func (r wireReceiver) DeadLetter(ctx context.Context, token [16]byte, o *azservicebus.DeadLetterOptions) error {
 	return r.settleNow(ctx, token, r.deadLettering(o))
 }
 
-// releaseLock gives a message r holds back to its entity without counting the delivery,
-// as the released outcome asks. It reports whether r held the lock.
-func (r *Receiver) releaseLock(token [16]byte) bool {
+func (r wireReceiver) ReleaseLock(token [16]byte) bool {
 	e := r.e
 	e.mu.Lock()
 	defer e.mu.Unlock()
 	e.tick(time.Now())
 	m := r.sq.byToken[token]
-	if m == nil || m.holder != r {
+	if m == nil || m.holder != r.Receiver {
 		return false
 	}
 	e.unlock(r.sq, m)
@@ -174,46 +221,27 @@ func (r *Receiver) releaseLock(token [16]byte) bool {
 	return true
 }
 
-// forToken returns the receiver that renews or settles the lock with token through
-// $management: any receiver of the sub-queue may (SDK live test
+// ForToken: any receiver of the sub-queue may renew or settle a lock (SDK live test
 // TestReceiver_SettleWithOnlyLockToken), so r, except for a message of a session, which
 // only the receiver holding its session settles.
-func (r *Receiver) forToken(token [16]byte) *Receiver {
+func (r wireReceiver) ForToken(token [16]byte) wire.Receiver {
 	r.e.mu.Lock()
 	defer r.e.mu.Unlock()
 	if m := r.sq.byToken[token]; m != nil && m.holder != nil && m.holder.isSession() {
-		return m.holder
+		return wireReceiver{m.holder}
 	}
 	return r
 }
 
-// peekLock reports whether r receives in peek-lock mode (else receive-and-delete).
-func (r *Receiver) peekLock() bool { return r.mode == azservicebus.ReceiveModePeekLock }
+func (r wireReceiver) PeekLock() bool           { return r.mode == azservicebus.ReceiveModePeekLock }
+func (r wireReceiver) Deleted() context.Context { return r.e.life.done() }
 
-// deleted returns a context that ends when the queue or subscription r reads is deleted.
-func (r *Receiver) deleted() context.Context { return r.e.life.done() }
-
-// receiver returns the Receiver inside sr, which reads the session's messages.
-func (sr *SessionReceiver) receiver() *Receiver { return sr.r }
-
-// resolvePath returns the path under which ns keeps the queue, topic or subscription
-// path names in any letter case (Namespace.keyLocked), or path when it names none.
-func (ns *Namespace) resolvePath(path string) string {
-	ns.mu.Lock()
-	defer ns.mu.Unlock()
-	return ns.keyLocked(path)
+func (r wireReceiver) Peek(ctx context.Context, max int, o *azservicebus.PeekMessagesOptions, limit int) ([]*azservicebus.ReceivedMessage, error) {
+	return r.peek(ctx, max, o, limit)
 }
 
-// deleted returns a context that ends when the queue, topic or subscription at path is
-// deleted, or nil when path names none.
-func (ns *Namespace) deleted(path string) context.Context {
-	ns.mu.Lock()
-	defer ns.mu.Unlock()
-	if t := ns.topics[path]; t != nil {
-		return t.life.done()
-	}
-	if e := ns.entities[path]; e != nil {
-		return e.life.done()
-	}
-	return nil
+func (r wireReceiver) ReceiveDeferred(ctx context.Context, seqs []int64, limit int) ([]*azservicebus.ReceivedMessage, error) {
+	return r.receiveDeferred(ctx, seqs, limit)
 }
+
+func (sr wireSessionReceiver) Receiver() wire.Receiver { return wireReceiver{sr.r} }

@@ -6,6 +6,7 @@ import (
 	"sync/atomic"
 
 	goamqp "github.com/Azure/go-amqp"
+	"github.com/sbkit/sbkit/sbtest/internal/modelerr"
 )
 
 // EntityStatus is the status of a queue, topic or subscription, as the administration
@@ -24,9 +25,8 @@ const (
 var statuses = []EntityStatus{StatusActive, StatusDisabled, StatusSendDisabled, StatusReceiveDisabled}
 
 // condEntityDisabled is the AMQP condition the service answers for an operation its
-// entity's status forbids; the SDK treats it as fatal (not retried) and passes it on as
-// an *amqp.Error (azservicebus internal/errors.go).
-const condEntityDisabled = "com.microsoft:entity-disabled"
+// entity's status forbids (modelerr.CondEntityDisabled).
+const condEntityDisabled = modelerr.CondEntityDisabled
 
 // statusCell holds an entity's status in the entity itself, so that nothing outlives a
 // deleted entity. The zero value means Active. Safe for concurrent use.

@@ -146,9 +146,7 @@ func TestServerHandshakesBounded(t *testing.T) {
 		for i := range max {
 			started = append(started, dialStalled(t, w.srv, "A"))
 			eventually(t, "the server to read the started handshake's first byte", func() bool {
-				w.srv.mu.Lock()
-				defer w.srv.mu.Unlock()
-				return w.srv.handshakes.stages[handshakeStarted].Len() == i+1
+				return w.srv.w.HandshakesStarted() == i+1
 			})
 		}
 		for range 2 * max {
@@ -196,7 +194,7 @@ func TestServerAdminConnectionsBounded(t *testing.T) {
 		const max = 3
 		w := newWire(t, &ServerOptions{Queues: map[string]*EntityOptions{"q": nil}, MaxConnections: max})
 		w.healthyClient(t, "q")(t) // the SDK's connection: one of max
-		cfg := &tls.Config{RootCAs: w.srv.admin.pool, ServerName: "127.0.0.1"}
+		cfg := &tls.Config{RootCAs: w.srv.w.CertPool(), ServerName: "127.0.0.1"}
 		var conns []*tls.Conn
 		for range 10 {
 			c, err := tls.Dial("tcp", w.srv.Addr().String(), cfg)
@@ -224,7 +222,7 @@ func TestServerAdminConnectionsBounded(t *testing.T) {
 	t.Run("AdminIdleTimeout", func(t *testing.T) {
 		t.Parallel()
 		w := newWire(t, &ServerOptions{AdminIdleTimeout: 200 * time.Millisecond})
-		c, err := tls.Dial("tcp", w.srv.Addr().String(), &tls.Config{RootCAs: w.srv.admin.pool, ServerName: "127.0.0.1"})
+		c, err := tls.Dial("tcp", w.srv.Addr().String(), &tls.Config{RootCAs: w.srv.w.CertPool(), ServerName: "127.0.0.1"})
 		if err != nil {
 			t.Fatal(err)
 		}

@@ -34,7 +34,7 @@ func FuzzAdminRequest(f *testing.F) {
 			req.Header.Set("If-Match", ifMatch)
 		}
 		rec := httptest.NewRecorder()
-		srv.admin.api.ServeHTTP(rec, req)
+		srv.w.AdminAPI().ServeHTTP(rec, req)
 		if rec.Code < 200 || rec.Code >= 500 {
 			t.Fatalf("%s %s: status %d: %s", method, path, rec.Code, rec.Body.String())
 		}

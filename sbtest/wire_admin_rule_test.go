@@ -55,7 +55,7 @@ func TestAdminDefaultRuleFromTheStart(t *testing.T) {
 	for i := range 300 {
 		req := httptest.NewRequest(http.MethodPut, "https://sbtest/t/Subscriptions/s", strings.NewReader(body))
 		rec := httptest.NewRecorder()
-		srv.admin.api.ServeHTTP(rec, req)
+		srv.w.AdminAPI().ServeHTTP(rec, req)
 		if rec.Code != http.StatusCreated {
 			t.Fatalf("round %d: PUT: status %d: %s", i, rec.Code, rec.Body)
 		}

@@ -37,7 +37,7 @@ func TestAdminForgetsDeletedEntities(t *testing.T) {
 	if _, err := ac.DeleteTopic(ctx, "t", nil); err != nil {
 		t.Fatal(err)
 	}
-	if n := w.srv.admin.api.Kept(); n != 0 {
+	if n := w.srv.w.AdminAPI().Kept(); n != 0 {
 		t.Fatalf("the admin API keeps descriptions of %d deleted entities", n)
 	}
 	// Deleted in the model, forgotten by the next PUT.
@@ -50,7 +50,7 @@ func TestAdminForgetsDeletedEntities(t *testing.T) {
 	if _, err := ac.CreateQueue(ctx, "kept", nil); err != nil {
 		t.Fatal(err)
 	}
-	if n := w.srv.admin.api.Kept(); n != 1 {
+	if n := w.srv.w.AdminAPI().Kept(); n != 1 {
 		t.Fatalf("the admin API keeps descriptions of %d entities, want 1 (kept)", n)
 	}
 }

@@ -20,7 +20,7 @@ import (
 
 // adminWire is a server with no entities, an AMQP client and an admin client built
 // from the same connection string.
-func adminWire(t *testing.T) (*wire, *admin.Client) {
+func adminWire(t *testing.T) (*wired, *admin.Client) {
 	t.Helper()
 	w := newWire(t, nil)
 	ac, err := admin.NewClientFromConnectionString(w.srv.ConnectionString(), w.srv.AdminClientOptions())

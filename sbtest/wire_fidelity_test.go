@@ -47,22 +47,6 @@ func TestServerMissingEntityNotFound(t *testing.T) {
 	w.oneConnection(t)
 }
 
-func TestAudiencePath(t *testing.T) {
-	for in, want := range map[string]string{
-		"amqp://127.0.0.1:5672/q":                      "q",
-		"sb://ns.servicebus.windows.net/q/$management": "q",
-		"amqp://h/t/Subscriptions/s/$DeadLetterQueue":  "t/Subscriptions/s",
-		"amqp://h/q/$Transfer/$DeadLetterQueue":        "q",
-		"amqp://h/":                                    "",
-		"amqp://h":                                     "",
-	} {
-		got, ok := audiencePath(in)
-		if got != want || ok != (want != "") {
-			t.Errorf("audiencePath(%q) = %q, %v; want %q", in, got, ok, want)
-		}
-	}
-}
-
 // Close(ctx) returns by ctx's end; a later Close waits for the rest and returns nil.
 func TestServerCloseHonoursContext(t *testing.T) {
 	base := runtime.NumGoroutine()

@@ -19,9 +19,7 @@ import (
 // inHandshakeOrServed returns how many connections srv holds in their handshake and how
 // many administration connections it serves.
 func inHandshakeOrServed(srv *Server) (handshaking, admin int) {
-	srv.mu.Lock()
-	defer srv.mu.Unlock()
-	return srv.handshakes.len(), len(srv.adminConns)
+	return srv.w.Handshakes(), srv.w.AdminConns()
 }
 
 // TestServerPartialHTTPRequestsAreHandshakes: an HTTP connection is in its handshake
@@ -45,7 +43,7 @@ func TestServerPartialHTTPRequestsAreHandshakes(t *testing.T) {
 			return nc
 		}},
 		{"TLS", func(t *testing.T, srv *Server) net.Conn {
-			nc, err := tls.Dial("tcp", srv.Addr().String(), &tls.Config{RootCAs: srv.admin.pool, ServerName: "127.0.0.1"})
+			nc, err := tls.Dial("tcp", srv.Addr().String(), &tls.Config{RootCAs: srv.w.CertPool(), ServerName: "127.0.0.1"})
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -157,7 +155,7 @@ func TestServerSlowHandshakeUnderFlood(t *testing.T) {
 	for i := range tries {
 		nc, err := dial()
 		if err == nil {
-			tc := tls.Client(nc, &tls.Config{RootCAs: w.srv.admin.pool, ServerName: "127.0.0.1"})
+			tc := tls.Client(nc, &tls.Config{RootCAs: w.srv.w.CertPool(), ServerName: "127.0.0.1"})
 			_ = tc.SetDeadline(time.Now().Add(wireTimeout))
 			var resp *http.Response
 			if _, err = io.WriteString(tc, "GET /health HTTP/1.1\r\nHost: sbtest\r\n\r\n"); err == nil {

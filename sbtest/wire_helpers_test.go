@@ -15,15 +15,15 @@ import (
 // 2-core machine can be slow, while a passing test takes milliseconds.
 const wireTimeout = 20 * time.Second
 
-// wire is a server and a real SDK client connected to it.
-type wire struct {
+// wired is a server and a real SDK client connected to it.
+type wired struct {
 	srv    *Server
 	client *azservicebus.Client
 }
 
 // newWire starts a server with opts and connects a client; both are closed at the end of
 // the test.
-func newWire(t *testing.T, opts *ServerOptions) *wire {
+func newWire(t *testing.T, opts *ServerOptions) *wired {
 	t.Helper()
 	if os.Getenv("SBTEST_SERVER_LOG") != "" {
 		o := ServerOptions{}
@@ -43,15 +43,15 @@ func newWire(t *testing.T, opts *ServerOptions) *wire {
 		defer cancel()
 		_ = client.Close(ctx)
 	})
-	return &wire{srv: srv, client: client}
+	return &wired{srv: srv, client: client}
 }
 
 // oneConnection fails the test if the client had to reconnect: an answer the SDK did not
 // like (a settlement confirmed with an error, a malformed response) makes it drop the
 // connection and retry, which hides the error from the caller.
-func (w *wire) oneConnection(t *testing.T) {
+func (w *wired) oneConnection(t *testing.T) {
 	t.Helper()
-	if n := w.srv.connID.Load(); n != 1 {
+	if n := w.srv.w.ConnsOpened(); n != 1 {
 		t.Fatalf("the client opened %d connections, want 1", n)
 	}
 }
@@ -62,7 +62,7 @@ func wireCtx(t *testing.T) context.Context {
 	return ctx
 }
 
-func (w *wire) sender(t *testing.T, queueOrTopic string) *azservicebus.Sender {
+func (w *wired) sender(t *testing.T, queueOrTopic string) *azservicebus.Sender {
 	t.Helper()
 	s, err := w.client.NewSender(queueOrTopic, nil)
 	if err != nil {
@@ -72,7 +72,7 @@ func (w *wire) sender(t *testing.T, queueOrTopic string) *azservicebus.Sender {
 	return s
 }
 
-func (w *wire) receiver(t *testing.T, queue string, opts *azservicebus.ReceiverOptions) *azservicebus.Receiver {
+func (w *wired) receiver(t *testing.T, queue string, opts *azservicebus.ReceiverOptions) *azservicebus.Receiver {
 	t.Helper()
 	r, err := w.client.NewReceiverForQueue(queue, opts)
 	if err != nil {
@@ -124,7 +124,7 @@ func noGoroutinesAbove(t *testing.T, base int) {
 // healthyClient returns a round trip (send, then receive-and-delete) of the wire's SDK
 // client on queue, which fails the test unless it works: a healthy client keeps working
 // while others misbehave.
-func (w *wire) healthyClient(t *testing.T, queue string) func(t *testing.T) {
+func (w *wired) healthyClient(t *testing.T, queue string) func(t *testing.T) {
 	ctx := wireCtx(t)
 	s := w.sender(t, queue)
 	r := w.receiver(t, queue, &azservicebus.ReceiverOptions{ReceiveMode: azservicebus.ReceiveModeReceiveAndDelete})
@@ -140,7 +140,7 @@ func (w *wire) healthyClient(t *testing.T, queue string) func(t *testing.T) {
 }
 
 // sendN sends n one-byte messages to queue with the wire's SDK client.
-func (w *wire) sendN(t *testing.T, queue string, n int) {
+func (w *wired) sendN(t *testing.T, queue string, n int) {
 	t.Helper()
 	ctx := wireCtx(t)
 	s := w.sender(t, queue)

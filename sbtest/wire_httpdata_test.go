@@ -15,6 +15,7 @@ import (
 	"github.com/Azure/azure-sdk-for-go/sdk/azcore/to"
 	"github.com/Azure/azure-sdk-for-go/sdk/messaging/azservicebus"
 	"github.com/sbkit/sbkit/sbtest/internal/atom"
+	"github.com/sbkit/sbkit/sbtest/internal/wire"
 )
 
 // dataClient calls the runtime REST API of a server with a plain net/http client.
@@ -204,7 +205,7 @@ func TestServerHTTPDataSettleAMQPLockOverHTTP(t *testing.T) {
 	w.sendN(t, "q", 1)
 	r := w.receiver(t, "q", nil)
 	m := receiveN(t, r, 1)[0]
-	loc := "/q/messages/" + "1/" + formatLockToken(m.LockToken)
+	loc := "/q/messages/" + "1/" + lockTokenGUID(m.LockToken)
 	resp, body := c.do("POST", loc, nil, "")
 	c.want(resp, body, http.StatusOK)
 	resp, body = c.do("DELETE", loc, nil, "")
@@ -330,7 +331,7 @@ func TestServerHTTPDataRoutes(t *testing.T) {
 	// HTTPS on the AMQP port.
 	hc := srv.AdminHTTPClient()
 	hc.Timeout = wireTimeout
-	tc := &dataClient{t: t, base: "https://" + srv.endpoint(srv.Addr()), hc: hc}
+	tc := &dataClient{t: t, base: "https://" + srv.w.Endpoint(), hc: hc}
 	resp, body = tc.do("POST", "/q/messages", nil, "secure")
 	tc.want(resp, body, http.StatusCreated)
 	resp, body = tc.do("POST", "/q/messages/head", nil, "")
@@ -366,27 +367,9 @@ func TestServerHTTPDataLongPoll(t *testing.T) {
 	}
 }
 
-func TestLockTokenGUID(t *testing.T) {
-	tok := [16]byte{0x3d, 0x2c, 0x1b, 0x0a, 0x5f, 0x4e, 0x6b, 0x4a, 0x8c, 0x7d, 0x8e, 0x9f, 0xa0, 0xb1, 0xc2, 0xd3}
-	s := formatLockToken(tok)
-	if s != "0a1b2c3d-4e5f-4a6b-8c7d-8e9fa0b1c2d3" {
-		t.Fatalf("formatLockToken = %s", s)
-	}
-	if back, ok := parseLockToken(s); !ok || back != tok {
-		t.Fatalf("parseLockToken(%s) = %x, %v", s, back, ok)
-	}
-	for _, bad := range []string{"", "0a1b2c3d4e5f4a6b8c7d8e9fa0b1c2d3", "0a1b2c3d-4e5f-4a6b-8c7d-8e9fa0b1c2dz"} {
-		if _, ok := parseLockToken(bad); ok {
-			t.Errorf("parseLockToken(%q) accepted", bad)
-		}
-	}
-}
-
 // adminConnCount is how many HTTP connections the server serves.
 func (s *Server) adminConnCount() int {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return len(s.adminConns)
+	return s.w.AdminConns()
 }
 
 // TestServerHTTPDataHostile holds the data plane to the HTTP limits: a huge header is
@@ -401,7 +384,7 @@ func TestServerHTTPDataHostile(t *testing.T) {
 		// The server answers 431 and closes at once, so the client may see the reset of
 		// the header bytes it never read instead: either way the request is refused.
 		req, _ := http.NewRequest("POST", c.base+"/q/messages", strings.NewReader("x"))
-		req.Header.Set("X-Big", strings.Repeat("a", 2*maxAdminHeader))
+		req.Header.Set("X-Big", strings.Repeat("a", 2*wire.MaxHeaderBytes))
 		resp, err := c.hc.Do(req)
 		if err == nil {
 			resp.Body.Close()
@@ -414,7 +397,7 @@ func TestServerHTTPDataHostile(t *testing.T) {
 		}
 	})
 	t.Run("slow body", func(t *testing.T) {
-		nc, err := net.Dial("tcp", srv.admin.plain.Addr().String())
+		nc, err := net.Dial("tcp", srv.w.AdminHTTPAddr().String())
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -436,7 +419,7 @@ func TestServerHTTPDataHostile(t *testing.T) {
 		c.want(resp, body, http.StatusCreated)
 		c.hc.CloseIdleConnections()
 		eventually(t, "the sender's connection to be closed", func() bool { return srv.adminConnCount() == 0 })
-		nc, err := smallBufferClient().Transport.(*http.Transport).DialContext(context.Background(), "tcp", srv.admin.plain.Addr().String())
+		nc, err := smallBufferClient().Transport.(*http.Transport).DialContext(context.Background(), "tcp", srv.w.AdminHTTPAddr().String())
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -445,13 +428,9 @@ func TestServerHTTPDataHostile(t *testing.T) {
 		eventually(t, "the connection to be served", func() bool { return srv.adminConnCount() == 1 })
 		// The same small buffer on the server's side (see dialRawNoRead), so that the
 		// 200 KB answer cannot sit in the kernel's buffers.
-		srv.mu.Lock()
-		for ac := range srv.adminConns {
-			if err := unwrapHead(ac).(*peekedConn).Conn.(*net.TCPConn).SetWriteBuffer(8192); err != nil {
-				t.Error(err)
-			}
+		if err := srv.w.SetAdminWriteBuffers(8192); err != nil {
+			t.Error(err)
 		}
-		srv.mu.Unlock()
 		_, _ = nc.Write([]byte("POST /q/messages/head?timeout=1 HTTP/1.1\r\nHost: x\r\n\r\n")) // and never read
 		eventually(t, "the message to be locked", func() bool { return srv.Namespace().mustEntity(t, "q").Counts().Locked == 1 })
 		eventually(t, "the connection to be closed", func() bool { return srv.adminConnCount() == 0 })
@@ -470,7 +449,7 @@ func TestServerHTTPDataSAS(t *testing.T) {
 		SASKeys: map[string]string{"k": "secret"}})
 	c := &dataClient{t: t, base: srv.AdminHTTPURL(), hc: &http.Client{Timeout: wireTimeout}}
 	expiry := time.Now().Add(time.Hour).Unix()
-	host := "sb://" + srv.endpoint(srv.Addr()) + "/"
+	host := "sb://" + srv.w.Endpoint() + "/"
 	for _, tc := range []struct {
 		name, auth string
 		status     int

@@ -15,6 +15,7 @@ import (
 
 	"github.com/Azure/azure-sdk-for-go/sdk/messaging/azservicebus"
 	"github.com/sbkit/sbkit/sbtest/internal/amqp"
+	"github.com/sbkit/sbkit/sbtest/internal/wire"
 )
 
 // liveHeap returns the live heap after a full collection.
@@ -47,37 +48,18 @@ func dialRawNoRead(t *testing.T, srv *Server) *rawConn {
 	c := &rawConn{t: t, nc: nc, br: bufio.NewReader(nc)}
 	c.open()
 	// The same on the server's side of the socket (under the first-byte reader of
-	// wire_https.go).
-	if err := srv.connFor(nc.LocalAddr()).nc.(*peekedConn).Conn.(*net.TCPConn).SetWriteBuffer(8192); err != nil {
+	// internal/wire/https.go).
+	if err := srv.w.SetConnWriteBuffer(nc.LocalAddr(), 8192); err != nil {
 		t.Fatal(err)
 	}
 	return c
 }
 
-// connFor returns the server's connection to the client at addr.
-func (s *Server) connFor(addr net.Addr) *srvConn {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	for c := range s.conns {
-		if c.nc.RemoteAddr().String() == addr.String() {
-			return c
-		}
-	}
-	return nil
-}
-
-// queued returns the bytes of frames queued for the client.
-func (c *srvConn) queued() int {
-	c.wmu.Lock()
-	defer c.wmu.Unlock()
-	return len(c.wbuf)
-}
-
-// checkQueued fails the test unless the server queues about maxWriteBuffer at most for
+// checkQueued fails the test unless the server queues about wire.MaxQueued at most for
 // the client (one more frame may be appended by a writer that does not wait).
 func checkQueued(t *testing.T, srv *Server, c *rawConn) {
 	t.Helper()
-	if q := srv.connFor(c.nc.LocalAddr()).queued(); q > maxWriteBuffer+64<<10 {
+	if q := srv.w.Queued(c.nc.LocalAddr()); q > wire.MaxQueued+64<<10 {
 		t.Fatalf("%d KiB queued for a client that reads nothing", q>>10)
 	}
 }
@@ -276,11 +258,7 @@ func echoFlows(t *testing.T) []byte {
 	return b
 }
 
-func (s *Server) connCount() int {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return len(s.conns)
-}
+func (s *Server) connCount() int { return s.w.Conns() }
 
 // TestServerHugeCredit: link credit is a uint32; a flow granting 0xFFFFFFFF delivers
 // (AMQP 1.0 part 2.7.4: link-credit is a uint).
@@ -508,12 +486,7 @@ func isResourceLimit(err error) bool {
 
 // linkCount returns how many links the server's session on channel ch of the
 // connection to the client at addr holds.
-func (s *Server) linkCount(addr net.Addr, ch uint16) int {
-	ss := s.connFor(addr).session(ch)
-	ss.mu.Lock()
-	defer ss.mu.Unlock()
-	return len(ss.links)
-}
+func (s *Server) linkCount(addr net.Addr, ch uint16) int { return s.w.Links(addr, ch) }
 
 // TestServerRefusedLinksKeepOnlyTheirHandle: a refused link keeps nothing but its handle
 // number until the client detaches it (AMQP 1.0 part 2.6.2, link handles: the handle
@@ -579,34 +552,4 @@ func TestServerRefusedLinksKeepOnlyTheirHandle(t *testing.T) {
 		t.Fatalf("attach on a refused handle not detached: %s, want %s", cond, condHandleInUse)
 	}
 	w.healthyClient(t, "q")(t)
-}
-
-// Every limit of ServerOptions reads one way: zero is its default, negative no limit
-// (AMQP's numbering for sessions and links, no timeout), positive itself.
-func TestServerLimitsZeroNegativePositive(t *testing.T) {
-	for _, tt := range []struct {
-		name string
-		o    ServerOptions
-		want serverLimits
-	}{
-		{"zero", ServerOptions{}, serverLimits{
-			conns: DefaultServerMaxConnections, sessions: DefaultServerMaxSessions, links: DefaultServerMaxLinks,
-			writeTimeout: DefaultServerWriteTimeout, handshakes: DefaultServerMaxHandshakes,
-			handshakeTimeout: DefaultServerHandshakeTimeout, adminIdle: DefaultServerAdminIdleTimeout,
-		}},
-		{"negative", ServerOptions{MaxConnections: -1, MaxSessionsPerConnection: -1, MaxLinksPerSession: -1,
-			WriteTimeout: -1, MaxHandshakes: -1, HandshakeTimeout: -1, AdminIdleTimeout: -1}, serverLimits{
-			conns: 1 << 62, sessions: 1 << 16, links: 1 << 16,
-			writeTimeout: noTimeout, handshakes: 1 << 62, handshakeTimeout: noTimeout, adminIdle: noTimeout,
-		}},
-		{"positive", ServerOptions{MaxConnections: 2, MaxSessionsPerConnection: 3, MaxLinksPerSession: 1 << 20,
-			WriteTimeout: time.Second, MaxHandshakes: 4, HandshakeTimeout: 2 * time.Second, AdminIdleTimeout: 3 * time.Second}, serverLimits{
-			conns: 2, sessions: 3, links: 1 << 16,
-			writeTimeout: time.Second, handshakes: 4, handshakeTimeout: 2 * time.Second, adminIdle: 3 * time.Second,
-		}},
-	} {
-		if got := resolveLimits(&tt.o); got != tt.want {
-			t.Errorf("%s: %+v, want %+v", tt.name, got, tt.want)
-		}
-	}
 }

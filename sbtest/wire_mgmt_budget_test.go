@@ -65,7 +65,7 @@ func TestServerManagementAnswersBounded(t *testing.T) {
 	}
 	// Every peek waits for its answer to go (or, on a slow machine, still builds it).
 	for end := time.Now().Add(wireTimeout); time.Now().Before(end); time.Sleep(10 * time.Millisecond) {
-		if goroutinesIn("sbtest.(*responseLink).sendResponse(")+goroutinesIn("sbtest.(*responseLink).reserveCredit(") >= peeks {
+		if goroutinesIn("(*responseLink).sendResponse(")+goroutinesIn("(*responseLink).reserveCredit(") >= peeks {
 			break
 		}
 	}

@@ -13,7 +13,7 @@ import (
 	"github.com/sbkit/sbkit/sbtest/internal/amqp"
 )
 
-func sessionWire(t *testing.T) (*wire, *Entity) {
+func sessionWire(t *testing.T) (*wired, *Entity) {
 	t.Helper()
 	w := newWire(t, &ServerOptions{Queues: map[string]*EntityOptions{
 		"sq":    {RequiresSession: true},

@@ -41,9 +41,7 @@ func amqpSession(t *testing.T, srv *Server) (*goamqp.Conn, *goamqp.Session) {
 func connsGone(t *testing.T, srv *Server) {
 	t.Helper()
 	eventually(t, "the server to finish its connections", func() bool {
-		srv.mu.Lock()
-		defer srv.mu.Unlock()
-		return len(srv.conns) == 0
+		return srv.w.Conns() == 0
 	})
 }
 

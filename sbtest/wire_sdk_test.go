@@ -602,7 +602,7 @@ func TestServerFaults(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	w := &wire{srv: srv, client: client}
+	w := &wired{srv: srv, client: client}
 	t.Cleanup(func() {
 		_ = client.Close(context.Background())
 		_ = srv.Close(context.Background())

@@ -17,6 +17,7 @@ import (
 	"github.com/Azure/azure-sdk-for-go/sdk/messaging/azservicebus"
 	"github.com/coder/websocket"
 	"github.com/sbkit/sbkit/sbtest/internal/amqp"
+	"github.com/sbkit/sbkit/sbtest/internal/wire"
 )
 
 // wsClient returns an SDK client that tunnels AMQP through a WebSocket to url (ws:// or
@@ -53,7 +54,7 @@ func wsClient(t *testing.T, srv *Server, url string, subprotocols ...string) *az
 // plain-HTTP port (ws).
 func wsURL(srv *Server, tls bool, path string) string {
 	if tls {
-		return "wss://" + srv.endpoint(srv.Addr()) + path
+		return "wss://" + srv.w.Endpoint() + path
 	}
 	return "ws" + strings.TrimPrefix(srv.AdminHTTPURL(), "http") + path
 }
@@ -240,7 +241,7 @@ func TestServerWebSocketLimits(t *testing.T) {
 	})
 	t.Run("slow upgrade request", func(t *testing.T) {
 		srv := NewTestServer(t, &ServerOptions{AdminHTTPAddr: "127.0.0.1:0", HandshakeTimeout: 300 * time.Millisecond})
-		nc, err := net.Dial("tcp", srv.admin.plain.Addr().String())
+		nc, err := net.Dial("tcp", srv.w.AdminHTTPAddr().String())
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -256,7 +257,7 @@ func TestServerWebSocketLimits(t *testing.T) {
 	t.Run("huge header", func(t *testing.T) {
 		srv := NewTestServer(t, &ServerOptions{AdminHTTPAddr: "127.0.0.1:0"})
 		ctx := wireCtx(t)
-		h := http.Header{"X-Big": []string{strings.Repeat("a", 2*maxAdminHeader)}}
+		h := http.Header{"X-Big": []string{strings.Repeat("a", 2*wire.MaxHeaderBytes)}}
 		_, resp, err := websocket.Dial(ctx, wsURL(srv, false, "/$servicebus/websocket"), &websocket.DialOptions{HTTPHeader: h})
 		if err == nil {
 			t.Fatal("an upgrade with a huge header was accepted")
@@ -333,9 +334,9 @@ func TestServerWebSocketLimits(t *testing.T) {
 }
 
 // newWireOn connects an SDK client over TCP to srv and makes it open its connection.
-func newWireOn(t *testing.T, srv *Server) *wire {
+func newWireOn(t *testing.T, srv *Server) *wired {
 	t.Helper()
-	w := &wire{srv: srv, client: mustClient(t, srv)}
+	w := &wired{srv: srv, client: mustClient(t, srv)}
 	ctx := wireCtx(t)
 	s := w.sender(t, "q")
 	if err := s.SendMessage(ctx, &azservicebus.Message{Body: []byte("tcp")}, nil); err != nil {
@@ -360,9 +361,7 @@ func mustClient(t *testing.T, srv *Server) *azservicebus.Client {
 
 // handshakeCount is how many connections are in their handshake.
 func (s *Server) handshakeCount() int {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.handshakes.len()
+	return s.w.Handshakes()
 }
 
 // BenchmarkServerTransports sends and receives one message at a time (send, peek-lock
@@ -486,7 +485,7 @@ func TestServerWebSocketClientOptions(t *testing.T) {
 	if got := receiveN(t, r, 2); string(got[0].Body) != "one" || string(got[1].Body) != "two" {
 		t.Fatalf("received %q, %q", got[0].Body, got[1].Body)
 	}
-	if n := srv.connID.Load(); n != 1 {
+	if n := srv.w.ConnsOpened(); n != 1 {
 		t.Fatalf("the client opened %d connections, want 1", n)
 	}
 }

@@ -8,7 +8,7 @@
 // The package knows the model only through the Model, Entity and Topic interfaces, in
 // its own terms (Options, Counts, string statuses, the model's ErrNotFound and
 // ErrExists): it cannot reach sbtest's internals, and sbtest's adapter
-// (sbtest/wire_admin.go) uses only sbtest's exported API.
+// (sbtest/seam_admin.go) uses only sbtest's exported API.
 //
 // What the API keeps beyond the model is bounded by the entities that exist: the
 // description last PUT for each (its reported-only properties) and its creation and

@@ -8,7 +8,7 @@ import (
 )
 
 // Model is the namespace the API manages. sbtest's Namespace is one, through the
-// adapter in sbtest/wire_admin.go, which calls only its exported methods. The methods
+// adapter in sbtest/seam_admin.go, which calls only its exported methods. The methods
 // are safe for concurrent use. Names are matched in any letter case.
 type Model interface {
 	// Queue returns the queue called name.

@@ -3,7 +3,7 @@
 // an entity's properties and rules, and its messages by peek, and that sends, re-drives,
 // purges and deletes messages; and the small JSON API the page calls, under
 // /$explorer/api/. sbtest's Server serves a Handler on its plain-HTTP administration
-// listener, beside the administration API (sbtest/wire_explorer.go).
+// listener, beside the administration API (sbtest/seam_explorer.go).
 //
 // Every read and every action goes through a Model, which sbtest implements with its
 // exported API only (peek, send, schedule, receive, settle, the inspection snapshots):

@@ -9,7 +9,7 @@ import (
 )
 
 // Model is the namespace the explorer shows and acts on. sbtest's Namespace is one,
-// through the adapter in sbtest/wire_explorer.go, which calls only its exported
+// through the adapter in sbtest/seam_explorer.go, which calls only its exported
 // methods. The structure (queues, topics, subscriptions, their options, counts, statuses
 // and rules) is the administration API's [admin.Model]; the messages are reached as an
 // SDK client reaches them. The methods are safe for concurrent use.
