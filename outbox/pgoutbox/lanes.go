@@ -22,27 +22,32 @@ import (
 // laned reports whether o's rows go through an ordered lane of the sender.
 func (o *order) laned() bool { return !isTx(o.okey) || o.chained }
 
-// hold decides, in the dispatcher, whether rw goes to its sender now (false) or waits
-// for the earlier rows of its order (true: it is queued on the order). A claim's rows of
-// an order with nothing in the sender go at once, all of them (direct records those
-// orders for the claim); the others wait. A row that goes is counted in given.
-func (u *run) hold(rw *row, direct map[*order]bool) bool {
-	u.omu.Lock()
-	defer u.omu.Unlock()
-	if o := rw.order; o != nil && o.laned() {
-		// waiting is empty when sending is 0 and o is not ready (left makes it ready), so
-		// a row queued here always has earlier rows that will hand it over.
-		if !direct[o] && (o.sending > 0 || o.ready) {
-			o.waiting = append(o.waiting, rw)
-			return true
+// hold decides, in the dispatcher, which of a claim's rows (in id order) go to their
+// senders now, and returns them, counted in given; the others wait for the earlier
+// rows of their orders, queued on the orders. A claim's rows of an order with nothing
+// in the sender go at once, all of them.
+func (u *run) hold(rows []*row) []*row {
+	direct := make(map[*order]bool)
+	u.lmu.Lock()
+	defer u.lmu.Unlock()
+	now := rows[:0]
+	for _, rw := range rows {
+		if o := rw.order; o != nil && o.laned() {
+			// waiting is empty when sending is 0 and o is not ready (left makes it
+			// ready), so a row queued here always has earlier rows that hand it over.
+			if !direct[o] && (o.sending > 0 || o.ready) {
+				o.waiting = append(o.waiting, rw)
+				continue
+			}
+			direct[o] = true
+			o.sending++
+			rw.counted = true
 		}
-		direct[o] = true
-		o.sending++
-		rw.counted = true
+		u.given[rw.destination]++
+		rw.given = true
+		now = append(now, rw)
 	}
-	u.given[rw.destination]++
-	rw.given = true
-	return false
+	return now
 }
 
 // left records that rw, given to a sender (or about to be), has its outcome. The
@@ -51,7 +56,7 @@ func (u *run) hold(rw *row, direct map[*order]bool) bool {
 // order's last row in the sender, the rows that waited are ready to go, and handOver
 // runs when it does not (the room rw leaves in the window may be what they wait for).
 func (u *run) left(rw *row) {
-	u.omu.Lock()
+	u.lmu.Lock()
 	if rw.given {
 		rw.given = false
 		if u.given[rw.destination]--; u.given[rw.destination] == 0 {
@@ -69,7 +74,7 @@ func (u *run) left(rw *row) {
 	}
 	start := len(u.ready) > 0 && !u.handing
 	u.handing = u.handing || start
-	u.omu.Unlock()
+	u.lmu.Unlock()
 	if start {
 		// Not in the result hook that called left: a send may wait for room in the
 		// window, which frees only after the hook returns.
@@ -102,8 +107,8 @@ func (u *run) handOver() {
 // and the rows whose contexts have ended, which need no room. When it takes nothing,
 // handOver ends: the next left starts it again.
 func (u *run) takeReady() (rows, ended []*row) {
-	u.omu.Lock()
-	defer u.omu.Unlock()
+	u.lmu.Lock()
+	defer u.lmu.Unlock()
 	keep := u.ready[:0]
 	for _, o := range u.ready {
 		live := o.waiting[:0]

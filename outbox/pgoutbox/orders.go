@@ -21,9 +21,9 @@ type order struct {
 	failed  bool                               // a row will be sent again: the later ones wait
 	waiters bool                               // a claim found later rows it could not take: skipped until a row is marked
 	chained bool                               // a transaction's rows, sent with its OrderKey
-	sending int                                // rows given to a sender, outcome unknown (laned orders; see lanes.go)
-	waiting []*row                             // rows waiting for those, in id order
-	ready   bool                               // sending is 0 and waiting is not: on run.ready
+	sending int                                // rows given to a sender, outcome unknown (laned orders; see lanes.go; run.lmu)
+	waiting []*row                             // rows waiting for those, in id order (run.lmu)
+	ready   bool                               // sending is 0 and waiting is not: on run.ready (run.lmu)
 	cancels map[*claim]context.CancelCauseFunc // the contexts of the order's rows, per claim
 }
 

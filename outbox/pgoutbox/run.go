@@ -54,9 +54,11 @@ type run struct {
 	omu       sync.Mutex
 	orders    map[string]*order    // by destination + "\x00" + order key
 	contended map[string]time.Time // orders another relay holds, left alone until then
-	given     map[string]int       // rows given to each destination's sender, outcome unknown (see lanes.go)
-	ready     []*order             // orders whose waiting rows may go, for handOver
-	handing   bool                 // handOver runs
+
+	lmu     sync.Mutex     // guards what lanes.go keeps: these, and the orders' and rows' fields it names
+	given   map[string]int // rows given to each destination's sender, outcome unknown
+	ready   []*order       // orders whose waiting rows may go, for handOver
+	handing bool           // handOver runs
 
 	destMu       sync.Mutex
 	dests        map[string]*dest
@@ -303,8 +305,8 @@ func (u *run) claimLoop(ctx context.Context) {
 // batches with any other.
 func (u *run) dispatch(c *claim) {
 	<-c.loaded
-	direct := make(map[*order]bool)
-	u.sendRows(c.rows, func(rw *row, b sendBatch) {
+	rows := make([]*row, 0, len(c.rows))
+	for _, rw := range c.rows {
 		switch {
 		case c.loadErr != nil:
 			u.report(rw, outcome{kind: outcomeReleased, err: c.loadErr})
@@ -312,10 +314,12 @@ func (u *run) dispatch(c *claim) {
 			u.report(rw, u.r.classify(rw, rw.decodeErr))
 		case rw.ctx == nil:
 			u.report(rw, outcome{kind: outcomeReleased, err: errBlocked})
-		case !u.hold(rw, direct): // else it waits for its order (see lanes.go)
-			b.send(rw)
+		default:
+			rows = append(rows, rw)
 		}
-	})
+	}
+	rows = u.hold(rows) // the others wait for their orders (see lanes.go)
+	u.sendRows(rows, func(rw *row, b sendBatch) { b.send(rw) })
 }
 
 // ended is a context that has ended.
