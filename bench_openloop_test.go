@@ -8,6 +8,8 @@ import (
 	"os"
 	"runtime"
 	"slices"
+	"strconv"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"testing"
@@ -40,6 +42,16 @@ func openLoopCases(rtt time.Duration) []openLoopCase {
 	c := openLoopConcurrency
 	most := int(float64(c) / processWork.Seconds())
 	loads := []int{100, most / 10, most / 4, most / 2, most * 3 / 4, most * 9 / 10}
+	if *openLoopRates != "" {
+		loads = nil
+		for _, f := range strings.Split(*openLoopRates, ",") {
+			n, err := strconv.Atoi(strings.TrimSpace(f))
+			if err != nil || n <= 0 {
+				panic(fmt.Sprintf("-openloop.rates: %q is not a positive number", f))
+			}
+			loads = append(loads, n)
+		}
+	}
 	cases := []openLoopCase{{"default", receiver.Options{MaxConcurrency: c}, loads}}
 	if rtt == processLatency.RoundTrip {
 		cases = append(cases,
@@ -56,6 +68,16 @@ func openLoopCases(rtt time.Duration) []openLoopCase {
 // latency, p50 and p99, against the offered load: a line for each configuration at each
 // round trip); none when empty.
 var openLoopSVG = flag.String("openloop.svg", "", "BenchmarkWireOpenLoop: write a chart of its latencies to this SVG file")
+
+// openLoopConn, when set, is the connection string of a running emulator with a queue
+// "work" that BenchmarkWireOpenLoop measures against instead of a server of its own (the
+// round trip is then the emulator's -latency, whatever the sub-benchmark's name says):
+// the same emulator as cmd/sbemulator/conformance/openloop.mjs, the JavaScript SDK's
+// processor measured the same way.
+var openLoopConn = flag.String("openloop.conn", "", "BenchmarkWireOpenLoop: measure against the running emulator of this connection string (a queue \"work\")")
+
+// openLoopRates, when set, replaces the default configuration's offered loads.
+var openLoopRates = flag.String("openloop.rates", "", "BenchmarkWireOpenLoop: comma-separated offered loads (msgs/s) of the default configuration")
 
 // openLoopResult is one sub-benchmark's result, for the chart.
 type openLoopResult struct {
@@ -183,11 +205,14 @@ func percentiles(ds []time.Duration, skip int, ps ...float64) []float64 {
 // p99.9; the first fifth of the messages is the warm-up), the rate achieved, and the
 // processor's receive-window counters.
 func benchOpenLoop(b *testing.B, lat sbtest.Latency, name string, opts receiver.Options, rate int) {
-	ns := sbtest.NewTestNamespace(b, &sbtest.NamespaceOptions{Latency: lat, Queues: map[string]*sbtest.EntityOptions{"work": nil}})
-	q, _ := ns.Entity("work")
-	srv := sbtest.NewTestServer(b, &sbtest.ServerOptions{Namespace: ns})
+	conn, released := *openLoopConn, func() int64 { return 0 }
+	if conn == "" {
+		ns := sbtest.NewTestNamespace(b, &sbtest.NamespaceOptions{Latency: lat, Queues: map[string]*sbtest.EntityOptions{"work": nil}})
+		q, _ := ns.Entity("work")
+		conn, released = sbtest.NewTestServer(b, &sbtest.ServerOptions{Namespace: ns}).ConnectionString(), func() int64 { return q.Stats().Released }
+	}
 	client := func() *azservicebus.Client {
-		c, err := azservicebus.NewClientFromConnectionString(srv.ConnectionString(), nil)
+		c, err := azservicebus.NewClientFromConnectionString(conn, nil)
 		if err != nil {
 			b.Fatal(err)
 		}
@@ -285,7 +310,7 @@ func benchOpenLoop(b *testing.B, lat sbtest.Latency, name string, opts receiver.
 	b.ReportMetric(float64(s.PeakBuffered), "peak-buffered")
 	b.ReportMetric(float64(s.CutReceives), "cut-receives")
 	b.ReportMetric(float64(s.CreditsLeft), "credits-left")
-	b.ReportMetric(float64(q.Stats().Released), "released")
+	b.ReportMetric(float64(released()), "released")
 }
 
 // BenchmarkWireOpenLoop measures latency at a fixed offered load, the way users feel

@@ -68,12 +68,18 @@ func processNamespace(b *testing.B, n int, lat sbtest.Latency) (*sbtest.Namespac
 func processQueue(b *testing.B, n int, lat sbtest.Latency) (*sbtest.Receiver, *sbtest.Entity) {
 	b.Helper()
 	ns, q := processNamespace(b, n, lat)
+	return processReceiver(b, ns), q
+}
+
+// processReceiver returns a receiver of ns's queue "work", closed when b ends.
+func processReceiver(b *testing.B, ns *sbtest.Namespace) *sbtest.Receiver {
+	b.Helper()
 	r, err := ns.NewReceiverForQueue("work", nil)
 	if err != nil {
 		b.Fatal(err)
 	}
 	b.Cleanup(func() { _ = r.Close(context.Background()) })
-	return r, q
+	return r
 }
 
 // processRate reports the messages per second of the timed part, n messages, and their
@@ -98,22 +104,26 @@ type processCase struct {
 	// compared runs the case only at processLatency's round trip, where the default
 	// (adaptive) prefetch is compared with fixed ones and with none.
 	compared bool
+	// receivers is how many receivers of the queue the processor receives through: its
+	// own and Options.MoreReceivers.
+	receivers int
 }
 
 // processCases: the adaptive prefetch (the default) at 32, 8 and 1 handlers at every
 // round trip; at 7 ms also no prefetch and fixed prefetches around the best one, for 32
 // handlers (4 × MaxConcurrency is the former default) and for 1.
 var processCases = []processCase{
-	{"concurrent-32", receiver.Options{MaxConcurrency: 32}, false},
-	{"concurrent-8", receiver.Options{MaxConcurrency: 8}, false},
-	{"concurrent-1", receiver.Options{MaxConcurrency: 1}, false},
-	{"concurrent-32-no-prefetch", receiver.Options{MaxConcurrency: 32, DisablePrefetch: true}, true},
-	{"concurrent-32-prefetch-64", receiver.Options{MaxConcurrency: 32, PrefetchCount: 64}, true},
-	{"concurrent-32-prefetch-128", receiver.Options{MaxConcurrency: 32, PrefetchCount: 128}, true},
-	{"concurrent-32-prefetch-192", receiver.Options{MaxConcurrency: 32, PrefetchCount: 192}, true},
-	{"concurrent-1-no-prefetch", receiver.Options{MaxConcurrency: 1, DisablePrefetch: true}, true},
-	{"concurrent-1-prefetch-2", receiver.Options{MaxConcurrency: 1, PrefetchCount: 2}, true},
-	{"concurrent-1-prefetch-4", receiver.Options{MaxConcurrency: 1, PrefetchCount: 4}, true},
+	{"concurrent-32", receiver.Options{MaxConcurrency: 32}, false, 1},
+	{"concurrent-32-receivers-2", receiver.Options{MaxConcurrency: 32}, false, 2},
+	{"concurrent-8", receiver.Options{MaxConcurrency: 8}, false, 1},
+	{"concurrent-1", receiver.Options{MaxConcurrency: 1}, false, 1},
+	{"concurrent-32-no-prefetch", receiver.Options{MaxConcurrency: 32, DisablePrefetch: true}, true, 1},
+	{"concurrent-32-prefetch-64", receiver.Options{MaxConcurrency: 32, PrefetchCount: 64}, true, 1},
+	{"concurrent-32-prefetch-128", receiver.Options{MaxConcurrency: 32, PrefetchCount: 128}, true, 1},
+	{"concurrent-32-prefetch-192", receiver.Options{MaxConcurrency: 32, PrefetchCount: 192}, true, 1},
+	{"concurrent-1-no-prefetch", receiver.Options{MaxConcurrency: 1, DisablePrefetch: true}, true, 1},
+	{"concurrent-1-prefetch-2", receiver.Options{MaxConcurrency: 1, PrefetchCount: 2}, true, 1},
+	{"concurrent-1-prefetch-4", receiver.Options{MaxConcurrency: 1, PrefetchCount: 4}, true, 1},
 }
 
 // processSpare is how many messages beyond those it times the queue holds for a
@@ -140,9 +150,12 @@ func processWarm(n int, rtt time.Duration, concurrency int) int {
 // the stop abandoned (abandoned-at-stop, a delivery counted for each), and over the whole
 // run the receive calls the window cut, the credits receive calls left open and the
 // messages the broker counted released (none in memory: only azservicebus releases).
-func benchProcessor(b *testing.B, src sbkit.LockingReceiver, q *sbtest.Entity, c processCase, warm int) {
-	st := latency.New(src, warm+b.N)
+func benchProcessor(b *testing.B, srcs []sbkit.LockingReceiver, q *sbtest.Entity, c processCase, warm int) {
+	st := latency.New(srcs[0], warm+b.N)
 	opts := c.opts
+	for _, r := range srcs[1:] {
+		opts.MoreReceivers = append(opts.MoreReceivers, st.Over(r))
+	}
 	p, err := receiver.New(st, func(ctx context.Context, m *azservicebus.ReceivedMessage) error {
 		time.Sleep(processWork)
 		return nil
@@ -227,21 +240,26 @@ func BenchmarkProcess(b *testing.B) {
 		wg.Wait()
 		b.ReportMetric(float64(b.N)/b.Elapsed().Seconds(), "msgs/s")
 	})
-	benchProcessRTTs(b, func(b *testing.B, n int, lat sbtest.Latency) (sbkit.LockingReceiver, *sbtest.Entity) {
-		return processQueue(b, n, lat)
+	benchProcessRTTs(b, func(b *testing.B, n, receivers int, lat sbtest.Latency) ([]sbkit.LockingReceiver, *sbtest.Entity) {
+		ns, q := processNamespace(b, n, lat)
+		var rs []sbkit.LockingReceiver
+		for range receivers {
+			rs = append(rs, processReceiver(b, ns))
+		}
+		return rs, q
 	})
 }
 
 // benchProcessRTTs runs, at each of processRTTs, the sequential loop and the processor
-// cases on the receiver that open returns for a queue of n messages with the latency
+// cases on the receivers that open returns for a queue of n messages with the latency
 // model lat.
-func benchProcessRTTs(b *testing.B, open func(b *testing.B, n int, lat sbtest.Latency) (sbkit.LockingReceiver, *sbtest.Entity)) {
+func benchProcessRTTs(b *testing.B, open func(b *testing.B, n, receivers int, lat sbtest.Latency) ([]sbkit.LockingReceiver, *sbtest.Entity)) {
 	for _, rtt := range processRTTs {
 		b.Run(rttName(rtt), func(b *testing.B) {
 			lat := processLatencyAt(rtt)
 			b.Run("sequential", func(b *testing.B) {
-				r, q := open(b, b.N, lat)
-				benchSequentialProcess(b, r, q)
+				rs, q := open(b, b.N, 1, lat)
+				benchSequentialProcess(b, rs[0], q)
 			})
 			for _, c := range processCases {
 				if c.compared && rtt != processLatency.RoundTrip {
@@ -249,8 +267,8 @@ func benchProcessRTTs(b *testing.B, open func(b *testing.B, n int, lat sbtest.La
 				}
 				b.Run(c.name, func(b *testing.B) {
 					warm := processWarm(b.N, rtt, c.opts.MaxConcurrency)
-					r, q := open(b, warm+b.N+processSpare(c.opts.MaxConcurrency), lat)
-					benchProcessor(b, r, q, c, warm)
+					rs, q := open(b, warm+b.N+processSpare(c.opts.MaxConcurrency), c.receivers, lat)
+					benchProcessor(b, rs, q, c, warm)
 				})
 			}
 		})

@@ -95,8 +95,15 @@ func BenchmarkWireLatency(b *testing.B) { benchWire(b, benchLatency) }
 // one message more than the benchmark uses.
 func wireReceiver(b *testing.B, ns *sbtest.Namespace) *azservicebus.Receiver {
 	b.Helper()
+	return wireReceiverOf(b, wireClient(b, ns))
+}
+
+// wireReceiverOf returns a receiver of client's queue "work", its link attached by one
+// message received and completed, closed when b ends.
+func wireReceiverOf(b *testing.B, client *azservicebus.Client) *azservicebus.Receiver {
+	b.Helper()
 	ctx := context.Background()
-	r, err := wireClient(b, ns).NewReceiverForQueue("work", nil)
+	r, err := client.NewReceiverForQueue("work", nil)
 	if err != nil {
 		b.Fatal(err)
 	}
@@ -116,9 +123,14 @@ func wireReceiver(b *testing.B, ns *sbtest.Namespace) *azservicebus.Receiver {
 // applies the latency model at each of processRTTs, handlers working 5 ms.
 func BenchmarkWireProcess(b *testing.B) {
 	before := runtime.NumGoroutine()
-	benchProcessRTTs(b, func(b *testing.B, n int, lat sbtest.Latency) (sbkit.LockingReceiver, *sbtest.Entity) {
-		ns, q := processNamespace(b, n+1, lat) // one more for wireReceiver's warm-up
-		return wireReceiver(b, ns), q
+	benchProcessRTTs(b, func(b *testing.B, n, receivers int, lat sbtest.Latency) ([]sbkit.LockingReceiver, *sbtest.Entity) {
+		ns, q := processNamespace(b, n+receivers, lat) // one more for each receiver's warm-up
+		client := wireClient(b, ns)
+		var rs []sbkit.LockingReceiver
+		for range receivers {
+			rs = append(rs, wireReceiverOf(b, client))
+		}
+		return rs, q
 	})
 	deadline := time.Now().Add(5 * time.Second)
 	for runtime.NumGoroutine() > before {

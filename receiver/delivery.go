@@ -22,6 +22,7 @@ import (
 // messages all count against the limit, whatever the number of settle goroutines.
 type delivery struct {
 	r       *run
+	src     sbkit.MessageReceiver // the receiver msg came from, which settles it
 	msg     *azservicebus.ReceivedMessage
 	lock    *locks.Lock // nil without renewal
 	expires time.Time   // lock expiry when not renewed; zero if unknown
@@ -52,9 +53,9 @@ func (d *delivery) hookContext() context.Context {
 }
 
 // newDelivery registers a received message: its lock is tracked from now on.
-func (r *run) newDelivery(m *azservicebus.ReceivedMessage) *delivery {
+func (r *run) newDelivery(src sbkit.MessageReceiver, m *azservicebus.ReceivedMessage) *delivery {
 	r.p.counters.received.Add(1)
-	d := &delivery{r: r, msg: m}
+	d := &delivery{r: r, src: src, msg: m}
 	d.ctx = context.WithValue(r.values, deliveryKey{}, d)
 	if !r.cfg.peekLock {
 		d.refs.Store(1) // its way through a handler; nothing is settled

@@ -148,18 +148,18 @@ type places struct {
 
 func newPlaces() *places { return &places{freed: make(chan struct{}, 1)} }
 
-// acquire waits until fewer than limit() places are used, then takes every free place
-// up to maxBatch and returns how many it took; false when ctx ends first. limit is read
-// again after every release and wake.
-func (p *places) acquire(ctx context.Context, limit func() int, maxBatch int) (int, bool) {
+// acquire takes every free place up to maxBatch and returns how many it took. With wait,
+// it first waits until fewer than limit() places are used (limit is read again after
+// every release and wake); without, it may take none. False when ctx ends first.
+func (p *places) acquire(ctx context.Context, limit func() int, maxBatch int, wait bool) (int, bool) {
 	for {
 		if ctx.Err() != nil { // stopped while a place was freed: take none
 			return 0, false
 		}
 		p.mu.Lock()
-		free := limit() - p.used
-		if free > 0 {
-			n := min(free, maxBatch)
+		free := min(limit()-p.used, maxBatch)
+		if free > 0 || !wait {
+			n := max(0, free)
 			p.used += n
 			p.mu.Unlock()
 			return n, true

@@ -34,7 +34,7 @@ import (
 type linkSim struct {
 	rtt, spacing, gap time.Duration
 
-	mu       sync.Mutex
+	mu       *sync.Mutex // shared by the links of newLinkSims
 	avail    []time.Time // enqueue times of the messages available at the broker, in order
 	usable   int         // credit the broker has and has not used
 	credit   int         // credit on the link: issued, not yet used by an arrival
@@ -45,6 +45,7 @@ type linkSim struct {
 	returned time.Time       // when the latest call returned
 	windows  []time.Duration // each call's TimeAfterFirstMessage
 	done     int             // messages completed
+	received int             // messages calls returned
 }
 
 var debugSim = false
@@ -59,7 +60,7 @@ type simArrival struct {
 }
 
 func newLinkSim(rtt, spacing time.Duration) *linkSim {
-	return &linkSim{rtt: rtt, spacing: spacing, gap: simGap, arrived: make(chan struct{}, 1)}
+	return &linkSim{rtt: rtt, spacing: spacing, gap: simGap, arrived: make(chan struct{}, 1), mu: new(sync.Mutex)}
 }
 
 // enqueue adds n messages to the queue, enqueued now.
@@ -187,6 +188,7 @@ func (l *linkSim) ReceiveMessages(ctx context.Context, n int, o *azservicebus.Re
 		l.mu.Lock()
 	}
 	l.returned = time.Now()
+	l.received += len(got)
 	if debugSim {
 		fmt.Printf("%v n=%d got=%d w=%v credit=%d inflight=%d\n", time.Since(simStart), n, len(got), window, l.credit, len(l.arrivals))
 	}

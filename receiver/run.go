@@ -29,7 +29,6 @@ type run struct {
 	stopRunCtx     func() bool // detaches the context.AfterFunc on Run's ctx
 
 	places   *places                   // messages asked for, waiting, handled, held or settling: see limit
-	window   *receiveWindow            // the receive calls' TimeAfterFirstMessage, used by the receive loop
 	buf      chan *delivery            // received messages waiting for a handler goroutine
 	settlers *workpool.Pool[settleJob] // settle goroutines, at most SettleConcurrency
 	workers  sync.WaitGroup            // handler goroutines
@@ -66,7 +65,6 @@ func newRun(ctx context.Context, p *Processor) (*run, error) {
 		p:      p,
 		cfg:    cfg,
 		places: newPlaces(),
-		window: newReceiveWindow(cfg.peekLock),
 		buf:    make(chan *delivery, cfg.capacity),
 		done:   make(chan struct{}),
 		live:   make(map[*delivery]struct{}),
@@ -135,49 +133,78 @@ func (r *run) whenOver(f func()) {
 	r.mu.Unlock()
 }
 
-// serve runs the receive loop on the calling goroutine, then shuts down.
+// serve runs a receive loop on each receiver (the processor's on the calling
+// goroutine), then shuts down.
 func (r *run) serve() error {
 	r.workers.Add(r.cfg.MaxConcurrency)
 	for range r.cfg.MaxConcurrency {
 		go r.handlerWorker()
 	}
 
-	if err := r.receiveLoop(); err != nil {
-		r.stop(context.Background(), err)
-		r.cutNow = true
+	var loops sync.WaitGroup
+	for _, src := range r.cfg.MoreReceivers {
+		loops.Go(func() { r.link(src, true) })
 	}
+	r.link(r.p.src, false)
+	loops.Wait()
 	r.shutdown()
 	return r.reason
 }
 
-// receiveLoop calls ReceiveMessages, one call at a time, asking for as many messages as
-// there are free places, until stopped. It returns a permanent receive error, the last
-// one when ReceiveRetry gives up, or nil.
-func (r *run) receiveLoop() error {
+// link runs the receive loop on src (one of MoreReceivers when extra); a permanent
+// failure stops the run, with every running handler cancelled at once.
+func (r *run) link(src sbkit.MessageReceiver, extra bool) {
+	if err := r.receiveLoop(src, extra); err != nil {
+		r.mu.Lock()
+		r.cutNow = true
+		r.mu.Unlock()
+		r.stop(context.Background(), err)
+	}
+}
+
+// receiveLoop calls src.ReceiveMessages, one call at a time, asking for the credits its
+// link has open and as many more messages as there are free places, until stopped. The
+// places of credits left open stay with the loop, as those messages may still arrive
+// for its next call (with several receivers, another loop must not ask for them too).
+// The loop of one of MoreReceivers (extra) makes calls only while the receive round trip
+// is long (see longRoundTrip), or credits are open on its link. It returns a permanent
+// receive error, the last one when ReceiveRetry gives up, or nil.
+func (r *run) receiveLoop(src sbkit.MessageReceiver, extra bool) error {
 	rs := r.cfg.receiveRetry.Retries()
+	window := newReceiveWindow(r.cfg.peekLock)
+	open := 0 // places of the credits left open on the link
+	defer func() { r.release(open) }()
 	for {
-		n, ok := r.places.acquire(r.recvCtx, r.limit, r.cfg.maxBatch)
+		for extra && open == 0 && !r.longRoundTrip() {
+			if !retry.Wait(r.recvCtx, idleLinkPoll) {
+				return nil
+			}
+		}
+		more, ok := r.places.acquire(r.recvCtx, r.limit, r.cfg.maxBatch-open, open == 0)
 		if !ok {
 			return nil
 		}
+		n := open + more
 		if n, ok = r.breakerReceive(n); !ok { // waits while the circuit breaker is open: breaker.go
+			open = 0 // breakerReceive gave back every place
 			return nil
 		}
 		start := time.Now()
-		msgs, err := r.p.src.ReceiveMessages(r.recvCtx, n, r.window.ask(n, r.busyFor()))
+		msgs, err := src.ReceiveMessages(r.recvCtx, n, window.ask(n, r.busyFor()))
 		took := time.Since(start)
 		// Before the messages reach the lock engine, whose renewals write LockedUntil.
-		w := r.window.observe(n, msgs, err)
+		w := window.observe(n, msgs, err)
 		got := 0
 		for _, m := range msgs {
 			if m == nil {
 				continue
 			}
 			got++
-			r.buf <- r.newDelivery(m)
+			r.buf <- r.newDelivery(src, m)
 		}
 		r.p.counters.buffered(len(r.buf))
-		r.release(n - got)
+		open = min(n-got, window.open)
+		r.release(n - got - open)
 		r.p.counters.windowed(w)
 		r.p.est.observeReceive(w, got, took)
 		r.cfg.hooks.onReceive(r.recvCtx, ReceiveCall{Requested: n, Received: got, Err: err, Duration: took})
@@ -201,6 +228,23 @@ func (r *run) receiveLoop() error {
 			return nil
 		}
 	}
+}
+
+// moreReceiversFrom is the receive round trip, in handler calls, from which the
+// processor receives through MoreReceivers too: below it a second link brought 32
+// handlers of 5 ms nothing on the wire (20 ms) and lengthened the median by 2 to 3 ms
+// (docs/benchmarks.md); from 50 ms on it brought 5 to 10 points of what the handlers can do.
+const moreReceiversFrom = 8
+
+// idleLinkPoll is how often the loop of one of MoreReceivers, idle while the round trip
+// is short, looks at it again.
+const idleLinkPoll = 100 * time.Millisecond
+
+// longRoundTrip reports whether the measured receive round trip is at least
+// moreReceiversFrom handler calls: false until both are measured.
+func (r *run) longRoundTrip() bool {
+	rt, h := r.p.est.receive.seconds(), r.p.est.handler.seconds()
+	return h > 0 && rt >= moreReceiversFrom*h
 }
 
 // limit is how many places the run may use now. A place is held by every message from

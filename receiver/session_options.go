@@ -111,6 +111,9 @@ func newSessionConfig(o *SessionOptions) (sessionConfig, error) {
 	if c.Redelivery != nil {
 		return c, fmt.Errorf("%w: Redelivery with sessions: %w", ErrInvalidOptions, ErrSessionRedelivery)
 	}
+	if len(c.MoreReceivers) > 0 {
+		return c, fmt.Errorf("%w: MoreReceivers with sessions: a session has one receiver", ErrInvalidOptions)
+	}
 	c.inner = c.Options
 	c.inner.Breaker = nil // the sessions share the SessionProcessor's breaker
 	c.inner.MaxConcurrency = c.MaxConcurrentCallsPerSession

@@ -141,7 +141,7 @@ func (r *run) finishLeft(d *delivery, action sbkit.Action, err error) error {
 }
 
 func (r *run) call(ctx context.Context, job settleJob) error {
-	src, m := r.p.src, job.d.msg
+	src, m := job.d.src, job.d.msg
 	var props map[string]any
 	if job.marker != nil {
 		props = job.marker.Properties

@@ -19,6 +19,11 @@ import (
 // for concurrent use, as the processor's settle goroutines need.
 type Receiver struct {
 	sbkit.LockingReceiver
+	*record
+}
+
+// record is what a Receiver and those made by its Over share.
+type record struct {
 	done <-chan struct{}
 
 	mu        sync.Mutex
@@ -29,17 +34,23 @@ type Receiver struct {
 
 // New returns a Receiver over r whose Done channel closes at the want-th completion.
 func New(r sbkit.LockingReceiver, want int) *Receiver {
-	s := &Receiver{LockingReceiver: r, received: make(map[*azservicebus.ReceivedMessage]time.Time),
-		waits: make(map[int]chan struct{})}
+	s := &Receiver{LockingReceiver: r, record: &record{received: make(map[*azservicebus.ReceivedMessage]time.Time),
+		waits: make(map[int]chan struct{})}}
 	s.done = s.At(want)
 	return s
 }
 
+// Over returns a Receiver over r (another receiver of the same entity) that records into
+// s: s's completions, latencies and Done count r's messages too.
+func (s *Receiver) Over(r sbkit.LockingReceiver) *Receiver {
+	return &Receiver{LockingReceiver: r, record: s.record}
+}
+
 // Done is closed when want messages were completed.
-func (s *Receiver) Done() <-chan struct{} { return s.done }
+func (s *record) Done() <-chan struct{} { return s.done }
 
 // At returns a channel closed once k messages were completed.
-func (s *Receiver) At(k int) <-chan struct{} {
+func (s *record) At(k int) <-chan struct{} {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	if len(s.latencies) >= k {
@@ -88,7 +99,7 @@ func (s *Receiver) CompleteMessage(ctx context.Context, m *azservicebus.Received
 // Percentiles returns the p-th percentiles (0 to 100, nearest rank below) of the
 // latencies of the from-th to the to-th completion (from 0; to 0 or past the last: up to
 // the last recorded); zeros when there is none.
-func (s *Receiver) Percentiles(from, to int, ps ...int) []time.Duration {
+func (s *record) Percentiles(from, to int, ps ...int) []time.Duration {
 	s.mu.Lock()
 	lat := s.latencies
 	if to > 0 && to < len(lat) {
