@@ -233,8 +233,9 @@ func (r *Relay) claimRows(ctx context.Context, conn *pgx.Conn, n int, after int6
 }
 
 // load reads the messages of c's rows on c's connection, in c's transaction (which
-// holds the rows), and closes c.loaded. A row whose message cannot be decoded gets its
-// decodeErr. When the read fails, c.loadErr says why: the dispatcher then releases the
+// holds the rows), and closes c.loaded. The read is bounded by the claim's context: it
+// ends at half the Lease, as the claim's sends do. A row whose message cannot be decoded
+// gets its decodeErr. When the read fails, c.loadErr says why: the dispatcher then releases the
 // rows unsent, and the mark that follows ends the transaction (or finds the connection
 // gone).
 func (u *run) load(c *claim) {
@@ -245,7 +246,7 @@ func (u *run) load(c *claim) {
 		ids[i] = rw.id
 		byID[rw.id] = rw
 	}
-	res, err := c.conn.Query(u.life, u.r.loadSQL, ids)
+	res, err := c.conn.Query(c.ctx, u.r.loadSQL, ids)
 	if err == nil {
 		for res.Next() {
 			id, m, decodeErr, serr := scanMessage(res)

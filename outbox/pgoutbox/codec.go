@@ -316,6 +316,8 @@ type row struct {
 	dest     *dest           // the destination's sender it was given to
 	ctx      context.Context // bounds the send: the claim's, or its order's; nil: not sent
 	chained  bool            // sent with other rows of its transaction
+	counted  bool            // counted in its order's sending (guarded by run.lmu)
+	given    bool            // counted in run.given (guarded by run.lmu)
 }
 
 // scanKeys reads one row of a claim: its blocked and over flags, its size, its id,

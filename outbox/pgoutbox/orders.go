@@ -21,6 +21,9 @@ type order struct {
 	failed  bool                               // a row will be sent again: the later ones wait
 	waiters bool                               // a claim found later rows it could not take: skipped until a row is marked
 	chained bool                               // a transaction's rows, sent with its OrderKey
+	sending int                                // rows given to a sender, outcome unknown (laned orders; see lanes.go; run.lmu)
+	waiting []*row                             // rows waiting for those, in id order (run.lmu)
+	ready   bool                               // sending is 0 and waiting is not: on run.ready (run.lmu)
 	cancels map[*claim]context.CancelCauseFunc // the contexts of the order's rows, per claim
 }
 
@@ -112,11 +115,20 @@ func (u *run) noteBlocked(blocked []*row) {
 	until := time.Now().Add(min(u.r.o.PollInterval, contendedFor))
 	for _, rw := range blocked {
 		key := rw.destination + "\x00" + rw.orderKey
-		if o := u.orders[key]; o != nil && o.held > 0 {
+		o := u.orders[key]
+		switch {
+		case o != nil && o.held > 0:
 			o.waiters = true // the run's own rows hold it back
-			continue
+		case o != nil:
+			// The claim counted on the order's last row (o is pinned), and every row the
+			// run held of it was marked while the claim ran: the row before rw was the
+			// run's own (marks may finish out of claim order, so o.last may have gone
+			// first), and no mark is left to wake the claim loop. Claim again at once.
+			u.rescan.Store(true)
+			u.signal()
+		default:
+			u.contended[key] = until
 		}
-		u.contended[key] = until
 	}
 }
 

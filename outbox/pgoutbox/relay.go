@@ -104,7 +104,9 @@ var dbRetry = retry.Policy{MaxRetries: retry.Unlimited, RetryDelay: 100 * time.M
 // of a session or a transaction while the earlier ones are in flight, up to twice
 // [RelayOptions.ClaimBatch] rows per order. The rows of an order go through the ordered
 // sender ([sender.Options.Ordered], with the transaction as [sender.Options.OrderKey]
-// for messages without a key): batched together, one request at a time, in id order.
+// for messages without a key): batched together, one request at a time, in id order;
+// the rows that wait for the order's request in flight wait in the relay (outside the
+// sender's window) and go in the next request together.
 // When a row fails, the later rows of its order (in every claim of the relay) are not
 // sent, and are retried after it; a row that is dead-lettered does not hold back the rows
 // after it. A row whose predecessor another relay holds is left to that relay.
@@ -119,6 +121,8 @@ type Relay struct {
 	o     RelayOptions
 	retry retry.Policy // MaxRetries of non-transient errors
 	delay retry.Policy // the delays, unbounded
+
+	window int // the senders' MaxInFlightMessages
 
 	resultHooks []RelayResultHook
 	errorHooks  []RelayErrorHook
@@ -156,6 +160,10 @@ func NewRelay(ob *Outbox, dests Destinations, opts *RelayOptions) (*Relay, error
 	r := &Relay{ob: ob, dests: dests, o: o, retry: p,
 		delay:       retry.Policy{MaxRetries: retry.Unlimited, RetryDelay: p.RetryDelay, MaxRetryDelay: p.MaxRetryDelay},
 		resultHooks: ihooks.Select[RelayResultHook](o.Hooks), errorHooks: ihooks.Select[RelayErrorHook](o.Hooks)}
+	r.window = o.Sender.MaxInFlightMessages
+	if r.window == 0 {
+		r.window = sender.DefaultMaxInFlightMessages
+	}
 	r.buildSQL()
 	return r, nil
 }

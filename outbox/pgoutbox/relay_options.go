@@ -43,7 +43,11 @@ type RelayOptions struct {
 	// Ordered is always on and its OrderKey is the relay's (the relay's ordering relies
 	// on both); its AttemptTimeout defaults to a quarter of Lease, so that no request
 	// outlives a claim. Its Linger does not delay the relay's rows: the relay hands a
-	// claim's rows over at once and then seals the open batches. Hooks here see every
+	// claim's rows over at once and then seals the open batches. Its window
+	// (MaxInFlightMessages, MaxInFlightBytes) holds the rows that can go on the wire:
+	// the rows of a session (or of a transaction sent in order) that wait for its
+	// earlier rows to be sent wait in the relay, counted by MaxInFlight and
+	// MaxInFlightBytes, and go to the sender together. Hooks here see every
 	// destination's sends. Default: sender's defaults.
 	Sender *sender.Options
 

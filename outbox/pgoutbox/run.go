@@ -49,12 +49,20 @@ type run struct {
 	cut        bool          // the grace ended with rows in flight
 	idle       chan struct{} // closed when inFlight drops to 0; nil when nobody waits
 
+	sendMu sync.Mutex // held by the round of rows being given to the senders (sendRows)
+
 	omu       sync.Mutex
 	orders    map[string]*order    // by destination + "\x00" + order key
 	contended map[string]time.Time // orders another relay holds, left alone until then
 
-	destMu sync.Mutex
-	dests  map[string]*dest
+	lmu     sync.Mutex     // guards what lanes.go keeps: these, and the orders' and rows' fields it names
+	given   map[string]int // rows given to each destination's sender, outcome unknown
+	ready   []*order       // orders whose waiting rows may go, for handOver
+	handing bool           // handOver runs
+
+	destMu       sync.Mutex
+	dests        map[string]*dest
+	destsClosing bool // the run's end closes the senders: dest makes no new one
 
 	workers sync.WaitGroup // listener, marks
 
@@ -74,7 +82,7 @@ type dest struct {
 func newRun(r *Relay) *run {
 	u := &run{r: r, done: make(chan struct{}), wake: make(chan struct{}, 1), dests: make(map[string]*dest),
 		dispatchq: make(chan *claim, r.o.MaxOpenClaims),
-		conns:     &conns{pool: r.ob.pool, owner: r.o.Owner}, orders: make(map[string]*order), contended: make(map[string]time.Time)}
+		conns:     &conns{pool: r.ob.pool, owner: r.o.Owner}, orders: make(map[string]*order), contended: make(map[string]time.Time), given: make(map[string]int)}
 	u.stopCtx, u.stopNow = context.WithCancel(context.Background())
 	u.life, u.abort = context.WithCancelCause(context.Background())
 	u.markCtx, u.markCancel = context.WithCancel(context.Background())
@@ -141,8 +149,11 @@ func (u *run) serve(ctx context.Context) {
 		defer cancel()
 		u.stop(grace)
 	}
-	<-dispatched // every claimed row is in a sender, or reported (the abort ends a wait for room)
+	<-dispatched // every claimed row is in a sender, waits for its order, or is reported (the abort ends a wait for room)
 	u.waitIdle(u.life.Done())
+	u.destMu.Lock()
+	u.destsClosing = true // the rows still waiting for their orders are released (handOver)
+	u.destMu.Unlock()
 	for _, d := range u.destList() {
 		_ = d.s.Close(u.life) // nothing in flight, or aborted: cancels the requests in flight
 	}
@@ -287,46 +298,28 @@ func (u *run) claimLoop(ctx context.Context) {
 // of an order that may have later rows in flight (a session, a partition key, a
 // transaction's rows sent together) share a context per claim that a failure of any row
 // of the order cancels, synchronously in the sender's result hook, so that the ordered
-// sender drops the later rows instead of letting them overtake the failed one.
+// sender drops the later rows instead of letting them overtake the failed one. A row
+// whose order has earlier rows in a sender still waits for them (see lanes.go).
 // Several rows of one transaction get the transaction as their sender OrderKey (batched
 // together, one request at a time, in order); a transaction's single row gets none and
 // batches with any other.
 func (u *run) dispatch(c *claim) {
 	<-c.loaded
-	destErrs := make(map[string]error) // Destinations is asked once per claim
-	used := make(map[*sender.Sender]bool)
+	rows := make([]*row, 0, len(c.rows))
 	for _, rw := range c.rows {
 		switch {
 		case c.loadErr != nil:
 			u.report(rw, outcome{kind: outcomeReleased, err: c.loadErr})
-			continue
 		case rw.decodeErr != nil:
 			u.report(rw, u.r.classify(rw, rw.decodeErr))
-			continue
 		case rw.ctx == nil:
 			u.report(rw, outcome{kind: outcomeReleased, err: errBlocked})
-			continue
+		default:
+			rows = append(rows, rw)
 		}
-		d, err := (*dest)(nil), destErrs[rw.destination]
-		if err == nil {
-			d, err = u.dest(rw.destination)
-		}
-		if err != nil {
-			destErrs[rw.destination] = err
-			u.report(rw, u.r.classify(rw, err))
-			continue
-		}
-		rw.dest = d
-		u.rows.Store(rw.msg, rw)
-		_, _ = d.s.SendAsync(rw.ctx, rw.msg) // the result hook reports the outcome, accepted or not
-		used[d.s] = true
 	}
-	// The claim's rows are all in the senders, and the next claim's come later than a
-	// Linger would wait for: the open batches go now. Flush with an ended context seals
-	// them and returns at once.
-	for s := range used {
-		_ = s.Flush(ended)
-	}
+	rows = u.hold(rows) // the others wait for their orders (see lanes.go)
+	u.sendRows(rows, func(rw *row, b sendBatch) { b.send(rw) })
 }
 
 // ended is a context that has ended.
@@ -351,6 +344,9 @@ func (u *run) dest(name string) (*dest, error) {
 	defer u.destMu.Unlock()
 	if d := u.dests[name]; d != nil {
 		return d, nil
+	}
+	if u.destsClosing {
+		return nil, errClosing
 	}
 	dst, err := u.r.dests(name)
 	if err != nil {
@@ -438,6 +434,7 @@ func (h resultHook) OnSendResult(_ context.Context, e sender.SendResult) {
 		}
 	}
 	h.u.report(rw, oc)
+	h.u.left(rw)
 }
 
 // report records rw's outcome. A row that will be sent again stops the later rows of
