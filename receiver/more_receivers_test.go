@@ -38,7 +38,7 @@ func newLinkSims(k int, rtt, spacing time.Duration) []*linkSim {
 func TestMoreReceiversShareThePlaces(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		const c, prefetch, low = 4, 80, 100
-		backlog := [2]int{2000, 200}
+		backlog := [2]int{1500, 200}
 		ls := newLinkSims(2, 50*time.Millisecond, 40*time.Microsecond)
 		p := newProcessor(t, ls[0], func(context.Context, *azservicebus.ReceivedMessage) error {
 			time.Sleep(5 * time.Millisecond)

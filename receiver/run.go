@@ -58,6 +58,7 @@ type run struct {
 
 	cancelledHandlers atomic.Bool
 	intake            intake       // the rate of receipt, for moreReceiversOn
+	moreOn            atomic.Bool  // moreReceiversOn's latest answer
 	leftLocked        atomic.Int64 // messages this run left to lock expiry
 }
 
