@@ -71,8 +71,14 @@ func (r *run) newDelivery(src sbkit.MessageReceiver, m *azservicebus.ReceivedMes
 		}
 		return d
 	}
+	if r.routes != nil {
+		r.routes.add(m, src) // before the engine may renew it
+	}
 	lock, err := r.engine.Add(d.ctx, m)
 	if err != nil {
+		if r.routes != nil {
+			r.routes.drop(m)
+		}
 		// A message without a lock in peek-lock mode: settle it as usual and let the
 		// broker answer.
 		r.report(d.ctx, &Error{Source: SourceRenew, Message: m, Err: err})
@@ -109,6 +115,9 @@ func (r *run) end(d *delivery, err error) {
 	r.mu.Lock()
 	delete(r.live, d)
 	r.mu.Unlock()
+	if r.routes != nil {
+		r.routes.drop(d.msg)
+	}
 	if d.settling.Load() {
 		r.settling.Add(-1) // before the place is freed: the adaptive limit never overshoots
 	}

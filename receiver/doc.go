@@ -3,9 +3,10 @@
 // narrow interfaces of package sbkit so that it runs on [*azservicebus.Receiver] and on
 // sbtest's in-memory receiver alike.
 //
-// One goroutine calls ReceiveMessages (the SDK forbids concurrent calls), asking each time
-// for as many messages as there are free places (MaxConcurrency handlers plus the
-// prefetch: messages waiting for a handler, or asked for by the call in flight).
+// One goroutine per receiver calls ReceiveMessages (the SDK forbids concurrent calls on
+// one receiver; [Options.MoreReceivers] adds receivers), asking each time for as many
+// messages as there are free places (MaxConcurrency handlers plus the prefetch: messages
+// waiting for a handler, or asked for by the calls in flight).
 // Handlers run on at most MaxConcurrency goroutines. A settlement is handed to a
 // goroutine of its own while it waits for the broker (the SDK's settlement calls block
 // for a round trip; concurrent ones on one receiver are pipelined on its link), so a

@@ -3,6 +3,8 @@ package receiver
 import (
 	"fmt"
 	"log/slog"
+	"reflect"
+	"slices"
 	"time"
 
 	"github.com/Azure/azure-sdk-for-go/sdk/messaging/azservicebus"
@@ -72,19 +74,29 @@ type Options struct {
 	// MoreReceivers are further receivers on the processor's entity (for
 	// [*azservicebus.Receiver]s, each made by NewReceiverForQueue or
 	// NewReceiverForSubscription: each is a link of its own, with its own credit), for
-	// long receive round trips. One receiver takes one ReceiveMessages call at a time, and
-	// a call waits for its whole batch (see the package documentation): at a round trip
-	// of tens of handler calls, places freed during a call wait for the next call and its
-	// round trip, and the adaptive prefetch has no slack under its ceiling (32 handlers
-	// of 5 ms at 50 and 100 ms kept 65 to 80% busy with one receiver on the wire). While
-	// the measured receive round trip is at least 8 handler calls, the processor keeps a
-	// call in flight on each receiver, each asking for the places freed since any call
-	// began, so that a freed place is asked for sooner; below that the further receivers
-	// stay idle (a second link brought nothing at 4 handler calls and lengthened the
-	// median). The places, and so the bound on locks held, are the same. Each message is
-	// settled through the receiver it came from; locks are renewed through the
-	// processor's receiver. The processor closes none of them. Default none. A
-	// SessionProcessor refuses it: each session has one receiver.
+	// long receive round trips. One receiver takes one ReceiveMessages call at a time,
+	// and a call waits for its whole batch (see the package documentation): at a round
+	// trip of tens of handler calls, places freed during a call wait for the next call
+	// and its round trip, and the adaptive prefetch has no slack under its ceiling (32
+	// handlers of 5 ms at 50 and 100 ms kept 65 to 80% busy with one receiver on the
+	// wire). From when the measured receive round trip is at least 8 handler calls and
+	// the processor receives at least half of what its handlers can drain, until the
+	// round trip falls below 6 handler calls or the rate below a third, it keeps a call
+	// in flight on each receiver, each asking for the places freed since any call began,
+	// so that a freed place is asked for sooner. Otherwise a further receiver asks for
+	// no new place: it finishes the credits its link has open, then stays idle (a second
+	// link brought little or nothing at 4 handler calls, nor below saturation, and
+	// lengthened the median). The cost is latency: on the wire, 32 handlers of 5 ms at
+	// their highest rate had a median from receipt to settled 6 to 15 ms longer with two
+	// receivers at 50 ms, and 17 to 22 ms longer at 100 ms, for 1 to 16 points more of
+	// what the handlers can do (docs/benchmarks.md). The places, and so the bound on
+	// locks held, are the same. Each message is settled, and its lock renewed, through
+	// the receiver it came from (renewed through the processor's receiver when that one
+	// does not implement [sbkit.LockRenewer]). The processor closes none of them and
+	// keeps its own copy of the slice. New refuses a nil entry, the processor's own
+	// receiver and a receiver listed twice (an azservicebus Receiver takes one
+	// ReceiveMessages call at a time), comparing receivers whose type is comparable.
+	// Default none. A SessionProcessor refuses it: each session has one receiver.
 	MoreReceivers []sbkit.MessageReceiver
 	// MaxReceiveBatch caps the messages asked for in one ReceiveMessages call. Default
 	// (zero), and negative: no cap beyond the free places (and the SDK's 5,000).
@@ -233,6 +245,7 @@ func newConfig(o *Options) (config, error) {
 	var c config
 	if o != nil {
 		c.Options = *o
+		c.MoreReceivers = slices.Clone(o.MoreReceivers) // the caller may reuse its slice
 	}
 	switch c.ReceiveMode {
 	case azservicebus.ReceiveModePeekLock:
@@ -292,6 +305,31 @@ func newConfig(o *Options) (config, error) {
 		return c, err
 	}
 	return c, nil
+}
+
+// checkMoreReceivers refuses, with ErrInvalidOptions, a nil entry of more, and own or
+// any receiver listed twice: an azservicebus Receiver refuses a second ReceiveMessages
+// call while one is under way ("receiver is already receiving", not permanent), so both
+// receive loops would fail and retry forever. Receivers of a type that is not comparable
+// cannot be told apart and are accepted.
+func checkMoreReceivers(own sbkit.MessageReceiver, more []sbkit.MessageReceiver) error {
+	seen := make(map[sbkit.MessageReceiver]bool, len(more)+1)
+	if reflect.TypeOf(own).Comparable() {
+		seen[own] = true
+	}
+	for i, x := range more {
+		if x == nil {
+			return fmt.Errorf("%w: MoreReceivers[%d] is nil", ErrInvalidOptions, i)
+		}
+		if !reflect.TypeOf(x).Comparable() {
+			continue
+		}
+		if seen[x] {
+			return fmt.Errorf("%w: MoreReceivers[%d] is the processor's receiver or listed twice", ErrInvalidOptions, i)
+		}
+		seen[x] = true
+	}
+	return nil
 }
 
 // lockOptions are the options of the processor's lock engine: first goes before the

@@ -138,8 +138,9 @@ func (e *estimates) prefetch(concurrency, settlers, initial, ceiling int) int {
 
 // places counts the messages a run holds or has asked for (requested by the receive
 // call in flight, received and waiting, handled, held by AbandonDelay, or settling)
-// against a limit that may change between calls. The receive loop is the only caller of
-// acquire; release and wake may be called from any goroutine.
+// against a limit that may change between calls. Its methods are safe for concurrent
+// use: each receive loop (one per receiver, see Options.MoreReceivers) calls acquire,
+// and release and wake are called from any goroutine.
 type places struct {
 	mu    sync.Mutex
 	used  int
@@ -150,18 +151,24 @@ func newPlaces() *places { return &places{freed: make(chan struct{}, 1)} }
 
 // acquire takes every free place up to maxBatch and returns how many it took. With wait,
 // it first waits until fewer than limit() places are used (limit is read again after
-// every release and wake); without, it may take none. False when ctx ends first.
+// every release and wake); without, it may take none. A release signals one waiting
+// caller, so one that leaves places free signals again. False when ctx ends first.
 func (p *places) acquire(ctx context.Context, limit func() int, maxBatch int, wait bool) (int, bool) {
 	for {
 		if ctx.Err() != nil { // stopped while a place was freed: take none
 			return 0, false
 		}
 		p.mu.Lock()
-		free := min(limit()-p.used, maxBatch)
+		lim := limit()
+		free := min(lim-p.used, maxBatch)
 		if free > 0 || !wait {
 			n := max(0, free)
 			p.used += n
+			left := lim - p.used
 			p.mu.Unlock()
+			if n > 0 && left > 0 {
+				p.wake() // pass the signal on: another loop may be waiting
+			}
 			return n, true
 		}
 		p.mu.Unlock()

@@ -50,6 +50,9 @@ func New(src sbkit.MessageReceiver, handler sbkit.Handler, options *Options) (*P
 	if err != nil {
 		return nil, err
 	}
+	if err := checkMoreReceivers(src, cfg.MoreReceivers); err != nil {
+		return nil, err
+	}
 	p := &Processor{src: src, handler: handler, cfg: cfg, est: &estimates{}}
 	p.breaker, p.ownsBreaker = newBreaker(cfg.breaker, &p.cfg.hooks), cfg.breaker != nil
 	if cfg.renew {

@@ -201,8 +201,29 @@ func (l *linkSim) ReceiveMessages(ctx context.Context, n int, o *azservicebus.Re
 	return out, nil
 }
 
+// setRTT changes the link's round trip from now on.
+func (l *linkSim) setRTT(rtt time.Duration) {
+	l.mu.Lock()
+	l.rtt = rtt
+	l.mu.Unlock()
+}
+
+// roundTrip returns the link's round trip.
+func (l *linkSim) roundTrip() time.Duration {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.rtt
+}
+
+// calls returns how many ReceiveMessages calls the link had.
+func (l *linkSim) calls() int {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return len(l.windows)
+}
+
 func (l *linkSim) CompleteMessage(context.Context, *azservicebus.ReceivedMessage, *azservicebus.CompleteMessageOptions) error {
-	time.Sleep(l.rtt)
+	time.Sleep(l.roundTrip())
 	l.mu.Lock()
 	l.done++
 	l.mu.Unlock()
@@ -210,7 +231,7 @@ func (l *linkSim) CompleteMessage(context.Context, *azservicebus.ReceivedMessage
 }
 
 func (l *linkSim) AbandonMessage(_ context.Context, m *azservicebus.ReceivedMessage, _ *azservicebus.AbandonMessageOptions) error {
-	time.Sleep(l.rtt)
+	time.Sleep(l.roundTrip())
 	l.mu.Lock()
 	l.avail = append([]time.Time{*m.EnqueuedTime}, l.avail...)
 	l.sendLocked()

@@ -20,6 +20,7 @@ type run struct {
 	p      *Processor
 	cfg    *config
 	engine *locks.Engine // nil without renewal
+	routes *renewRoutes  // the engine's renewer with MoreReceivers; else nil
 
 	values         context.Context // Run's context's values, never cancelled
 	recvCtx        context.Context // ends the receive loop
@@ -56,6 +57,8 @@ type run struct {
 	settling    atomic.Int64              // deliveries a settle goroutine is settling
 
 	cancelledHandlers atomic.Bool
+	intake            intake       // the rate of receipt, for moreReceiversOn
+	moreOn            atomic.Bool  // moreReceiversOn's latest answer
 	leftLocked        atomic.Int64 // messages this run left to lock expiry
 }
 
@@ -74,7 +77,12 @@ func newRun(ctx context.Context, p *Processor) (*run, error) {
 	r.settleBase, r.cancelSettles = context.WithCancel(context.Background())
 	r.deadlines = shutdown.New(shutdown.Options{Cut: r.cutHandlers, Reserve: settleReserve, Hard: r.cancelSettles})
 	if p.renewer != nil {
-		e, err := locks.New(p.renewer, cfg.lockOptions(engineHook{r}, lossHook{r}))
+		var renewer sbkit.LockRenewer = p.renewer
+		if len(cfg.MoreReceivers) > 0 {
+			r.routes = newRenewRoutes(p.renewer)
+			renewer = r.routes
+		}
+		e, err := locks.New(renewer, cfg.lockOptions(engineHook{r}, lossHook{r}))
 		if err != nil {
 			return nil, err
 		}
@@ -166,26 +174,37 @@ func (r *run) link(src sbkit.MessageReceiver, extra bool) {
 // link has open and as many more messages as there are free places, until stopped. The
 // places of credits left open stay with the loop, as those messages may still arrive
 // for its next call (with several receivers, another loop must not ask for them too).
-// The loop of one of MoreReceivers (extra) makes calls only while the receive round trip
-// is long (see longRoundTrip), or credits are open on its link. It returns a permanent
-// receive error, the last one when ReceiveRetry gives up, or nil.
+// The loop of one of MoreReceivers (extra) asks for places only while the gate is open
+// (see moreReceiversOn), read before every call; when it closes with credits open, the
+// loop asks for those alone (no new credit, no new place) until none is open, then
+// waits for the gate. It returns a permanent receive error, the last one when
+// ReceiveRetry gives up, or nil.
 func (r *run) receiveLoop(src sbkit.MessageReceiver, extra bool) error {
 	rs := r.cfg.receiveRetry.Retries()
 	window := newReceiveWindow(r.cfg.peekLock)
 	open := 0 // places of the credits left open on the link
 	defer func() { r.release(open) }()
 	for {
-		for extra && open == 0 && !r.longRoundTrip() {
-			if !retry.Wait(r.recvCtx, idleLinkPoll) {
+		more := 0
+		if !extra || r.moreReceiversOn() {
+			var ok bool
+			if more, ok = r.places.acquire(r.recvCtx, r.limit, r.cfg.maxBatch-open, open == 0); !ok {
 				return nil
 			}
 		}
-		more, ok := r.places.acquire(r.recvCtx, r.limit, r.cfg.maxBatch-open, open == 0)
-		if !ok {
-			return nil
+		if extra && !r.moreReceiversOn() { // off, or turned off while acquire waited
+			r.release(more)
+			more = 0
+			if open == 0 {
+				if !retry.Wait(r.recvCtx, idleLinkPoll) {
+					return nil
+				}
+				continue
+			}
+			// Finish the credits left open: a call for them alone issues no credit.
 		}
-		n := open + more
-		if n, ok = r.breakerReceive(n); !ok { // waits while the circuit breaker is open: breaker.go
+		n, ok := r.breakerReceive(open + more)
+		if !ok { // waits while the circuit breaker is open: breaker.go
 			open = 0 // breakerReceive gave back every place
 			return nil
 		}
@@ -207,6 +226,7 @@ func (r *run) receiveLoop(src sbkit.MessageReceiver, extra bool) error {
 		r.release(n - got - open)
 		r.p.counters.windowed(w)
 		r.p.est.observeReceive(w, got, took)
+		r.intake.add(got, start.Add(took))
 		r.cfg.hooks.onReceive(r.recvCtx, ReceiveCall{Requested: n, Received: got, Err: err, Duration: took})
 		if err == nil {
 			rs.Reset()
@@ -228,23 +248,6 @@ func (r *run) receiveLoop(src sbkit.MessageReceiver, extra bool) error {
 			return nil
 		}
 	}
-}
-
-// moreReceiversFrom is the receive round trip, in handler calls, from which the
-// processor receives through MoreReceivers too: below it a second link brought 32
-// handlers of 5 ms nothing on the wire (20 ms) and lengthened the median by 2 to 3 ms
-// (docs/benchmarks.md); from 50 ms on it brought 5 to 10 points of what the handlers can do.
-const moreReceiversFrom = 8
-
-// idleLinkPoll is how often the loop of one of MoreReceivers, idle while the round trip
-// is short, looks at it again.
-const idleLinkPoll = 100 * time.Millisecond
-
-// longRoundTrip reports whether the measured receive round trip is at least
-// moreReceiversFrom handler calls: false until both are measured.
-func (r *run) longRoundTrip() bool {
-	rt, h := r.p.est.receive.seconds(), r.p.est.handler.seconds()
-	return h > 0 && rt >= moreReceiversFrom*h
 }
 
 // limit is how many places the run may use now. A place is held by every message from

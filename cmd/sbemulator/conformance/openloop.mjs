@@ -12,7 +12,9 @@
 //
 // Environment: RATES (offered loads in msgs/s, default 100,500,1000), N (messages per
 // load, default 2000), CONCURRENCY (maxConcurrentCalls, default 32), HANDLER_MS (each
-// handler's sleep, default 5), LATENCY (the emulator's -latency, default 7ms).
+// handler's sleep, default 5), LATENCY (the emulator's -latency, default 7ms), TIMEOUT_S
+// (how long a load may take beyond its sending time before the run fails, default 60: a
+// message whose completion was refused is never counted as settled).
 //
 // A sender of its own (another connection, each send started at its slot, not awaited
 // before the next) offers 1 KiB messages at each rate; the processor's handler sleeps,
@@ -28,6 +30,7 @@ const perRate = Number(process.env.N || 2000);
 const concurrency = Number(process.env.CONCURRENCY || 32);
 const handlerMs = Number(process.env.HANDLER_MS || 5);
 const latency = process.env.LATENCY || "7ms";
+const timeoutS = Number(process.env.TIMEOUT_S || 60);
 
 const sleep = (ms) => new Promise((resolve) => setTimeout(resolve, ms));
 // now is the wall clock in milliseconds with sub-millisecond resolution.
@@ -84,9 +87,21 @@ async function measure(client, rate, n) {
     sends.push(sender.sendMessages({ body }));
   }
   await Promise.all(sends);
-  await allDone;
-  const elapsed = (now() - begin) / 1000;
-  await sub.close();
+  let timer;
+  const timeout = new Promise((_, reject) => {
+    timer = setTimeout(
+      () => reject(new Error(`openloop: ${settled.length} of ${n} messages settled at ${rate} msgs/s, ${timeoutS} s after the sending time`)),
+      (n / rate + timeoutS) * 1000 - (now() - begin),
+    );
+  });
+  let elapsed;
+  try {
+    await Promise.race([allDone, timeout]);
+    elapsed = (now() - begin) / 1000;
+  } finally {
+    clearTimeout(timer);
+    await sub.close();
+  }
   const skip = Math.floor(n / 5);
   const stats = (xs) => {
     const s = xs.slice(skip).sort((a, b) => a - b);
