@@ -167,6 +167,10 @@ func TestMoreReceiversNotForSessions(t *testing.T) {
 // funcReceiver is a receiver of a type that is not comparable (a func type).
 type funcReceiver func()
 
+// boxedReceiver is a receiver of a comparable type whose values may still not compare:
+// == panics when the receiver it holds is a funcReceiver.
+type boxedReceiver struct{ sbkit.MessageReceiver }
+
 func (funcReceiver) ReceiveMessages(context.Context, int, *azservicebus.ReceiveMessagesOptions) ([]*azservicebus.ReceivedMessage, error) {
 	return nil, nil
 }
@@ -206,6 +210,9 @@ func TestMoreReceiversValidated(t *testing.T) {
 	f := funcReceiver(func() {})
 	if _, err := receiver.New(own, h, &receiver.Options{MoreReceivers: []sbkit.MessageReceiver{other, f, funcReceiver(func() {})}, DisableAutoLockRenewal: true}); err != nil {
 		t.Errorf("New with receivers of a type that is not comparable = %v, want nil", err)
+	}
+	if _, err := receiver.New(own, h, &receiver.Options{MoreReceivers: []sbkit.MessageReceiver{boxedReceiver{f}, boxedReceiver{f}}, DisableAutoLockRenewal: true}); err != nil {
+		t.Errorf("New with receivers that cannot be compared = %v, want nil", err)
 	}
 }
 

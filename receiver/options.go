@@ -310,18 +310,19 @@ func newConfig(o *Options) (config, error) {
 // checkMoreReceivers refuses, with ErrInvalidOptions, a nil entry of more, and own or
 // any receiver listed twice: an azservicebus Receiver refuses a second ReceiveMessages
 // call while one is under way ("receiver is already receiving", not permanent), so both
-// receive loops would fail and retry forever. Receivers of a type that is not comparable
-// cannot be told apart and are accepted.
+// receive loops would fail and retry forever. Receivers are told apart by pointer (an
+// *azservicebus.Receiver is one); those of other kinds are accepted unchecked, as
+// comparing them could panic (a struct holding a func in an interface field).
 func checkMoreReceivers(own sbkit.MessageReceiver, more []sbkit.MessageReceiver) error {
 	seen := make(map[sbkit.MessageReceiver]bool, len(more)+1)
-	if reflect.TypeOf(own).Comparable() {
+	if reflect.TypeOf(own).Kind() == reflect.Pointer {
 		seen[own] = true
 	}
 	for i, x := range more {
 		if x == nil {
 			return fmt.Errorf("%w: MoreReceivers[%d] is nil", ErrInvalidOptions, i)
 		}
-		if !reflect.TypeOf(x).Comparable() {
+		if reflect.TypeOf(x).Kind() != reflect.Pointer {
 			continue
 		}
 		if seen[x] {
