@@ -237,7 +237,12 @@ func (r *Relay) claimRows(ctx context.Context, conn *pgx.Conn, n int, after int6
 // ends at half the Lease, as the claim's sends do. A row whose message cannot be decoded
 // gets its decodeErr. When the read fails, c.loadErr says why: the dispatcher then releases the
 // rows unsent, and the mark that follows ends the transaction (or finds the connection
-// gone).
+// gone). A read the server is slow to answer usually ends the second way: when the
+// context ends mid-read, pgx v5 (its DeadlineContextWatcherHandler) closes the
+// connection, so the mark fails and the rows come back as they were, reported as a
+// "mark" RelayError with no RelayResult, not as released rows. Either way no attempt is
+// charged. TestSlowLoadEndsWithTheLease holds the query before it is sent, so it sees
+// the first way.
 func (u *run) load(c *claim) {
 	defer close(c.loaded)
 	ids := make([]int64, len(c.rows))

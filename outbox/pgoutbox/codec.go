@@ -318,6 +318,7 @@ type row struct {
 	chained  bool            // sent with other rows of its transaction
 	counted  bool            // counted in its order's sending (guarded by run.lmu)
 	given    bool            // counted in run.given (guarded by run.lmu)
+	weight   int64           // its bytes in the sender's window, once computed (run.lmu)
 }
 
 // scanKeys reads one row of a claim: its blocked and over flags, its size, its id,

@@ -106,7 +106,8 @@ var dbRetry = retry.Policy{MaxRetries: retry.Unlimited, RetryDelay: 100 * time.M
 // sender ([sender.Options.Ordered], with the transaction as [sender.Options.OrderKey]
 // for messages without a key): batched together, one request at a time, in id order;
 // the rows that wait for the order's request in flight wait in the relay (outside the
-// sender's window) and go in the next request together.
+// sender's window) and go next, as many as the sender's window has room for
+// (MaxBatchMessages may split them into several requests, sent one after another).
 // When a row fails, the later rows of its order (in every claim of the relay) are not
 // sent, and are retried after it; a row that is dead-lettered does not hold back the rows
 // after it. A row whose predecessor another relay holds is left to that relay.
@@ -122,7 +123,8 @@ type Relay struct {
 	retry retry.Policy // MaxRetries of non-transient errors
 	delay retry.Policy // the delays, unbounded
 
-	window int // the senders' MaxInFlightMessages
+	window      int   // the senders' MaxInFlightMessages
+	windowBytes int64 // the senders' MaxInFlightBytes
 
 	resultHooks []RelayResultHook
 	errorHooks  []RelayErrorHook
@@ -163,6 +165,10 @@ func NewRelay(ob *Outbox, dests Destinations, opts *RelayOptions) (*Relay, error
 	r.window = o.Sender.MaxInFlightMessages
 	if r.window == 0 {
 		r.window = sender.DefaultMaxInFlightMessages
+	}
+	r.windowBytes = o.Sender.MaxInFlightBytes
+	if r.windowBytes == 0 {
+		r.windowBytes = sender.DefaultMaxInFlightBytes
 	}
 	r.buildSQL()
 	return r, nil

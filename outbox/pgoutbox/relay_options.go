@@ -45,10 +45,13 @@ type RelayOptions struct {
 	// outlives a claim. Its Linger does not delay the relay's rows: the relay hands a
 	// claim's rows over at once and then seals the open batches. Its window
 	// (MaxInFlightMessages, MaxInFlightBytes) holds the rows that can go on the wire:
-	// the rows of a session (or of a transaction sent in order) that wait for its
-	// earlier rows to be sent wait in the relay, counted by MaxInFlight and
-	// MaxInFlightBytes, and go to the sender together. Hooks here see every
-	// destination's sends. Default: sender's defaults.
+	// the relay gives a sender a row only when the window has room for it (bytes as
+	// [sbkit.MessageSize] estimates them before the sender's hooks run), and the rows
+	// of a session (or of a transaction sent in order) that wait for its earlier rows
+	// to be sent wait in the relay, counted by MaxInFlight and MaxInFlightBytes. Room
+	// that frees goes to those waiting rows first, as much of it as they need, then to
+	// newly claimed rows. Hooks here see every destination's sends. Default: sender's
+	// defaults.
 	Sender *sender.Options
 
 	// SenderHooks, when not nil, returns hooks for the sender of one destination, added
@@ -65,7 +68,8 @@ type RelayOptions struct {
 	// Lease bounds a claim. A claim is a transaction that holds its rows' locks (FOR
 	// UPDATE) while they are sent, and deletes or updates them when their outcomes are
 	// known; other relays skip locked rows. The relay stops sending a claim's rows half a
-	// Lease after it made the claim (the rows not sent by then are retried), and
+	// Lease after it made the claim (rows whose sends are cut then are retried; rows
+	// not yet given to a sender are released, with no attempt charged), and
 	// PostgreSQL ends a claim's transaction on which the relay stayed silent for a whole
 	// Lease (idle_in_transaction_session_timeout, set for the claim's transaction), so a
 	// relay that is alive but stuck gives its rows up after a Lease, when nothing of

@@ -55,10 +55,12 @@ type run struct {
 	orders    map[string]*order    // by destination + "\x00" + order key
 	contended map[string]time.Time // orders another relay holds, left alone until then
 
-	lmu     sync.Mutex     // guards what lanes.go keeps: these, and the orders' and rows' fields it names
-	given   map[string]int // rows given to each destination's sender, outcome unknown
-	ready   []*order       // orders whose waiting rows may go, for handOver
-	handing bool           // handOver runs
+	lmu        sync.Mutex       // guards what lanes.go keeps: these, and the orders' and rows' fields it names
+	given      map[string]int   // rows given to each destination's sender, outcome unknown
+	givenBytes map[string]int64 // their weights (see fitLocked)
+	ready      []*order         // orders whose waiting rows may go, for handOver
+	handing    bool             // handOver runs
+	roomWait   chan struct{}    // closed when a row leaves given; nil when nobody waits
 
 	destMu       sync.Mutex
 	dests        map[string]*dest
@@ -82,7 +84,7 @@ type dest struct {
 func newRun(r *Relay) *run {
 	u := &run{r: r, done: make(chan struct{}), wake: make(chan struct{}, 1), dests: make(map[string]*dest),
 		dispatchq: make(chan *claim, r.o.MaxOpenClaims),
-		conns:     &conns{pool: r.ob.pool, owner: r.o.Owner}, orders: make(map[string]*order), contended: make(map[string]time.Time), given: make(map[string]int)}
+		conns:     &conns{pool: r.ob.pool, owner: r.o.Owner}, orders: make(map[string]*order), contended: make(map[string]time.Time), given: make(map[string]int), givenBytes: make(map[string]int64)}
 	u.stopCtx, u.stopNow = context.WithCancel(context.Background())
 	u.life, u.abort = context.WithCancelCause(context.Background())
 	u.markCtx, u.markCancel = context.WithCancel(context.Background())
@@ -318,8 +320,7 @@ func (u *run) dispatch(c *claim) {
 			rows = append(rows, rw)
 		}
 	}
-	rows = u.hold(rows) // the others wait for their orders (see lanes.go)
-	u.sendRows(rows, func(rw *row, b sendBatch) { b.send(rw) })
+	u.give(u.hold(rows)) // the others wait for their orders (see lanes.go)
 }
 
 // ended is a context that has ended.
@@ -427,6 +428,10 @@ func (h resultHook) OnSendResult(_ context.Context, e sender.SendResult) {
 		d.ok.Store(true)
 	}
 	oc := h.u.r.classify(rw, e.Err)
+	if e.Rejected && rw.ctx.Err() != nil && oc.kind == outcomeRetry {
+		// Its context ended as it was given: the sender never took it, no attempt.
+		oc = outcome{kind: outcomeReleased, err: e.Err}
+	}
 	if e.Err != nil && linkFailed(e.Err) {
 		h.u.retire(d, e.Err)
 		if oc.kind == outcomeDead && d.ok.Load() && rw.attempts == 0 {
