@@ -64,13 +64,6 @@ func processNamespace(b *testing.B, n int, lat sbtest.Latency) (*sbtest.Namespac
 	return ns, q
 }
 
-// processQueue returns an in-memory receiver of processNamespace's queue.
-func processQueue(b *testing.B, n int, lat sbtest.Latency) (*sbtest.Receiver, *sbtest.Entity) {
-	b.Helper()
-	ns, q := processNamespace(b, n, lat)
-	return processReceiver(b, ns), q
-}
-
 // processReceiver returns a receiver of ns's queue "work", closed when b ends.
 func processReceiver(b *testing.B, ns *sbtest.Namespace) *sbtest.Receiver {
 	b.Helper()

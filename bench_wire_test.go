@@ -89,17 +89,10 @@ func BenchmarkWire(b *testing.B) { benchWire(b, sbtest.Latency{}) }
 // compare with BenchmarkSend's in-memory ones.
 func BenchmarkWireLatency(b *testing.B) { benchWire(b, benchLatency) }
 
-// wireReceiver returns the real SDK's receiver of ns's queue "work", served by
-// sbtest.NewServer over loopback, with its link attached (connection, SASL, $cbs token,
+// wireReceiverOf returns the real SDK's receiver of client's queue "work" (served by
+// sbtest.NewServer over loopback), its link attached (connection, SASL, $cbs token,
 // attach) by a warm-up receive of one message, which it completes: the queue must hold
-// one message more than the benchmark uses.
-func wireReceiver(b *testing.B, ns *sbtest.Namespace) *azservicebus.Receiver {
-	b.Helper()
-	return wireReceiverOf(b, wireClient(b, ns))
-}
-
-// wireReceiverOf returns a receiver of client's queue "work", its link attached by one
-// message received and completed, closed when b ends.
+// one message more than the benchmark uses. It is closed when b ends.
 func wireReceiverOf(b *testing.B, client *azservicebus.Client) *azservicebus.Receiver {
 	b.Helper()
 	ctx := context.Background()
