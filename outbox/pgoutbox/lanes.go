@@ -56,11 +56,15 @@ func (u *run) hold(rows []*row) []*row {
 }
 
 // fitLocked counts rw in given when its sender's window has room for it, and reports
-// whether it had. rw's weight is its message's estimated size, as the sender counts it
-// (capped at the window's bytes, so that a row always fits an empty window). u.lmu is
+// whether it had. rw's weight is its message's estimated size, as the sender counts it:
+// after the sender's DefaultTTL, which fitLocked applies first as the sender would, and
+// capped at the window's bytes, so that a row always fits an empty window. u.lmu is
 // held.
 func (u *run) fitLocked(rw *row) bool {
 	if rw.weight == 0 {
+		if u.r.defaultTTL > 0 && rw.msg.TimeToLive == nil {
+			_ = sbkit.SetTTL(rw.msg, u.r.defaultTTL) // as sender.Sender's admit does
+		}
 		rw.weight = min(sbkit.MessageSize(rw.msg), u.r.windowBytes)
 	}
 	d := rw.destination

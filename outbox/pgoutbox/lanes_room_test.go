@@ -3,6 +3,7 @@ package pgoutbox
 import (
 	"context"
 	"testing"
+	"time"
 
 	"github.com/Azure/azure-sdk-for-go/sdk/messaging/azservicebus"
 	"github.com/sbkit/sbkit"
@@ -19,13 +20,17 @@ func TestReadyOrderGoesAsTheWindowHasRoom(t *testing.T) {
 	for _, tc := range []struct {
 		name    string
 		bytes   int64
+		ttl     time.Duration
 		portion int
 	}{
-		{"messages", 1 << 20, 4},
-		{"bytes", 2*size + size/2, 2},
+		{"messages", 1 << 20, 0, 4},
+		{"bytes", 2*size + size/2, 0, 2},
+		// The sender counts a message after its DefaultTTL, which makes it larger: three
+		// fit without one, two with it.
+		{"bytes after the sender's DefaultTTL", 3 * size, time.Hour, 2},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			u := &run{r: &Relay{window: 4, windowBytes: tc.bytes}, given: map[string]int{}, givenBytes: map[string]int64{}}
+			u := &run{r: &Relay{window: 4, windowBytes: tc.bytes, defaultTTL: tc.ttl}, given: map[string]int{}, givenBytes: map[string]int64{}}
 			u.handing = true // the test takes the rows itself: no handOver goroutine
 			o := &order{dest: "q", okey: "s:x"}
 			for i := range 10 {

@@ -123,8 +123,9 @@ type Relay struct {
 	retry retry.Policy // MaxRetries of non-transient errors
 	delay retry.Policy // the delays, unbounded
 
-	window      int   // the senders' MaxInFlightMessages
-	windowBytes int64 // the senders' MaxInFlightBytes
+	window      int           // the senders' MaxInFlightMessages
+	windowBytes int64         // the senders' MaxInFlightBytes
+	defaultTTL  time.Duration // the senders' DefaultTTL
 
 	resultHooks []RelayResultHook
 	errorHooks  []RelayErrorHook
@@ -170,6 +171,7 @@ func NewRelay(ob *Outbox, dests Destinations, opts *RelayOptions) (*Relay, error
 	if r.windowBytes == 0 {
 		r.windowBytes = sender.DefaultMaxInFlightBytes
 	}
+	r.defaultTTL = o.Sender.DefaultTTL
 	r.buildSQL()
 	return r, nil
 }
