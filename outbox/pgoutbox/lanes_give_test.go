@@ -33,12 +33,12 @@ func (s *recordSender) sent() []string {
 }
 
 // newGiveRun returns a run, outside any Run, whose destinations all go to dst, with a
-// window of one message, and no handOver goroutine (the test gives the rows itself).
-// Its senders are closed when the test ends.
-func newGiveRun(t *testing.T, dst sbkit.MessageSender) *run {
+// window of the given messages, and no handOver goroutine (the test gives the rows
+// itself). Its senders are closed when the test ends.
+func newGiveRun(t *testing.T, dst sbkit.MessageSender, window int) *run {
 	t.Helper()
 	r, err := NewRelay(&Outbox{}, func(string) (sbkit.MessageSender, error) { return dst, nil },
-		&RelayOptions{Sender: &sender.Options{MaxInFlightMessages: 1}})
+		&RelayOptions{Sender: &sender.Options{MaxInFlightMessages: window}})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -64,12 +64,19 @@ func newClaimRows(ctx context.Context, ids ...string) []*row {
 	return c.rows[:len(ids)]
 }
 
+// outcomesSoFar returns the outcomes c's rows have so far.
+func (c *claim) outcomesSoFar() []outcome {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return slices.Clone(c.outcomes)
+}
+
 // TestRowEndedAfterRoomIsReleased: a row whose context ends after it found room in the
 // sender's window, but before the sender took it (its round waited for sendMu), is
 // rejected by the sender with its context's error. It was never sent: it is released,
 // with no attempt charged and no backoff, not retried.
 func TestRowEndedAfterRoomIsReleased(t *testing.T) {
-	u := newGiveRun(t, nopSender{})
+	u := newGiveRun(t, nopSender{}, 1)
 	ctx, cancel := context.WithCancelCause(context.Background())
 	rw := newClaimRows(ctx, "m1")[0]
 	u.lmu.Lock()
@@ -80,9 +87,7 @@ func TestRowEndedAfterRoomIsReleased(t *testing.T) {
 	}
 	cancel(errLeaseEnding) // half the claim's lease is over while its round waits for sendMu
 	u.sendRows([]*row{rw})
-	rw.claim.mu.Lock()
-	outcomes := slices.Clone(rw.claim.outcomes)
-	rw.claim.mu.Unlock()
+	outcomes := rw.claim.outcomesSoFar()
 	if len(outcomes) != 1 {
 		t.Fatalf("%d outcomes, want 1", len(outcomes))
 	}
@@ -102,7 +107,7 @@ func TestRowEndedAfterRoomIsReleased(t *testing.T) {
 func TestDispatcherGivesReadyOrdersFirst(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		dst := &recordSender{}
-		u := newGiveRun(t, dst)
+		u := newGiveRun(t, dst, 1)
 		o := &order{dest: "q", okey: "s:s"}
 		s := newClaimRows(context.Background(), "s1", "s2")
 		for _, rw := range s {
@@ -132,4 +137,62 @@ func TestDispatcherGivesReadyOrdersFirst(t *testing.T) {
 			t.Errorf("sent %v, want s2 (its order ready) then c1 (the claim's)", got)
 		}
 	})
+}
+
+// holdSender is a destination whose sends wait until release is closed; entered
+// receives each message's ID as its send starts.
+type holdSender struct {
+	entered chan string
+	release chan struct{}
+}
+
+func (s *holdSender) SendMessage(ctx context.Context, m *azservicebus.Message, _ *azservicebus.SendMessageOptions) error {
+	s.entered <- *m.MessageID
+	select {
+	case <-s.release:
+		return nil
+	case <-ctx.Done():
+		return ctx.Err()
+	}
+}
+
+// TestRowAcceptedNeverSentIsReleased: a row the sender accepted but never sent (it
+// waited in its session's lane behind an earlier row) when its context ends has its
+// outcome with no attempt: it is released, with no attempt charged and no backoff, as a
+// row the sender rejected is. The sender counts an attempt before each request, so 0
+// attempts means the message never reached the broker.
+func TestRowAcceptedNeverSentIsReleased(t *testing.T) {
+	dst := &holdSender{entered: make(chan string, 2), release: make(chan struct{})}
+	u := newGiveRun(t, dst, 2)
+	rows := newClaimRows(context.Background(), "s1", "s2")
+	ctx, cancel := context.WithCancelCause(context.Background())
+	rows[1].ctx = ctx
+	u.lmu.Lock()
+	for _, rw := range rows {
+		rw.msg.SessionID = new("s")
+		u.fitLocked(rw)
+	}
+	u.lmu.Unlock()
+	u.sendRows(rows)
+	if id := <-dst.entered; id != "s1" {
+		t.Fatalf("sent %s first, want s1", id)
+	}
+	cancel(errLeaseEnding) // half the claim's lease is over while s2 waits in its lane
+	close(dst.release)
+	for _, d := range u.destList() {
+		_ = d.s.Close(context.Background()) // every outcome is reported
+	}
+	outcomes := rows[0].claim.outcomesSoFar()
+	if len(outcomes) != 2 {
+		t.Fatalf("%d outcomes, want 2", len(outcomes))
+	}
+	for _, oc := range outcomes {
+		want := outcomeSent
+		if oc.row == rows[1] {
+			want = outcomeReleased
+		}
+		if oc.kind != want || oc.delay != 0 {
+			t.Errorf("%s: outcome %v (delay %v, err %v), want %v", *oc.row.msg.MessageID, oc.kind, oc.delay, oc.err, want)
+		}
+	}
 }
