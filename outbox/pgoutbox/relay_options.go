@@ -68,8 +68,9 @@ type RelayOptions struct {
 	// Lease bounds a claim. A claim is a transaction that holds its rows' locks (FOR
 	// UPDATE) while they are sent, and deletes or updates them when their outcomes are
 	// known; other relays skip locked rows. The relay stops sending a claim's rows half a
-	// Lease after it made the claim (rows whose sends are cut then are retried; rows
-	// not yet given to a sender are released, with no attempt charged), and
+	// Lease after it made the claim (rows whose requests are cut then are retried; rows
+	// no request carried yet, in the relay or waiting in a sender, are released, with no
+	// attempt charged), and
 	// PostgreSQL ends a claim's transaction on which the relay stayed silent for a whole
 	// Lease (idle_in_transaction_session_timeout, set for the claim's transaction), so a
 	// relay that is alive but stuck gives its rows up after a Lease, when nothing of

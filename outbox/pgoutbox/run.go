@@ -428,8 +428,10 @@ func (h resultHook) OnSendResult(_ context.Context, e sender.SendResult) {
 		d.ok.Store(true)
 	}
 	oc := h.u.r.classify(rw, e.Err)
-	if e.Rejected && rw.ctx.Err() != nil && oc.kind == outcomeRetry {
-		// Its context ended as it was given: the sender never took it, no attempt.
+	if e.Attempts == 0 && rw.ctx.Err() != nil && oc.kind == outcomeRetry {
+		// Its context ended before any request carried it (the sender rejected it, or it
+		// waited in an ordered lane or an open batch): never sent, no attempt. The sender
+		// counts an attempt before each request, so 0 means it never reached the broker.
 		oc = outcome{kind: outcomeReleased, err: e.Err}
 	}
 	if e.Err != nil && linkFailed(e.Err) {
