@@ -16,18 +16,22 @@ import (
 
 // Defaults of [RelayOptions].
 const (
-	DefaultLease       = 30 * time.Second
-	DefaultClaimBatch  = 500
-	DefaultMaxInFlight = 2000
-	// DefaultMaxInFlightBytes is four times the senders' window
-	// ([sender.DefaultMaxInFlightBytes]), so that claims keep them full.
+	DefaultLease      = 30 * time.Second
+	DefaultClaimBatch = 512
+	// DefaultMaxInFlight and DefaultMaxInFlightBytes are four times the senders' window
+	// ([sender.DefaultMaxInFlightMessages], [sender.DefaultMaxInFlightBytes]), so that
+	// claims keep it full while the rows of earlier claims wait to be marked, or wait
+	// in the relay for the earlier rows of their sessions.
+	DefaultMaxInFlight      = 4096
 	DefaultMaxInFlightBytes = 64 << 20
-	DefaultMaxOpenClaims    = 4
-	DefaultPollInterval     = time.Second
-	DefaultShutdownGrace    = 5 * time.Second
-	DefaultMaxRetries       = 10
-	DefaultRetryDelay       = time.Second
-	DefaultMaxRetryDelay    = time.Minute
+	// DefaultMaxOpenClaims is as many claims of DefaultClaimBatch rows as fill
+	// DefaultMaxInFlight.
+	DefaultMaxOpenClaims = 8
+	DefaultPollInterval  = time.Second
+	DefaultShutdownGrace = 5 * time.Second
+	DefaultMaxRetries    = 10
+	DefaultRetryDelay    = time.Second
+	DefaultMaxRetryDelay = time.Minute
 )
 
 // ErrInvalidOptions is wrapped by NewRelay's and New's errors for options they cannot
@@ -81,12 +85,12 @@ type RelayOptions struct {
 
 	// ClaimBatch bounds the rows one claim takes. Twice ClaimBatch bounds the rows of one
 	// order (a session, a transaction) the relay holds at once, so that an order whose
-	// sends hang cannot take the whole window. Default DefaultClaimBatch (500); negative
+	// sends hang cannot take the whole window. Default DefaultClaimBatch (512); negative
 	// is an error (a claim's rows are held in memory and locked in the database).
 	ClaimBatch int
 
 	// MaxInFlight bounds the rows claimed by this relay and not yet marked (sending,
-	// waiting for their predecessors, or being marked). Default DefaultMaxInFlight (2000);
+	// waiting for their predecessors, or being marked). Default DefaultMaxInFlight (4096);
 	// negative is an error (the rows in flight are held in memory).
 	MaxInFlight int
 
@@ -102,7 +106,7 @@ type RelayOptions struct {
 	// of the relay's own (made from the outbox pool's configuration, outside the pool, so
 	// that a relay never takes the application's connections) until its rows are
 	// marked; the relay claims the next rows, those after its own claimed rows included,
-	// while earlier claims are being sent. Default DefaultMaxOpenClaims (4); negative is
+	// while earlier claims are being sent. Default DefaultMaxOpenClaims (8); negative is
 	// an error (each claim holds a connection).
 	MaxOpenClaims int
 
