@@ -42,7 +42,7 @@ var benchBody = make([]byte, 1024)
 const benchBurst = 10000
 
 // benchClaim and benchPace feed sender-paced: DefaultClaimBatch messages at a time, 4 ms
-// apart (the relay's claims of 500 rows take 3 to 5 ms here).
+// apart (the relay's claims of 500 rows took 3 to 5 ms here).
 const (
 	benchClaim = pgoutbox.DefaultClaimBatch
 	benchPace  = 4 * time.Millisecond

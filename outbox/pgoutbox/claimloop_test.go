@@ -41,7 +41,9 @@ func TestClaimLoopDoesNotSpinOnBlockedRows(t *testing.T) {
 		tx         int // rows of the transaction
 	}{
 		{"ClaimBatch 1, a transaction of 2", 1, 0, 2},
-		{"defaults, a transaction of 1000 behind 499 others", 0, 499, 1000},
+		// The first claim takes the transaction's first row alone, after the others;
+		// the next claims find the rest blocked behind it.
+		{"defaults, a transaction of 2 claims behind a claim less one", 0, pgoutbox.DefaultClaimBatch - 1, 2 * pgoutbox.DefaultClaimBatch},
 	} {
 		t.Run(tt.name, func(t *testing.T) {
 			e := newEnv(t)

@@ -1,25 +1,28 @@
-package pgoutbox_test
+package pgoutbox
 
 import (
 	"testing"
 
-	"github.com/sbkit/sbkit/outbox/pgoutbox"
 	"github.com/sbkit/sbkit/sender"
 )
 
 // TestDefaultWindowsKeepSendersFull holds the relay's default windows to what their
-// docs promise: four times the senders' window, in rows and in bytes, and open claims
-// enough to fill it. With half of that (2,000 rows, 4 claims) a relay drained 20
-// sessions at 75–79% of the sender's rate, the claims' rows waiting to be marked or
-// for their sessions' earlier rows (BenchmarkRelay/relay/sessions).
+// docs promise: four times the senders' window, in rows and in bytes, and as many open
+// claims of ClaimBatch rows as fill it. With 2,000 rows in 4 claims of 500 a relay
+// drained 20 sessions at 75 to 89% of the sender's rate, its claims' rows waiting to be
+// marked or for their sessions' earlier rows (docs/benchmarks.md, "The relay's window").
 func TestDefaultWindowsKeepSendersFull(t *testing.T) {
-	if got, want := pgoutbox.DefaultMaxInFlight, 4*sender.DefaultMaxInFlightMessages; got != want {
-		t.Errorf("DefaultMaxInFlight = %d, want four times the sender's %d", got, want)
+	o, err := (*RelayOptions)(nil).withDefaults()
+	if err != nil {
+		t.Fatal(err)
 	}
-	if got, want := int64(pgoutbox.DefaultMaxInFlightBytes), 4*int64(sender.DefaultMaxInFlightBytes); got != want {
-		t.Errorf("DefaultMaxInFlightBytes = %d, want four times the sender's %d", got, want)
+	if want := 4 * sender.DefaultMaxInFlightMessages; o.MaxInFlight != want {
+		t.Errorf("MaxInFlight = %d, want four times the sender's %d", o.MaxInFlight, want)
 	}
-	if got := pgoutbox.DefaultMaxOpenClaims * pgoutbox.DefaultClaimBatch; got < pgoutbox.DefaultMaxInFlight {
-		t.Errorf("DefaultMaxOpenClaims claims of DefaultClaimBatch hold %d rows, less than DefaultMaxInFlight %d", got, pgoutbox.DefaultMaxInFlight)
+	if want := 4 * int64(sender.DefaultMaxInFlightBytes); o.MaxInFlightBytes != want {
+		t.Errorf("MaxInFlightBytes = %d, want four times the sender's %d", o.MaxInFlightBytes, want)
+	}
+	if got := o.MaxOpenClaims * o.ClaimBatch; got != o.MaxInFlight {
+		t.Errorf("%d open claims of %d rows hold %d rows, want MaxInFlight's %d", o.MaxOpenClaims, o.ClaimBatch, got, o.MaxInFlight)
 	}
 }

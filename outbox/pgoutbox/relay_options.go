@@ -83,9 +83,10 @@ type RelayOptions struct {
 	// (30 s); negative is an error (a stuck relay must give its rows up).
 	Lease time.Duration
 
-	// ClaimBatch bounds the rows one claim takes. Twice ClaimBatch bounds the rows of one
-	// order (a session, a transaction) the relay holds at once, so that an order whose
-	// sends hang cannot take the whole window. Default DefaultClaimBatch (512); negative
+	// ClaimBatch bounds the rows one claim takes. The relay claims no more rows of an
+	// order (a session, a transaction) once it holds twice ClaimBatch of them, so that an
+	// order whose sends hang cannot take the whole window (a claim that began below that
+	// may add up to ClaimBatch more). Default DefaultClaimBatch (512); negative
 	// is an error (a claim's rows are held in memory and locked in the database).
 	ClaimBatch int
 
@@ -106,8 +107,13 @@ type RelayOptions struct {
 	// of the relay's own (made from the outbox pool's configuration, outside the pool, so
 	// that a relay never takes the application's connections) until its rows are
 	// marked; the relay claims the next rows, those after its own claimed rows included,
-	// while earlier claims are being sent. Default DefaultMaxOpenClaims (8); negative is
-	// an error (each claim holds a connection).
+	// while earlier claims are being sent. With the LISTEN connection, a relay holds up
+	// to MaxOpenClaims + 1 connections. A claim's rows go to the senders after the
+	// earlier claims' rows of their destinations, and are released unsent half a Lease
+	// after their claim: a destination that drains fewer than about MaxInFlight / (Lease
+	// / 2) messages per second (270 with the defaults) has its last claims' rows
+	// released and claimed again (no attempt charged); lower MaxOpenClaims there. Default
+	// DefaultMaxOpenClaims (8); negative is an error (each claim holds a connection).
 	MaxOpenClaims int
 
 	// PollInterval is how often the relay looks for rows when nothing woke it: the
