@@ -126,8 +126,26 @@ func run(ctx context.Context, args []string, lookupEnv func(string) (string, boo
 	closeCtx, cancel := context.WithTimeout(context.Background(), closeTimeout)
 	defer cancel()
 	err = srv.Close(closeCtx)
+	if cfg.verbose {
+		printStats(stderr, ns)
+	}
 	fmt.Fprintln(stderr, "sbemulator: stopped")
 	return err
+}
+
+// printStats writes each queue's and subscription's counters (sbtest.EntityStats), one
+// line each: with -v, what the clients did, the messages the SDKs released between two
+// receive calls included, is there to read when the emulator stops.
+func printStats(w io.Writer, ns *sbtest.Namespace) {
+	entities := ns.Queues()
+	for _, t := range ns.Topics() {
+		entities = append(entities, t.Subscriptions()...)
+	}
+	for _, e := range entities {
+		st := e.Stats()
+		fmt.Fprintf(w, "sbemulator: %s: sent %d, received %d, completed %d, abandoned %d, dead-lettered %d, deferred %d, released %d, locks expired %d, expired %d\n",
+			e.Name(), st.Sent, st.Received, st.Completed, st.Abandoned, st.DeadLettered, st.Deferred, st.Released, st.LockExpired, st.Expired)
+	}
 }
 
 // config is what the flags and the environment say.
@@ -193,7 +211,7 @@ func parseFlags(args []string, lookupEnv func(string) (string, bool), stderr io.
 		return nil
 	})
 	fs.BoolVar(&cfg.noExplorer, "disable-explorer", false, "serve no explorer page on the HTTP port (the administration API and /health only)")
-	fs.BoolVar(&cfg.verbose, "v", false, "log connections, links and errors to stderr")
+	fs.BoolVar(&cfg.verbose, "v", false, "log connections, links and errors to stderr, and each entity's counters when stopped")
 	fs.BoolVar(&cfg.version, "version", false, "print the version (the module's, from the build information) and exit")
 	if err := fs.Parse(args); err != nil {
 		return nil, err
