@@ -126,16 +126,17 @@ func run(ctx context.Context, args []string, lookupEnv func(string) (string, boo
 	closeCtx, cancel := context.WithTimeout(context.Background(), closeTimeout)
 	defer cancel()
 	err = srv.Close(closeCtx)
-	if cfg.verbose {
+	if cfg.stats {
 		printStats(stderr, ns)
 	}
 	fmt.Fprintln(stderr, "sbemulator: stopped")
 	return err
 }
 
-// printStats writes each queue's and subscription's counters (sbtest.EntityStats), one
-// line each: with -v, what the clients did, the messages the SDKs released between two
-// receive calls included, is there to read when the emulator stops.
+// printStats writes some counters of each queue and subscription (from
+// sbtest.EntityStats) to w, one line each, for -stats: what the clients did, read when
+// the emulator stops. Released counts the messages given back with the released
+// outcome, which azservicebus sends for those that arrive between two receive calls.
 func printStats(w io.Writer, ns *sbtest.Namespace) {
 	entities := ns.Queues()
 	for _, t := range ns.Topics() {
@@ -157,6 +158,7 @@ type config struct {
 	cert           string
 	noExplorer     bool
 	verbose        bool
+	stats          bool
 	version        bool
 	maxMessageSize int
 	maxConnections int
@@ -211,7 +213,8 @@ func parseFlags(args []string, lookupEnv func(string) (string, bool), stderr io.
 		return nil
 	})
 	fs.BoolVar(&cfg.noExplorer, "disable-explorer", false, "serve no explorer page on the HTTP port (the administration API and /health only)")
-	fs.BoolVar(&cfg.verbose, "v", false, "log connections, links and errors to stderr, and each entity's counters when stopped")
+	fs.BoolVar(&cfg.verbose, "v", false, "log connections, links and errors to stderr")
+	fs.BoolVar(&cfg.stats, "stats", false, "when stopped, print each queue's and subscription's counters to stderr (sent, received, settled, released, locks expired)")
 	fs.BoolVar(&cfg.version, "version", false, "print the version (the module's, from the build information) and exit")
 	if err := fs.Parse(args); err != nil {
 		return nil, err

@@ -63,7 +63,7 @@ func TestRunServesAndStops(t *testing.T) {
 		done <- run(ctx, []string{"-addr", "127.0.0.1:0", "-config", cfgFile, "-queue", "q1,q2",
 			"-subscription", "news/web", "-lock-duration", "10s", "-fault", "q1:send:1:unauthorized",
 			"-latency", "1ms", "-store-time", "2ms", "-store-concurrency", "3", "-max-connections", "1",
-			"-admin-cert", certFile, "-v"}, noEnv, &stdout, &stderr, ready)
+			"-admin-cert", certFile, "-stats"}, noEnv, &stdout, &stderr, ready)
 	}()
 	var srv *sbtest.Server
 	select {
@@ -157,7 +157,7 @@ func TestRunServesAndStops(t *testing.T) {
 	if !strings.Contains(stderr.String(), "sbemulator: stopped") {
 		t.Errorf("stderr %q does not say it stopped", stderr.String())
 	}
-	// -v: each entity's counters when it stops (the refused first send stored nothing).
+	// -stats: each queue's and subscription's counters when it stops (the refused first send stored nothing).
 	if want := "sbemulator: q1: sent 1, received 1, completed 1, abandoned 0, dead-lettered 0, deferred 0, released 0, locks expired 0, expired 0\n"; !strings.Contains(stderr.String(), want) {
 		t.Errorf("stderr %q does not give q1's counters %q", stderr.String(), want)
 	}

@@ -4,7 +4,9 @@
 // same emulator. Usage:
 //
 //	node openloop.mjs /path/to/sbemulator     start the emulator with a queue "work" and a
-//	                                          7 ms round trip (-latency 7ms -store-time 1ms),
+//	                                          7 ms round trip (-latency 7ms -store-time 1ms;
+//	                                          -stats: the queue's counters, released messages
+//	                                          included, on stderr when it stops),
 //	                                          measure, stop it
 //	SERVICEBUS_CONNECTION_STRING=... node openloop.mjs
 //	                                          measure against a running emulator that has a
@@ -39,7 +41,7 @@ const now = () => performance.timeOrigin + performance.now();
 let emulator;
 
 async function startEmulator(bin) {
-  emulator = spawn(bin, ["-addr", "127.0.0.1:0", "-queue", "work", "-latency", latency, "-store-time", "1ms"], {
+  emulator = spawn(bin, ["-addr", "127.0.0.1:0", "-queue", "work", "-latency", latency, "-store-time", "1ms", "-stats"], {
     stdio: ["ignore", "pipe", "inherit"],
   });
   const lines = createInterface({ input: emulator.stdout });
