@@ -136,7 +136,8 @@ func run(ctx context.Context, args []string, lookupEnv func(string) (string, boo
 // printStats writes some counters of each queue and subscription (from
 // sbtest.EntityStats) to w, one line each, for -stats: what the clients did, read when
 // the emulator stops. Released counts the messages given back with the released
-// outcome, which azservicebus sends for those that arrive between two receive calls.
+// outcome, which azservicebus sends for those that arrive between two receive calls
+// (see sbtest.EntityStats).
 func printStats(w io.Writer, ns *sbtest.Namespace) {
 	entities := ns.Queues()
 	for _, t := range ns.Topics() {

@@ -157,7 +157,8 @@ func TestRunServesAndStops(t *testing.T) {
 	if !strings.Contains(stderr.String(), "sbemulator: stopped") {
 		t.Errorf("stderr %q does not say it stopped", stderr.String())
 	}
-	// -stats: each queue's and subscription's counters when it stops (the refused first send stored nothing).
+	// -stats: each queue's and subscription's counters when it stops (the refused first
+	// send stored nothing).
 	if want := "sbemulator: q1: sent 1, received 1, completed 1, abandoned 0, dead-lettered 0, deferred 0, released 0, locks expired 0, expired 0\n"; !strings.Contains(stderr.String(), want) {
 		t.Errorf("stderr %q does not give q1's counters %q", stderr.String(), want)
 	}

@@ -102,9 +102,10 @@ var dbRetry = retry.Policy{MaxRetries: retry.Unlimited, RetryDelay: 100 * time.M
 // takes a row when its predecessor is in the same claim, or is one the relay holds in
 // an earlier claim of its own whose order has not failed: the relay claims the next rows
 // of a session or a transaction while the earlier ones are in flight, up to about twice
-// [RelayOptions.ClaimBatch] rows per order (see there). The rows of an order go through the ordered
-// sender ([sender.Options.Ordered], with the transaction as [sender.Options.OrderKey]
-// for messages without a key): batched together, one request at a time, in id order;
+// [RelayOptions.ClaimBatch] rows per order (see there). The rows of an order go through
+// the ordered sender ([sender.Options.Ordered], with the transaction as
+// [sender.Options.OrderKey] for messages without a key): batched together, one request
+// at a time, in id order;
 // the rows that wait for the order's request in flight wait in the relay (outside the
 // sender's window) and go next, as many as the sender's window has room for
 // (MaxBatchMessages may split them into several requests, sent one after another).
