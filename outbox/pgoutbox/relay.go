@@ -105,10 +105,10 @@ var dbRetry = retry.Policy{MaxRetries: retry.Unlimited, RetryDelay: 100 * time.M
 // [RelayOptions.ClaimBatch] rows per order (see there). The rows of an order go through
 // the ordered sender ([sender.Options.Ordered], with the transaction as
 // [sender.Options.OrderKey] for messages without a key): batched together, one request
-// at a time, in id order;
-// the rows that wait for the order's request in flight wait in the relay (outside the
-// sender's window) and go next, as many as the sender's window has room for
-// (MaxBatchMessages may split them into several requests, sent one after another).
+// at a time, in id order; the rows that wait for the order's request in flight wait in
+// the relay (outside the sender's window) and go next, as many as the sender's window
+// has room for (MaxBatchMessages may split them into several requests, sent one after
+// another).
 // When a row fails, the later rows of its order (in every claim of the relay) are not
 // sent, and are retried after it; a row that is dead-lettered does not hold back the rows
 // after it. A row whose predecessor another relay holds is left to that relay.
