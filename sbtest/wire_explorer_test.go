@@ -18,6 +18,7 @@ import (
 	"github.com/Azure/azure-sdk-for-go/sdk/messaging/azservicebus/admin"
 	"github.com/sbkit/sbkit"
 	"github.com/sbkit/sbkit/sbtest/internal/explorer"
+	"github.com/sbkit/sbkit/sbtest/internal/wire"
 )
 
 // explorerAPI is a test client of the explorer's JSON API over a Namespace.
@@ -775,10 +776,10 @@ func TestExplorerFollowsSASAuthorization(t *testing.T) {
 		{"/", "", http.StatusOK},
 		{"/$explorer/static/app.js", "", http.StatusOK},
 		{"/$explorer/api/namespace", "", http.StatusUnauthorized},
-		{"/$explorer/api/namespace", sign("admin", "wrong", base+"/", exp), http.StatusUnauthorized},
-		{"/$explorer/api/namespace", sign("admin", "secret", "sb://127.0.0.1/orders", exp), http.StatusUnauthorized},
-		{"/$explorer/api/namespace", sign("admin", "secret", base+"/", exp), http.StatusOK},
-		{"/$explorer/api/messages?path=orders", sign("admin", "secret", "sb://127.0.0.1/", exp), http.StatusOK},
+		{"/$explorer/api/namespace", wire.SignSAS("admin", "wrong", base+"/", exp), http.StatusUnauthorized},
+		{"/$explorer/api/namespace", wire.SignSAS("admin", "secret", "sb://127.0.0.1/orders", exp), http.StatusUnauthorized},
+		{"/$explorer/api/namespace", wire.SignSAS("admin", "secret", base+"/", exp), http.StatusOK},
+		{"/$explorer/api/messages?path=orders", wire.SignSAS("admin", "secret", "sb://127.0.0.1/", exp), http.StatusOK},
 	} {
 		if got := status(c.path, c.token); got != c.want {
 			t.Errorf("GET %s with token %.40q: %d, want %d", c.path, c.token, got, c.want)

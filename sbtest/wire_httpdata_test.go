@@ -455,10 +455,10 @@ func TestServerHTTPDataSAS(t *testing.T) {
 		status     int
 	}{
 		{"no token", "", http.StatusUnauthorized},
-		{"a wrong key", sign("k", "wrong", host+"q", expiry), http.StatusUnauthorized},
-		{"a token for another entity", sign("k", "secret", host+"other", expiry), http.StatusUnauthorized},
-		{"a token for the entity", sign("k", "secret", host+"q", expiry), http.StatusCreated},
-		{"a token for the namespace", sign("k", "secret", host, expiry), http.StatusCreated},
+		{"a wrong key", wire.SignSAS("k", "wrong", host+"q", expiry), http.StatusUnauthorized},
+		{"a token for another entity", wire.SignSAS("k", "secret", host+"other", expiry), http.StatusUnauthorized},
+		{"a token for the entity", wire.SignSAS("k", "secret", host+"q", expiry), http.StatusCreated},
+		{"a token for the namespace", wire.SignSAS("k", "secret", host, expiry), http.StatusCreated},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			c.t = t

@@ -10,6 +10,7 @@ import (
 	"time"
 
 	goamqp "github.com/Azure/go-amqp"
+	"github.com/sbkit/sbkit/sbtest/internal/wire"
 )
 
 // pipeListener is a listener of in-memory connections (net.Pipe), so that a server and
@@ -90,7 +91,7 @@ func TestServerDropsLinksWhenTheirTokenExpires(t *testing.T) {
 				Properties: &goamqp.MessageProperties{MessageID: entity, ReplyTo: ptr("cbs-replies")},
 				ApplicationProperties: map[string]any{"operation": opPutToken, "type": "servicebus.windows.net:sastoken",
 					"name": audience},
-				Value: sign("k", "secret", audience, time.Now().Add(life).Unix()),
+				Value: wire.SignSAS("k", "secret", audience, time.Now().Add(life).Unix()),
 			}, nil)
 			if err != nil {
 				t.Fatal(err)

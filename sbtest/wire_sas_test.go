@@ -1,13 +1,8 @@
 package sbtest
 
 import (
-	"crypto/hmac"
-	"crypto/sha256"
-	"encoding/base64"
 	"errors"
 	"net/http"
-	"net/url"
-	"strconv"
 	"strings"
 	"testing"
 
@@ -90,15 +85,4 @@ func TestServerSASAuthorization(t *testing.T) {
 	if resp.StatusCode != http.StatusOK {
 		t.Errorf("GET /health without Authorization: %s, want 200", resp.Status)
 	}
-}
-
-// sign makes a token as the SDKs do: the resource URL-encoded in lower case, signed with
-// the expiry.
-func sign(name, key, resource string, expiry int64) string {
-	sr := strings.ToLower(url.QueryEscape(resource))
-	se := strconv.FormatInt(expiry, 10)
-	h := hmac.New(sha256.New, []byte(key))
-	h.Write([]byte(sr + "\n" + se))
-	sig := url.QueryEscape(base64.StdEncoding.EncodeToString(h.Sum(nil)))
-	return "SharedAccessSignature sr=" + sr + "&sig=" + sig + "&se=" + se + "&skn=" + name
 }
